@@ -1,0 +1,157 @@
+// Composite: several limits granted together, all or nothing (10/s AND 1000/h).
+#pragma once
+
+#include <sluice/decision.hpp>
+#include <sluice/detail/arith.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+namespace sluice::policy {
+
+namespace detail_all_of {
+
+template <std::size_t I, class P>
+struct part {
+    template <class Args>
+    explicit part(Args&& args) : value(std::make_from_tuple<P>(std::forward<Args>(args))) {}
+    P value;
+};
+
+template <class Seq, class... P>
+struct parts;
+
+template <std::size_t... I, class... P>
+struct parts<std::index_sequence<I...>, P...> : part<I, P>... {
+    template <class... Args>
+    explicit parts(Args&&... args) : part<I, P>(std::forward<Args>(args))... {}
+
+    template <class F>
+    void each(F&& f) { (f(static_cast<part<I, P>&>(*this).value), ...); }
+
+    template <class F>
+    void each(F&& f) const { (f(static_cast<const part<I, P>&>(*this).value), ...); }
+};
+
+} // namespace detail_all_of
+
+/// Grants n permits only when every part grants them, and then consumes from all: it never
+/// consumes from one limit when another rejects. Parts are policies (gcra, fixed_window,
+/// sliding_log, sliding_window_counter, or another all_of), each built in place from a
+/// tuple of its constructor arguments:
+///
+///     all_of<gcra, sliding_log> p{std::tuple{rate::per_second(10), 10},
+///                                 std::tuple{1000, std::chrono::hours(1)}};
+///
+/// A decision checks every part and then commits to every part under one mutex (a short
+/// critical section: the parts' own operations, no allocation), so parts are owned by the
+/// composite and must not be used on their own. The decision reports the longest
+/// retry_after and reset_after and the smallest remaining over the parts.
+template <class... P>
+class all_of {
+public:
+    static_assert(sizeof...(P) >= 1, "all_of needs at least one part");
+    static constexpr bool reserves_ahead = false;
+
+    template <class... Args>
+        requires(sizeof...(Args) == sizeof...(P))
+    explicit all_of(Args&&... args) : parts_(std::forward<Args>(args)...)
+    {
+    }
+
+    all_of(const all_of&) = delete;
+    all_of& operator=(const all_of&) = delete;
+
+    decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        decision d = combined(n, now);
+        if (d.allowed)
+            parts_.each([&](auto& p) { p.try_acquire(n, now); });
+        return d;
+    }
+
+    decision check(std::uint64_t n, std::int64_t now) const noexcept
+    {
+        std::lock_guard lock(mutex_);
+        return combined(n, now);
+    }
+
+    /// Grants at once when every part can and nothing is `ahead`; never commits in the
+    /// future. Otherwise returns predict(n, now, ahead), with error::would_exceed_timeout
+    /// beyond max_wait.
+    reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        decision d = combined(n, now);
+        if (d.error)
+            return sluice::detail::invalid_reservation(static_cast<error>(d.error.value()));
+        if (ahead == 0 && d.allowed) {
+            parts_.each([&](auto& p) { p.try_acquire(n, now); });
+            return {true, now, {}};
+        }
+        return sluice::detail::deferred_reservation(predict_locked(n, now, ahead), now, max_wait);
+    }
+
+    /// The latest of the parts' predictions: a lower bound for the composite.
+    std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
+    {
+        std::lock_guard lock(mutex_);
+        return predict_locked(n, now, ahead);
+    }
+
+    /// The smallest burst among the parts: larger requests can never be granted.
+    std::uint64_t burst() const noexcept
+    {
+        std::uint64_t b = ~std::uint64_t{0};
+        parts_.each([&](const auto& p) { b = std::min<std::uint64_t>(b, p.burst()); });
+        return b;
+    }
+
+    /// The I-th part, for set_rate() / set_limit() and inspection. Its try_acquire must
+    /// not be called directly.
+    template <std::size_t I>
+    auto& part() noexcept
+    {
+        using T = std::tuple_element_t<I, std::tuple<P...>>;
+        return static_cast<detail_all_of::part<I, T>&>(parts_).value;
+    }
+
+private:
+    decision combined(std::uint64_t n, std::int64_t now) const noexcept
+    {
+        decision out;
+        out.allowed = true;
+        out.remaining = ~std::uint64_t{0};
+        parts_.each([&](const auto& p) {
+            decision d = p.check(n, now);
+            if (d.error && !out.error) out.error = d.error;
+            out.allowed = out.allowed && d.allowed;
+            out.retry_after = std::max(out.retry_after, d.retry_after);
+            out.reset_after = std::max(out.reset_after, d.reset_after);
+            out.remaining = std::min(out.remaining, d.remaining);
+        });
+        if (out.error) {
+            out.allowed = false;
+            out.retry_after = std::chrono::nanoseconds::max();
+        }
+        if (!out.allowed && out.retry_after.count() == 0)
+            out.retry_after = std::chrono::nanoseconds{1};
+        return out;
+    }
+
+    std::int64_t predict_locked(std::uint64_t n, std::int64_t now, std::uint64_t ahead) const noexcept
+    {
+        std::int64_t at = now;
+        parts_.each([&](const auto& p) { at = std::max(at, p.predict(n, now, ahead)); });
+        return at;
+    }
+
+    mutable std::mutex mutex_;
+    detail_all_of::parts<std::index_sequence_for<P...>, P...> parts_;
+};
+
+} // namespace sluice::policy

@@ -1,0 +1,175 @@
+// Sliding window log: never more than `limit` permits in ANY window-long interval.
+#pragma once
+
+#include <sluice/decision.hpp>
+#include <sluice/detail/arith.hpp>
+
+#include <boost/system/system_error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace sluice::policy {
+
+/// Sliding window log, the strong guarantee: at no instant t do more than `limit` permits
+/// carry timestamps in (t - window, t]. It keeps the timestamps of the last `limit`
+/// permits in a ring (8 bytes each, allocated once); a request for n is granted when the
+/// n-th oldest of them has left the window.
+///
+/// Thread-safe with a short critical section (a mutex held for O(n + log limit) work, no
+/// allocation): the ring cannot be updated by one compare-and-swap. Timestamps are kept
+/// non-decreasing: a clock that steps backwards stamps permits at the newest time seen,
+/// which can only delay later grants.
+class sliding_log {
+public:
+    static constexpr bool reserves_ahead = false;
+    static constexpr std::uint64_t max_limit = std::uint64_t{1} << 24;
+
+    /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^24, and
+    /// error::invalid_rate unless window > 0.
+    sliding_log(std::uint64_t limit, std::chrono::nanoseconds window)
+        : window_(check_window(window)), ring_(check_limit(limit), detail::min_ns)
+    {
+    }
+
+    sliding_log(const sliding_log&) = delete;
+    sliding_log& operator=(const sliding_log&) = delete;
+
+    decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        return decide(n, now, true);
+    }
+
+    decision check(std::uint64_t n, std::int64_t now) const noexcept
+    {
+        std::lock_guard lock(mutex_);
+        return const_cast<sliding_log*>(this)->decide(n, now, false);
+    }
+
+    /// Grants at once when possible and nothing is `ahead`; never commits in the future.
+    /// Otherwise returns predict(n, now, ahead), with error::would_exceed_timeout beyond
+    /// max_wait.
+    reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        const std::uint64_t limit = ring_.size();
+        if (n == 0) return detail::invalid_reservation(error::invalid_count);
+        if (n > limit) return detail::invalid_reservation(error::exceeds_burst);
+        if (ahead == 0 && decide(n, now, true).allowed)
+            return {true, now, {}};
+        return detail::deferred_reservation(predict_locked(n, now, ahead), now, max_wait);
+    }
+
+    /// Earliest time at which `ahead` queued permits and then n more could be granted (a
+    /// lower bound: queued permits are assumed granted as early as possible). Consumes nothing.
+    std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
+    {
+        std::lock_guard lock(mutex_);
+        return predict_locked(n, now, ahead);
+    }
+
+    /// Changes the limit, keeping the newest timestamps. Allocates the new ring.
+    void set_limit(std::uint64_t limit)
+    {
+        std::vector<std::int64_t> next(check_limit(limit), detail::min_ns);
+        std::lock_guard lock(mutex_);
+        std::size_t keep = std::min(next.size(), ring_.size());
+        for (std::size_t i = 0; i < keep; ++i)
+            next[next.size() - 1 - i] = at(ring_.size() - 1 - i);
+        ring_.swap(next);
+        head_ = 0;
+    }
+
+    std::uint64_t limit() const noexcept
+    {
+        std::lock_guard lock(mutex_);
+        return ring_.size();
+    }
+    std::uint64_t burst() const noexcept { return limit(); }
+    std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
+
+private:
+    static std::size_t check_limit(std::uint64_t limit)
+    {
+        if (limit == 0 || limit > max_limit)
+            throw boost::system::system_error(make_error_code(error::invalid_burst));
+        return static_cast<std::size_t>(limit);
+    }
+
+    static std::int64_t check_window(std::chrono::nanoseconds w)
+    {
+        if (w.count() <= 0)
+            throw boost::system::system_error(make_error_code(error::invalid_rate));
+        return w.count();
+    }
+
+    std::int64_t predict_locked(std::uint64_t n, std::int64_t now, std::uint64_t ahead) const noexcept
+    {
+        const std::uint64_t limit = ring_.size();
+        std::uint64_t need = ahead + n;
+        std::uint64_t turns = (need - 1) / limit;       // full rings the queue must wait out
+        std::int64_t t = at(static_cast<std::size_t>((need - 1) % limit));
+        std::int64_t r = detail::sat_add(t, detail::sat_mul(turns + 1, window_));
+        return r > now ? r : now;
+    }
+
+    // The i-th oldest timestamp.
+    std::int64_t at(std::size_t i) const noexcept
+    {
+        std::size_t j = head_ + i;
+        return ring_[j >= ring_.size() ? j - ring_.size() : j];
+    }
+
+    // How many of the oldest timestamps have left the window at `now` (they are sorted).
+    std::uint64_t expired(std::int64_t now) const noexcept
+    {
+        std::int64_t horizon = detail::sat_sub(now, window_);
+        std::size_t lo = 0, hi = ring_.size();
+        while (lo < hi) {
+            std::size_t mid = lo + (hi - lo) / 2;
+            if (at(mid) <= horizon) lo = mid + 1; else hi = mid;
+        }
+        return lo;
+    }
+
+    decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
+    {
+        const std::uint64_t limit = ring_.size();
+        if (n == 0) return detail::invalid_decision(error::invalid_count);
+        if (n > limit) return detail::invalid_decision(error::exceeds_burst);
+        decision d;
+        std::int64_t nth = at(static_cast<std::size_t>(n - 1));
+        std::int64_t free_at = detail::sat_add(nth, window_);
+        if (free_at > now) {
+            d.retry_after = std::chrono::nanoseconds{free_at == detail::max_ns ? detail::max_ns : free_at - now};
+            d.remaining = expired(now);
+        } else {
+            d.allowed = true;
+            d.remaining = expired(now) - n;
+            if (consume) {
+                std::int64_t stamp = std::max(now, newest_);
+                for (std::uint64_t i = 0; i < n; ++i) {
+                    ring_[head_] = stamp;
+                    if (++head_ == ring_.size()) head_ = 0;
+                }
+                newest_ = stamp;
+            }
+        }
+        std::int64_t newest = d.allowed ? std::max(newest_, now) : newest_;
+        std::int64_t reset = detail::sat_sub(detail::sat_add(newest, window_), now);
+        d.reset_after = std::chrono::nanoseconds{reset > 0 ? reset : 0};
+        return d;
+    }
+
+    mutable std::mutex mutex_;
+    const std::int64_t window_;
+    std::vector<std::int64_t> ring_;
+    std::size_t head_ = 0;                  // index of the oldest timestamp
+    std::int64_t newest_ = detail::min_ns;
+};
+
+} // namespace sluice::policy
