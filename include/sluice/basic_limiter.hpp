@@ -1,0 +1,198 @@
+// The asynchronous limiter: an Asio I/O object around a policy, on which coroutines and
+// callbacks wait for capacity on a timer instead of a sleeping thread.
+#pragma once
+
+#include <sluice/decision.hpp>
+#include <sluice/detail/acquire_op.hpp>
+#include <sluice/detail/limiter_state.hpp>
+#include <sluice/error.hpp>
+#include <sluice/limiter_options.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace sluice {
+
+/// A max_wait that never expires.
+inline constexpr std::chrono::nanoseconds wait_forever = std::chrono::nanoseconds::max();
+
+/// An asynchronous limiter over a policy (see sluice/policy/). The named limiters
+/// (token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_window_counter,
+/// all_of) derive from it and add their constructors and setters.
+///
+/// Waiting: requests queue in FIFO order, so a large request is never starved by a
+/// stream of small ones, and try_acquire never barges ahead of queued waiters. One timer
+/// per limiter, armed for the earliest waiter, releases every waiter whose time has come
+/// in one pass. Reserving policies (GCRA) commit each waiter's slot when it queues: a
+/// wake-up needs no re-check, and a late wake-up does not delay later slots. Window
+/// policies retry the head of the queue when its window, or the oldest log entry, frees
+/// enough capacity.
+///
+/// Executor: every completion handler runs on its associated executor (a strand, another
+/// io_context), or on the limiter's executor when it has none. It is never invoked from
+/// inside async_acquire or from inside another completion, and no lock of the limiter is
+/// held when it runs. The limiter's own executor runs its timer.
+///
+/// Thread-safety: distinct objects safe; a shared limiter is safe to use from any number
+/// of threads and io_contexts at once (try_acquire is lock-free for lock-free policies,
+/// the waiter queue takes a short mutex). The limiter must be destroyed before the
+/// execution contexts its handlers use. Destroying it completes pending waiters with
+/// error::closed.
+template <class Policy, class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
+class basic_limiter {
+    using state_type = detail::limiter_state<Policy, Clock, Executor>;
+
+public:
+    using policy_type = Policy;
+    using clock_type = Clock;
+    using executor_type = Executor;
+
+    /// Builds the limiter and its policy from `args`.
+    template <class... Args>
+    basic_limiter(const executor_type& ex, const limiter_options& opts, Args&&... args)
+        : state_(std::make_shared<state_type>(ex, opts, std::forward<Args>(args)...))
+    {
+    }
+
+    basic_limiter(basic_limiter&&) noexcept = default;
+    basic_limiter& operator=(basic_limiter&& other) noexcept
+    {
+        if (this != &other) {
+            if (state_) state_->close();
+            state_ = std::move(other.state_);
+        }
+        return *this;
+    }
+
+    ~basic_limiter()
+    {
+        if (state_) state_->close();
+    }
+
+    executor_type get_executor() const noexcept { return state_->get_executor(); }
+
+    /// Grants n permits now if possible, without waiting. Lock-free for lock-free policies.
+    decision try_acquire(std::uint64_t n = 1) noexcept { return state_->try_acquire(n); }
+
+    /// Waits until n permits are granted.
+    ///
+    /// Handler signature: void(boost::system::error_code). Works with use_awaitable,
+    /// deferred, use_future, as_tuple, callbacks and the awaitable operators.
+    ///
+    /// Errors: error::would_exceed_timeout at once (nothing consumed) when the predicted
+    /// wait, counting every request queued before this one, exceeds max_wait; error::
+    /// queue_full at once when the limiter's queue bound is reached; error::exceeds_burst /
+    /// error::invalid_count for requests that can never be granted; error::closed after
+    /// close(); asio::error::operation_aborted when cancelled.
+    ///
+    /// Per-operation cancellation: terminal, partial and total are all honoured while the
+    /// request waits; the permits it had reserved are given back, so later waiters move up.
+    ///
+    /// Executor: see the class comment. The completion never runs inside this call.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
+                  Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_acquire(std::uint64_t n, std::chrono::nanoseconds max_wait,
+                       Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+            initiate_acquire{state_}, token, n, max_wait.count());
+    }
+
+    /// Waits for one permit for at most max_wait: true when granted, false when the wait
+    /// would have exceeded max_wait (nothing consumed). Other errors throw system_error.
+    boost::asio::awaitable<bool> acquire(std::chrono::nanoseconds max_wait = wait_forever)
+    {
+        return acquire(1, max_wait);
+    }
+
+    /// Waits for n permits; see acquire(max_wait).
+    boost::asio::awaitable<bool> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
+    {
+        auto [ec] = co_await async_acquire(n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
+        if (!ec)
+            co_return true;
+        if (ec == error::would_exceed_timeout)
+            co_return false;
+        throw boost::system::system_error(ec);
+    }
+
+    /// Waits on the calling thread (no event loop needed) for n permits. Returns the same
+    /// errors as async_acquire; error::closed wakes it early. Reserving policies queue in
+    /// the same FIFO as asynchronous waiters; others retry and let queued waiters go first.
+    boost::system::error_code acquire_blocking(std::uint64_t n = 1, std::chrono::nanoseconds max_wait = wait_forever)
+    {
+        return state_->acquire_blocking(n, max_wait.count());
+    }
+
+    /// Completes every pending waiter with error::closed; later requests fail the same way.
+    void close() { state_->close(); }
+
+    /// Requests waiting now.
+    std::size_t queued() const { return state_->queued(); }
+
+    /// The policy, for inspection. Its thread-safe queries may be called at any time; use
+    /// the limiter's setters to change it, so that waiters are rescheduled.
+    const Policy& policy() const noexcept { return state_->policy(); }
+
+protected:
+    // Runs f(policy, now) under the queue lock and reschedules the waiters.
+    template <class F>
+    void reconfigure(F&& f)
+    {
+        state_->reconfigure([&](std::int64_t now) { return f(state_->policy(), now); });
+    }
+
+private:
+    struct cancel_handler {
+        state_type* state;
+        detail::waiter* w;
+
+        void operator()(boost::asio::cancellation_type type)
+        {
+            using ct = boost::asio::cancellation_type;
+            if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none)
+                state->cancel(w);
+        }
+    };
+
+    struct initiate_acquire {
+        std::shared_ptr<state_type> state;
+
+        using executor_type = Executor;
+        executor_type get_executor() const noexcept { return state->get_executor(); }
+
+        template <class Handler>
+        void operator()(Handler&& handler, std::uint64_t n, std::int64_t max_wait) const
+        {
+            using op_type = detail::acquire_op<std::decay_t<Handler>, Executor, state_type>;
+            auto slot = boost::asio::get_associated_cancellation_slot(handler);
+            op_type* op = op_type::create(std::forward<Handler>(handler), state->get_executor(), state);
+            if (slot.is_connected())
+                slot.template emplace<cancel_handler>(state.get(), op);
+            state->start(op, n, max_wait);
+        }
+    };
+
+    std::shared_ptr<state_type> state_;
+};
+
+namespace detail {
+
+template <class T>
+concept execution_context_ref = std::is_convertible_v<T&, boost::asio::execution_context&>;
+
+} // namespace detail
+} // namespace sluice

@@ -1,0 +1,42 @@
+// Asynchronous fixed window limiter.
+#pragma once
+
+#include <sluice/basic_limiter.hpp>
+#include <sluice/policy/fixed_window.hpp>
+
+namespace sluice {
+
+/// Asynchronous fixed window limiter (policy::fixed_window): at most `limit` permits in each
+/// fixed window; the weak guarantee (2 * limit may pass around a boundary). Lock-free
+/// try_acquire; waiters are retried when the next window opens.
+template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
+class fixed_window : public basic_limiter<policy::fixed_window, Clock, Executor> {
+    using base = basic_limiter<policy::fixed_window, Clock, Executor>;
+
+public:
+    /// At most `limit` permits per `window`. Throws system_error(error::invalid_burst) for a
+    /// limit outside the policy's range, error::invalid_rate for a window <= 0.
+    fixed_window(const std::type_identity_t<Executor>& ex, std::uint64_t limit, std::chrono::nanoseconds window,
+       const limiter_options& opts = {})
+        : base(ex, opts, limit, window)
+    {
+    }
+
+    template <detail::execution_context_ref Context>
+    fixed_window(Context& ctx, std::uint64_t limit, std::chrono::nanoseconds window, const limiter_options& opts = {})
+        : base(Executor(ctx.get_executor()), opts, limit, window)
+    {
+    }
+
+    /// Changes the limit; permits already counted stay counted and waiters are retried
+    /// under the new limit. Thread-safe.
+    void set_limit(std::uint64_t limit)
+    {
+        this->reconfigure([limit](policy::fixed_window& p, std::int64_t) { p.set_limit(limit); });
+    }
+
+    std::uint64_t limit() const noexcept { return this->policy().limit(); }
+    std::chrono::nanoseconds window() const noexcept { return this->policy().window(); }
+};
+
+} // namespace sluice

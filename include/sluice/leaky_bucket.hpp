@@ -1,0 +1,64 @@
+// Leaky bucket: permits spaced exactly one interval apart, as a queue.
+#pragma once
+
+#include <sluice/basic_limiter.hpp>
+#include <sluice/policy/gcra.hpp>
+#include <sluice/rate.hpp>
+
+#include <algorithm>
+
+namespace sluice {
+
+/// Asynchronous leaky bucket: GCRA with burst 1, so grants are spaced 1/rate apart and
+/// waiters are served as a queue, each at its own slot.
+///
+/// `slack` bounds catch-up: a caller that comes back late (a timer that woke late, a slow
+/// loop) keeps its schedule instead of losing the time, by at most `slack` (a burst of up
+/// to slack * rate extra permits after idleness). The default, default_slack(r), is 1 ms
+/// but never more than 10 intervals: it absorbs timer lateness so that the achieved rate
+/// stays on target, while an idle bucket releases at most 10 extra permits at once. Pass
+/// 0 for exact spacing with no catch-up at all.
+template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
+class leaky_bucket : public basic_limiter<policy::gcra, Clock, Executor> {
+    using base = basic_limiter<policy::gcra, Clock, Executor>;
+
+public:
+    static std::chrono::nanoseconds default_slack(rate r) noexcept
+    {
+        return std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(1), 10 * r.interval());
+    }
+
+    leaky_bucket(const std::type_identity_t<Executor>& ex, rate r, const limiter_options& opts = {})
+        : base(ex, opts, r, 1, default_slack(r))
+    {
+    }
+
+    leaky_bucket(const std::type_identity_t<Executor>& ex, rate r, std::chrono::nanoseconds slack,
+                 const limiter_options& opts = {})
+        : base(ex, opts, r, 1, slack)
+    {
+    }
+
+    template <detail::execution_context_ref Context>
+    leaky_bucket(Context& ctx, rate r, const limiter_options& opts = {})
+        : base(Executor(ctx.get_executor()), opts, r, 1, default_slack(r))
+    {
+    }
+
+    template <detail::execution_context_ref Context>
+    leaky_bucket(Context& ctx, rate r, std::chrono::nanoseconds slack, const limiter_options& opts = {})
+        : base(Executor(ctx.get_executor()), opts, r, 1, slack)
+    {
+    }
+
+    /// Changes the rate; queued waiters are rescheduled at it. Thread-safe.
+    void set_rate(rate r)
+    {
+        this->reconfigure([r](policy::gcra& p, std::int64_t now) { return p.set_rate(r, now); });
+    }
+
+    rate get_rate() const noexcept { return this->policy().get_rate(); }
+    std::chrono::nanoseconds slack() const noexcept { return this->policy().slack(); }
+};
+
+} // namespace sluice

@@ -1,0 +1,29 @@
+// Options every asynchronous limiter takes.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace sluice {
+
+/// Options of an asynchronous limiter.
+struct limiter_options {
+    /// Most requests waiting at once; one more completes at once with error::queue_full.
+    std::size_t max_queued = std::numeric_limits<std::size_t>::max();
+
+    /// Most permits waiting at once (summed over waiting requests); error::queue_full beyond.
+    std::uint64_t max_queued_permits = std::numeric_limits<std::uint64_t>::max();
+
+    /// Strict wait: timers wake tens of microseconds late, so waits end late. In strict
+    /// mode the last `strict_threshold` of a wait is spent yielding to the executor
+    /// (re-posting) until the exact time: precise to about a microsecond, at the price of
+    /// a busy executor during that stretch. Off by default.
+    bool strict = false;
+
+    /// How much of the end of each wait strict mode spends yielding instead of sleeping.
+    std::chrono::nanoseconds strict_threshold = std::chrono::milliseconds(2);
+};
+
+} // namespace sluice

@@ -1,0 +1,42 @@
+// Asynchronous sliding window limiter: the strong guarantee.
+#pragma once
+
+#include <sluice/basic_limiter.hpp>
+#include <sluice/policy/sliding_log.hpp>
+
+namespace sluice {
+
+/// Asynchronous sliding window (policy::sliding_log): never more than `limit` permits in
+/// ANY window-long interval. Keeps `limit` timestamps; a short critical section per
+/// decision. Waiters are retried when the oldest timestamps leave the window.
+template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
+class sliding_window : public basic_limiter<policy::sliding_log, Clock, Executor> {
+    using base = basic_limiter<policy::sliding_log, Clock, Executor>;
+
+public:
+    /// At most `limit` permits per `window`. Throws system_error(error::invalid_burst) for a
+    /// limit outside the policy's range, error::invalid_rate for a window <= 0.
+    sliding_window(const std::type_identity_t<Executor>& ex, std::uint64_t limit, std::chrono::nanoseconds window,
+       const limiter_options& opts = {})
+        : base(ex, opts, limit, window)
+    {
+    }
+
+    template <detail::execution_context_ref Context>
+    sliding_window(Context& ctx, std::uint64_t limit, std::chrono::nanoseconds window, const limiter_options& opts = {})
+        : base(Executor(ctx.get_executor()), opts, limit, window)
+    {
+    }
+
+    /// Changes the limit; permits already counted stay counted and waiters are retried
+    /// under the new limit. Thread-safe.
+    void set_limit(std::uint64_t limit)
+    {
+        this->reconfigure([limit](policy::sliding_log& p, std::int64_t) { p.set_limit(limit); });
+    }
+
+    std::uint64_t limit() const noexcept { return this->policy().limit(); }
+    std::chrono::nanoseconds window() const noexcept { return this->policy().window(); }
+};
+
+} // namespace sluice

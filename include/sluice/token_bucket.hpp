@@ -1,0 +1,53 @@
+// Token bucket: up to `burst` permits at once, refilled at `rate`.
+#pragma once
+
+#include <sluice/basic_limiter.hpp>
+#include <sluice/policy/gcra.hpp>
+#include <sluice/rate.hpp>
+
+namespace sluice {
+
+/// Asynchronous token bucket on GCRA (policy::gcra): one atomic word, lock-free
+/// try_acquire, reservations committed when a waiter queues.
+///
+///     sluice::token_bucket bucket(io, sluice::rate::per_second(100), 10);
+///     if (co_await bucket.acquire(250ms)) { ... }
+template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
+class token_bucket : public basic_limiter<policy::gcra, Clock, Executor> {
+    using base = basic_limiter<policy::gcra, Clock, Executor>;
+
+public:
+    /// Throws system_error(error::invalid_burst) for burst 0 or burst * interval beyond 292
+    /// years.
+    token_bucket(const std::type_identity_t<Executor>& ex, rate r, std::uint64_t burst, const limiter_options& opts = {})
+        : base(ex, opts, r, burst)
+    {
+    }
+
+    template <detail::execution_context_ref Context>
+    token_bucket(Context& ctx, rate r, std::uint64_t burst, const limiter_options& opts = {})
+        : base(Executor(ctx.get_executor()), opts, r, burst)
+    {
+    }
+
+    /// Changes the rate. Permits already consumed stay consumed; queued waiters are
+    /// rescheduled under the new rate (their debt is repaid at it). Thread-safe.
+    void set_rate(rate r)
+    {
+        this->reconfigure([r](policy::gcra& p, std::int64_t now) { return p.set_rate(r, now); });
+    }
+
+    /// Changes the burst. An idle bucket holds the new burst at once. Thread-safe.
+    void set_burst(std::uint64_t burst)
+    {
+        this->reconfigure([burst](policy::gcra& p, std::int64_t) {
+            p.set_burst(burst);
+            return std::pair<std::int64_t, std::int64_t>{1, 1};
+        });
+    }
+
+    rate get_rate() const noexcept { return this->policy().get_rate(); }
+    std::uint64_t burst() const noexcept { return this->policy().burst(); }
+};
+
+} // namespace sluice
