@@ -1,0 +1,184 @@
+// Shared pieces of sluice-bench: the options every scenario reads, one-line JSON
+// output (benchmark protocol v1, see shared/peers/README.md), rusage helpers and the
+// multi-threaded harness of the `try` scenario.
+#pragma once
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <latch>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace sluice_bench {
+
+/// Every flag of protocol v1 (and the sluice additions). A scenario reads the fields it
+/// needs and ignores the others. Defaults follow the Go peer.
+struct options {
+    std::string scenario = "try";
+    std::string policy = "gcra";    // try: gcra|leaky|fixed_window|...|floor|clock|all
+    int threads = 1;                // try: threads hammering one limiter
+    std::int64_t ops = 10'000'000;  // try: checks in all (split over the threads)
+    bool admitting = true;          // try: infinite rate (true) or 1000/s (false)
+    std::int64_t waiters = 100'000; // fanout: concurrent waiters
+    double rate = 100'000;          // fanout, pace, shared: permits per second
+    std::int64_t n = 20'000;        // pace: acquisitions in a row
+    bool strict = false;            // fanout/pace: strict spacing (scenario-defined)
+    double seconds = 5;             // shared: duration
+    int procs = 4;                  // shared: processes
+    int concurrency = 32;           // shared: concurrent callers per process
+    int port = 6391;                // shared: redis port
+};
+
+/// Builds one JSON object on one line, keys in insertion order.
+class json_line {
+public:
+    json_line() { out_ = "{\"peer\":\"sluice\""; }
+
+    json_line& add(std::string_view key, std::string_view v)
+    {
+        put_key(key);
+        out_ += '"';
+        for (char ch : v) {
+            if (ch == '"' || ch == '\\') out_ += '\\';
+            out_ += ch;
+        }
+        out_ += '"';
+        return *this;
+    }
+    json_line& add(std::string_view key, const char* v) { return add(key, std::string_view{v}); }
+    json_line& add(std::string_view key, const std::string& v) { return add(key, std::string_view{v}); }
+    json_line& add(std::string_view key, bool v)
+    {
+        put_key(key);
+        out_ += v ? "true" : "false";
+        return *this;
+    }
+    json_line& add(std::string_view key, int v) { return add(key, static_cast<long long>(v)); }
+    json_line& add(std::string_view key, long v) { return add(key, static_cast<long long>(v)); }
+    json_line& add(std::string_view key, long long v)
+    {
+        put_key(key);
+        out_ += std::to_string(v);
+        return *this;
+    }
+    json_line& add(std::string_view key, unsigned long v) { return add(key, static_cast<unsigned long long>(v)); }
+    json_line& add(std::string_view key, unsigned long long v)
+    {
+        put_key(key);
+        out_ += std::to_string(v);
+        return *this;
+    }
+    json_line& add(std::string_view key, double v)
+    {
+        put_key(key);
+        if (!std::isfinite(v)) {
+            out_ += "null";
+            return *this;
+        }
+        char buf[64];
+        auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+        out_.append(buf, ec == std::errc{} ? p : buf);
+        return *this;
+    }
+
+    /// Prints the line to stdout and flushes (one line per result, streamable).
+    void emit()
+    {
+        out_ += "}\n";
+        std::fputs(out_.c_str(), stdout);
+        std::fflush(stdout);
+        out_.pop_back();
+        out_.pop_back();
+    }
+
+private:
+    void put_key(std::string_view key)
+    {
+        out_ += ",\"";
+        out_ += key;
+        out_ += "\":";
+    }
+
+    std::string out_;
+};
+
+/// User + system CPU time of the whole process, in seconds.
+inline double cpu_seconds() noexcept
+{
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/// Peak resident set size of the process, in KiB (Linux reports ru_maxrss in KiB).
+inline long max_rss_kib() noexcept
+{
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/// What the `try` harness measured.
+struct try_result {
+    double wall_ns = 0;           // around the whole run, from the common start to the last join
+    std::uint64_t admitted = 0;   // checks that were allowed, all threads together
+};
+
+/// Runs `ops` checks in all over `threads` threads (the first ops % threads threads do one
+/// more). Each thread calls check() in a tight loop and counts the true answers. Threads
+/// are created first and wait on a latch; the wall clock starts when the latch opens and
+/// stops after the last join.
+template <class Check>
+try_result run_threads(int threads, std::int64_t ops, Check&& check)
+{
+    struct alignas(64) slot { std::uint64_t admitted = 0; };
+    std::vector<slot> slots(static_cast<std::size_t>(threads));
+    std::latch ready(threads);
+    std::latch go(1);
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<std::size_t>(threads));
+    for (int t = 0; t < threads; ++t) {
+        std::int64_t mine = ops / threads + (t < ops % threads ? 1 : 0);
+        pool.emplace_back([&, t, mine] {
+            ready.count_down();
+            go.wait();
+            std::uint64_t c = 0;
+            for (std::int64_t i = 0; i < mine; ++i)
+                c += check() ? 1 : 0;
+            slots[static_cast<std::size_t>(t)].admitted = c;
+        });
+    }
+    ready.wait();
+    auto t0 = std::chrono::steady_clock::now();
+    go.count_down();
+    for (auto& th : pool) th.join();
+    auto t1 = std::chrono::steady_clock::now();
+    try_result r;
+    r.wall_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    for (auto& s : slots) r.admitted += s.admitted;
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------
+// Scenarios. Each is `int run_X(const options&)` returning the process exit code, and is
+// registered in the table in sluice_bench.cpp.
+//   try    : scenario_try.cpp
+//   fanout : scenario_fanout.cpp (to come: async waiters on one limiter)
+//   pace   : scenario_pace.cpp   (to come: one waiter, strict spacing)
+int run_try(const options& o);
+
+// The reference loops of `try` (bench_floor.cpp): a bare CAS on one atomic word, and the
+// clock read alone.
+try_result run_try_floor(const options& o);
+try_result run_try_clock(const options& o);
+
+} // namespace sluice_bench

@@ -1,0 +1,155 @@
+// Scenario `try` (protocol v1): --threads T threads hammer ONE shared limiter with
+// non-blocking checks, --ops N in all. Each check reads steady_clock (converted with
+// sluice::detail::now_ns, as a limiter does) and calls policy.try_acquire(1, now).
+//
+//   --admitting=true : the limiter never says no (checked: "admitted" must equal ops)
+//   --admitting=false: 1000/s with burst 1 (or 1 per 1 ms window): almost all reject
+//
+// Prints one JSON line per policy with the peers' keys (scenario, threads, admitting,
+// ops, ns_per_op = wall time / ops) plus peer, policy, admitted and wall_s.
+#include "bench_common.hpp"
+
+#include <sluice/manual_clock.hpp>
+#include <sluice/policy/all_of.hpp>
+#include <sluice/policy/fixed_window.hpp>
+#include <sluice/policy/gcra.hpp>
+#include <sluice/policy/sliding_log.hpp>
+#include <sluice/policy/sliding_window_counter.hpp>
+#include <sluice/rate.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string_view>
+#include <tuple>
+
+namespace sluice_bench {
+
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::rate;
+namespace pol = sluice::policy;
+
+template <class Policy>
+try_result hammer(const options& o, Policy& p)
+{
+    return run_threads(o.threads, o.ops, [&p]() noexcept {
+        return p.try_acquire(1, sluice::detail::now_ns<std::chrono::steady_clock>()).allowed;
+    });
+}
+
+// Admitting settings: every check admits with a wide margin (checks take >= 5 ns each).
+//   gcra, leaky: 10^9/s (1 ns a permit); gcra burst 10^9 (1 s), leaky burst 1 with 1 ms slack
+//   windows:     the largest limit each allows, windows short enough that it is never hit
+// Rejecting settings: 1000/s burst 1; 1 per 1 ms window.
+
+try_result run_gcra(const options& o)
+{
+    auto p = o.admitting ? std::make_unique<pol::gcra>(rate::per_second(1e9), 1'000'000'000)
+                         : std::make_unique<pol::gcra>(rate::per_second(1000), 1);
+    return hammer(o, *p);
+}
+
+try_result run_leaky(const options& o)
+{
+    // A leaky bucket is gcra(rate, 1, slack).
+    auto p = o.admitting ? std::make_unique<pol::gcra>(rate::per_second(1e9), 1, 1ms)
+                         : std::make_unique<pol::gcra>(rate::per_second(1000), 1, 0ns);
+    return hammer(o, *p);
+}
+
+try_result run_fixed_window(const options& o)
+{
+    // max_limit (2^31 - 1) per 1 ms window: would need 2 billion checks a ms to reject.
+    auto p = std::make_unique<pol::fixed_window>(o.admitting ? pol::fixed_window::max_limit : 1, 1ms);
+    return hammer(o, *p);
+}
+
+try_result run_sliding_log(const options& o)
+{
+    // The ring holds `limit` timestamps (8 bytes each), so no maximal limit here: 65,536 per
+    // 100 us (512 KiB ring) would need a check every 1.5 ns to reject.
+    auto p = o.admitting ? std::make_unique<pol::sliding_log>(65'536, 100us)
+                         : std::make_unique<pol::sliding_log>(1, 1ms);
+    return hammer(o, *p);
+}
+
+try_result run_sliding_window_counter(const options& o)
+{
+    auto p = std::make_unique<pol::sliding_window_counter>(
+        o.admitting ? pol::sliding_window_counter::max_limit : 1, 1ms);
+    return hammer(o, *p);
+}
+
+try_result run_all_of(const options& o)
+{
+    // A token bucket AND a fixed-window cap, the composite's typical use.
+    using composite = pol::all_of<pol::gcra, pol::fixed_window>;
+    auto p = o.admitting
+                 ? std::make_unique<composite>(std::tuple{rate::per_second(1e9), 1'000'000'000},
+                                               std::tuple{pol::fixed_window::max_limit, 1ms})
+                 : std::make_unique<composite>(std::tuple{rate::per_second(1000), 1},
+                                               std::tuple{std::uint64_t{1}, 1ms});
+    return hammer(o, *p);
+}
+
+struct policy_entry {
+    std::string_view name;
+    try_result (*run)(const options&);
+};
+
+constexpr policy_entry policies[] = {
+    {"gcra", run_gcra},
+    {"leaky", run_leaky},
+    {"fixed_window", run_fixed_window},
+    {"sliding_log", run_sliding_log},
+    {"sliding_window_counter", run_sliding_window_counter},
+    {"all_of", run_all_of},
+    {"floor", run_try_floor},
+    {"clock", run_try_clock},
+};
+
+void report(const options& o, std::string_view policy, const try_result& r)
+{
+    json_line j;
+    j.add("scenario", "try")
+        .add("policy", policy)
+        .add("threads", o.threads)
+        .add("admitting", o.admitting)
+        .add("ops", static_cast<long long>(o.ops))
+        .add("ns_per_op", r.wall_ns / static_cast<double>(o.ops))
+        .add("admitted", static_cast<unsigned long long>(r.admitted))
+        .add("wall_s", r.wall_ns / 1e9);
+    j.emit();
+    if (o.admitting && r.admitted != static_cast<std::uint64_t>(o.ops))
+        std::fprintf(stderr, "sluice-bench: warning: policy %.*s admitted %llu of %lld checks in admitting mode\n",
+                     static_cast<int>(policy.size()), policy.data(),
+                     static_cast<unsigned long long>(r.admitted), static_cast<long long>(o.ops));
+}
+
+} // namespace
+
+int run_try(const options& o)
+{
+    if (o.threads < 1 || o.ops < 1) {
+        std::fprintf(stderr, "sluice-bench: try needs --threads >= 1 and --ops >= 1\n");
+        return 2;
+    }
+    bool all = o.policy == "all";
+    bool found = false;
+    for (const auto& e : policies) {
+        if (all || o.policy == e.name) {
+            found = true;
+            report(o, e.name, e.run(o));
+        }
+    }
+    if (!found) {
+        std::fprintf(stderr, "sluice-bench: unknown policy '%s' (gcra, leaky, fixed_window, sliding_log, "
+                             "sliding_window_counter, all_of, floor, clock, all)\n", o.policy.c_str());
+        return 2;
+    }
+    return 0;
+}
+
+} // namespace sluice_bench

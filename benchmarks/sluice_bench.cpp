@@ -1,0 +1,152 @@
+// sluice-bench: the project's side of benchmark protocol v1 (shared/peers/README.md).
+//
+//   sluice-bench --scenario try --threads 2 --ops 10000000 --admitting=false --policy gcra
+//
+// Every flag takes `--flag=value` or `--flag value` (one dash works too); a boolean flag
+// alone means true. Unknown scenarios, flags or bad values: a message and exit code 2.
+// Prints one JSON line per result with the peers' keys plus "peer":"sluice".
+#include "bench_common.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <string_view>
+
+namespace sluice_bench {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Scenario table: add a scenario by writing `int run_X(const options&)` in its own file,
+// declaring it in bench_common.hpp and adding one row here.
+struct scenario_entry {
+    std::string_view name;
+    int (*run)(const options&);
+    std::string_view flags;   // for --help
+};
+
+constexpr scenario_entry scenarios[] = {
+    {"try", run_try, "--threads T --ops N --admitting=true|false --policy P"},
+    // {"fanout", run_fanout, "--waiters W --rate R"},
+    // {"pace", run_pace, "--n N --rate R"},
+};
+
+[[noreturn]] void usage_error(const std::string& msg)
+{
+    std::fprintf(stderr, "sluice-bench: %s (try --help)\n", msg.c_str());
+    std::exit(2);
+}
+
+void print_help()
+{
+    std::printf("usage: sluice-bench --scenario NAME [flags]  (--flag=value or --flag value)\n"
+                "scenarios:\n");
+    for (const auto& s : scenarios)
+        std::printf("  %-8.*s %.*s\n", static_cast<int>(s.name.size()), s.name.data(),
+                    static_cast<int>(s.flags.size()), s.flags.data());
+    std::printf("policies (try): gcra (default), leaky, fixed_window, sliding_log,\n"
+                "  sliding_window_counter, all_of, floor (bare CAS), clock (clock read only), all\n"
+                "other flags: --waiters --rate --n --strict --seconds --procs --concurrency --port\n");
+}
+
+bool parse_bool(std::string_view v, bool& out)
+{
+    if (v == "true" || v == "1" || v == "t" || v == "T" || v == "TRUE" || v == "True") { out = true; return true; }
+    if (v == "false" || v == "0" || v == "f" || v == "F" || v == "FALSE" || v == "False") { out = false; return true; }
+    return false;
+}
+
+template <class Int>
+void parse_int(std::string_view flag, std::string_view v, Int& out)
+{
+    Int x{};
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc{} || p != v.data() + v.size())
+        usage_error("--" + std::string(flag) + " wants an integer, got '" + std::string(v) + "'");
+    out = x;
+}
+
+void parse_double(std::string_view flag, std::string_view v, double& out)
+{
+    double x{};
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc{} || p != v.data() + v.size())
+        usage_error("--" + std::string(flag) + " wants a number, got '" + std::string(v) + "'");
+    out = x;
+}
+
+options parse(int argc, char** argv)
+{
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a.size() < 2 || a[0] != '-')
+            usage_error("unexpected argument '" + std::string(a) + "'");
+        a.remove_prefix(a[1] == '-' ? 2 : 1);
+        std::string_view key = a, value;
+        bool has_value = false;
+        if (auto eq = a.find('='); eq != std::string_view::npos) {
+            key = a.substr(0, eq);
+            value = a.substr(eq + 1);
+            has_value = true;
+        }
+        if (key == "help" || key == "h") {
+            print_help();
+            std::exit(0);
+        }
+        // Booleans: `--flag`, `--flag=v`, or `--flag v` when v reads as a boolean.
+        if (key == "admitting" || key == "strict") {
+            bool& dst = key == "admitting" ? o.admitting : o.strict;
+            bool b = true;
+            if (has_value) {
+                if (!parse_bool(value, b))
+                    usage_error("--" + std::string(key) + " wants true or false, got '" + std::string(value) + "'");
+            } else if (i + 1 < argc && parse_bool(argv[i + 1], b)) {
+                ++i;
+            } else {
+                b = true;
+            }
+            dst = b;
+            continue;
+        }
+        if (!has_value) {
+            if (i + 1 >= argc)
+                usage_error("--" + std::string(key) + " needs a value");
+            value = argv[++i];
+        }
+        if (key == "scenario") o.scenario = value;
+        else if (key == "policy") o.policy = value;
+        else if (key == "threads") parse_int(key, value, o.threads);
+        else if (key == "ops") parse_int(key, value, o.ops);
+        else if (key == "waiters") parse_int(key, value, o.waiters);
+        else if (key == "rate") parse_double(key, value, o.rate);
+        else if (key == "n") parse_int(key, value, o.n);
+        else if (key == "seconds") parse_double(key, value, o.seconds);
+        else if (key == "procs") parse_int(key, value, o.procs);
+        else if (key == "concurrency") parse_int(key, value, o.concurrency);
+        else if (key == "port") parse_int(key, value, o.port);
+        else usage_error("unknown flag --" + std::string(key));
+    }
+    return o;
+}
+
+} // namespace
+} // namespace sluice_bench
+
+int main(int argc, char** argv)
+{
+    using namespace sluice_bench;
+    options o = parse(argc, argv);
+    for (const auto& s : scenarios) {
+        if (o.scenario == s.name) {
+            try {
+                return s.run(o);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "sluice-bench: %s: %s\n", o.scenario.c_str(), e.what());
+                return 1;
+            }
+        }
+    }
+    usage_error("unknown scenario '" + o.scenario + "'");
+}
