@@ -3,17 +3,15 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/acquire_op.hpp>
+#include <sluice/detail/initiate_acquire.hpp>
 #include <sluice/detail/limiter_state.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
@@ -108,7 +106,7 @@ public:
                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
         return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-            initiate_acquire{state_}, token, n, max_wait.count());
+            detail::initiate_acquire<state_type, Executor>{state_}, token, n, max_wait.count());
     }
 
     /// Waits for one permit for at most max_wait: true when granted, false when the wait
@@ -156,43 +154,7 @@ protected:
     }
 
 private:
-    struct cancel_handler {
-        state_type* state;
-        detail::waiter* w;
-
-        void operator()(boost::asio::cancellation_type type)
-        {
-            using ct = boost::asio::cancellation_type;
-            if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none)
-                state->cancel(w);
-        }
-    };
-
-    struct initiate_acquire {
-        std::shared_ptr<state_type> state;
-
-        using executor_type = Executor;
-        executor_type get_executor() const noexcept { return state->get_executor(); }
-
-        template <class Handler>
-        void operator()(Handler&& handler, std::uint64_t n, std::int64_t max_wait) const
-        {
-            using op_type = detail::acquire_op<std::decay_t<Handler>, Executor, state_type>;
-            auto slot = boost::asio::get_associated_cancellation_slot(handler);
-            op_type* op = op_type::create(std::forward<Handler>(handler), state->get_executor(), state);
-            if (slot.is_connected())
-                slot.template emplace<cancel_handler>(state.get(), op);
-            state->start(op, n, max_wait);
-        }
-    };
-
     std::shared_ptr<state_type> state_;
 };
 
-namespace detail {
-
-template <class T>
-concept execution_context_ref = std::is_convertible_v<T&, boost::asio::execution_context&>;
-
-} // namespace detail
 } // namespace sluice

@@ -18,7 +18,8 @@ namespace sluice::detail {
 
 /// One pending acquire. It keeps the limiter's shared state alive (`Owner`), so that a
 /// cancellation arriving after the limiter is gone still finds it, and tracks work on the
-/// handler's executor while it waits.
+/// handler's executor while it waits. The owner decides what the handler receives
+/// (`Owner::deliver`) and what a grant that is dropped unrun gives back (`Owner::drop`).
 template <class Handler, class IoExecutor, class Owner>
 class acquire_op final : public waiter {
 public:
@@ -74,7 +75,10 @@ private:
 
         ~invoker()
         {
-            if (op) free(op);   // dropped unrun: the executor was shut down
+            if (op) {   // dropped unrun: the executor was shut down
+                op->owner_->drop(op->result, op->n);
+                free(op);
+            }
         }
 
         void operator()()
@@ -86,9 +90,10 @@ private:
             Handler h(std::move(o->handler_));
             auto work(std::move(o->work_));
             boost::system::error_code ec = o->result;
-            std::shared_ptr<Owner> keep(std::move(o->owner_));
+            std::uint64_t n = o->n;
+            std::shared_ptr<Owner> owner(std::move(o->owner_));
             free(o);
-            std::move(h)(ec);
+            Owner::deliver(std::move(h), ec, n, std::move(owner));
         }
     };
 

@@ -46,6 +46,16 @@ public:
         }
     }
 
+    // How a completion reaches the handler (see acquire_op).
+    template <class Handler>
+    static void deliver(Handler&& h, boost::system::error_code ec, std::uint64_t, std::shared_ptr<limiter_state>&&)
+    {
+        std::move(h)(ec);
+    }
+
+    // A grant dropped unrun: rate permits were spent at their time, nothing to give back.
+    void drop(const boost::system::error_code&, std::uint64_t) noexcept {}
+
     Policy& policy() noexcept { return policy_; }
     const Policy& policy() const noexcept { return policy_; }
     Executor get_executor() const noexcept { return executor_; }

@@ -1,0 +1,172 @@
+// Concurrency limit: at most K operations in flight, each holding an RAII permit.
+#pragma once
+
+#include <sluice/detail/concurrency_state.hpp>
+#include <sluice/detail/initiate_acquire.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace sluice {
+
+/// Limits how many operations run at once: async_acquire yields a move-only permit that
+/// holds its slots until it is destroyed or released. A crawler combines it with a rate
+/// limiter (requests per second AND requests in flight).
+///
+/// Waiting follows the rate limiters' rules: FIFO (a large request is never starved),
+/// per-operation cancellation (terminal, partial, total), completion on the handler's
+/// associated executor and never inline, a queue bound (limiter_options::max_queued),
+/// close(). The length of a wait cannot be predicted (it depends on when permits are
+/// returned), so max_wait is a deadline: max_wait 0 fails at once with
+/// error::would_exceed_timeout when no slot is free, and a waiter still queued at its
+/// deadline completes with error::timed_out.
+///
+///     sluice::concurrency_limit cap(io, 8);
+///     auto permit = co_await cap.acquire(2s);   // empty permit on time-out
+///     if (!permit) co_return;
+template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
+class concurrency_limit {
+    using state_type = detail::concurrency_state<Clock, Executor>;
+
+public:
+    using clock_type = Clock;
+    using executor_type = Executor;
+
+    /// Slots held by one grant; returns them when destroyed or released. An empty permit
+    /// (default-constructed, moved-from, or from a failed acquire) holds nothing.
+    class permit {
+    public:
+        permit() noexcept = default;
+        permit(permit&& other) noexcept : state_(std::move(other.state_)), n_(std::exchange(other.n_, 0)) {}
+        permit& operator=(permit&& other) noexcept
+        {
+            if (this != &other) {
+                release();
+                state_ = std::move(other.state_);
+                n_ = std::exchange(other.n_, 0);
+            }
+            return *this;
+        }
+        ~permit() { release(); }
+
+        /// Returns the slots now (waking the next waiter).
+        void release() noexcept
+        {
+            if (state_) {
+                state_->release(n_);
+                state_.reset();
+                n_ = 0;
+            }
+        }
+
+        std::uint64_t count() const noexcept { return n_; }
+        explicit operator bool() const noexcept { return state_ != nullptr; }
+
+    private:
+        friend class concurrency_limit;
+        friend state_type;
+        permit(std::shared_ptr<state_type> s, std::uint64_t n) noexcept : state_(std::move(s)), n_(n) {}
+
+        std::shared_ptr<state_type> state_;
+        std::uint64_t n_ = 0;
+    };
+
+    /// Throws system_error(error::invalid_burst) for a limit of 0.
+    concurrency_limit(const std::type_identity_t<Executor>& ex, std::uint64_t limit, const limiter_options& opts = {})
+        : state_(std::make_shared<state_type>(ex, check(limit), opts))
+    {
+    }
+
+    template <detail::execution_context_ref Context>
+    concurrency_limit(Context& ctx, std::uint64_t limit, const limiter_options& opts = {})
+        : concurrency_limit(Executor(ctx.get_executor()), limit, opts)
+    {
+    }
+
+    concurrency_limit(concurrency_limit&&) noexcept = default;
+    concurrency_limit& operator=(concurrency_limit&&) = delete;
+
+    /// Completes pending waiters with error::closed. Permits already out stay valid.
+    ~concurrency_limit()
+    {
+        if (state_) state_->close();
+    }
+
+    executor_type get_executor() const noexcept { return state_->get_executor(); }
+
+    /// A permit for n slots if they are free now and nobody is queued; else an empty one.
+    permit try_acquire(std::uint64_t n = 1)
+    {
+        return state_->try_acquire(n) ? permit(state_, n) : permit();
+    }
+
+    /// Waits for n slots. Handler signature: void(boost::system::error_code, permit).
+    /// Errors: error::would_exceed_timeout (max_wait 0 and no slot free), error::timed_out
+    /// (deadline reached while queued), error::queue_full, error::exceeds_burst (n above
+    /// the limit), error::invalid_count (n == 0), error::closed,
+    /// asio::error::operation_aborted (cancelled). The permit is empty on error.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, permit))
+                  Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_acquire(std::uint64_t n, std::chrono::nanoseconds max_wait,
+                       Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return boost::asio::async_initiate<Token, void(boost::system::error_code, permit)>(
+            detail::initiate_acquire<state_type, Executor>{state_}, token, n, max_wait.count());
+    }
+
+    /// Waits for one slot; an empty permit when max_wait passes first. Other errors throw.
+    boost::asio::awaitable<permit> acquire(std::chrono::nanoseconds max_wait = std::chrono::nanoseconds::max())
+    {
+        return acquire(1, max_wait);
+    }
+
+    boost::asio::awaitable<permit> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = std::chrono::nanoseconds::max())
+    {
+        auto [ec, p] = co_await async_acquire(n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
+        if (ec == error::timed_out || ec == error::would_exceed_timeout)
+            co_return permit();
+        if (ec)
+            throw boost::system::system_error(ec);
+        co_return std::move(p);
+    }
+
+    /// Changes the limit; permits out stay valid, waiters are granted as slots allow.
+    void set_limit(std::uint64_t limit) { state_->set_limit(check(limit)); }
+
+    void close() { state_->close(); }
+    std::uint64_t in_use() const { return state_->in_use(); }
+    std::uint64_t limit() const { return state_->limit(); }
+    std::size_t queued() const { return state_->queued(); }
+
+private:
+    static std::uint64_t check(std::uint64_t limit)
+    {
+        if (limit == 0)
+            throw boost::system::system_error(make_error_code(error::invalid_burst));
+        return limit;
+    }
+
+    std::shared_ptr<state_type> state_;
+};
+
+template <class Clock, class Executor>
+template <class Handler>
+void detail::concurrency_state<Clock, Executor>::deliver(Handler&& h, boost::system::error_code ec, std::uint64_t n,
+                                                         std::shared_ptr<concurrency_state>&& self)
+{
+    using permit = typename concurrency_limit<Clock, Executor>::permit;
+    std::move(h)(ec, ec ? permit() : permit(std::move(self), n));
+}
+
+} // namespace sluice
