@@ -23,7 +23,7 @@ namespace sluice_bench {
 /// needs and ignores the others. Defaults follow the Go peer.
 struct options {
     std::string scenario = "try";
-    std::string policy = "gcra";    // try: gcra|leaky|fixed_window|...|floor|clock|all
+    std::string policy = "gcra";    // try: gcra|leaky|...|floor|clock|clock_raw|clock_coarse|all
     int threads = 1;                // try: threads hammering one limiter
     std::int64_t ops = 10'000'000;  // try: checks in all (split over the threads)
     bool admitting = true;          // try: infinite rate (true) or 1000/s (false)
@@ -177,8 +177,10 @@ try_result run_threads(int threads, std::int64_t ops, Check&& check)
 int run_try(const options& o);
 
 // The reference loops of `try` (bench_floor.cpp): a bare CAS on one atomic word, and the
-// clock read alone.
+// clock read alone (steady_clock; clock_gettime directly; the coarse clock).
 try_result run_try_floor(const options& o);
 try_result run_try_clock(const options& o);
+try_result run_try_clock_raw(const options& o);
+try_result run_try_clock_coarse(const options& o);
 
 } // namespace sluice_bench

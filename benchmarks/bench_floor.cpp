@@ -8,9 +8,14 @@
 // exactly as the GCRA core. Same parameters as the `gcra` policy of scenario_try.cpp.
 //
 // clock: the clock read alone, one per check: the cost every policy pays first.
+// clock_raw: clock_gettime(CLOCK_MONOTONIC) called directly (what steady_clock::now() does,
+// without the hop through libstdc++). clock_coarse: CLOCK_MONOTONIC_COARSE, the kernel's
+// tick-granular clock (1-4 ms resolution), what a coarse limiter could use instead.
 #include "bench_common.hpp"
 
 #include <sluice/manual_clock.hpp>
+
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -52,6 +57,24 @@ try_result run_try_clock(const options& o)
     return run_threads(o.threads, o.ops, []() noexcept {
         std::int64_t now = sluice::detail::now_ns<std::chrono::steady_clock>();
         return now != 0;   // keeps the read; always true
+    });
+}
+
+try_result run_try_clock_raw(const options& o)
+{
+    return run_threads(o.threads, o.ops, []() noexcept {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return ts.tv_sec * 1'000'000'000 + ts.tv_nsec != 0;
+    });
+}
+
+try_result run_try_clock_coarse(const options& o)
+{
+    return run_threads(o.threads, o.ops, []() noexcept {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        return ts.tv_sec * 1'000'000'000 + ts.tv_nsec != 0;
     });
 }
 

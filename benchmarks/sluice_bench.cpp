@@ -46,7 +46,8 @@ void print_help()
         std::printf("  %-8.*s %.*s\n", static_cast<int>(s.name.size()), s.name.data(),
                     static_cast<int>(s.flags.size()), s.flags.data());
     std::printf("policies (try): gcra (default), leaky, fixed_window, sliding_log,\n"
-                "  sliding_window_counter, all_of, floor (bare CAS), clock (clock read only), all\n"
+                "  sliding_window_counter, all_of, floor (bare CAS), clock (steady_clock read only),\n"
+                "  clock_raw (clock_gettime), clock_coarse (CLOCK_MONOTONIC_COARSE), all (all but clock_*)\n"
                 "other flags: --waiters --rate --n --strict --seconds --procs --concurrency --port\n");
 }
 
