@@ -1,0 +1,17 @@
+// Everything sluice offers, in one include.
+#pragma once
+
+#include <sluice/all_of.hpp>
+#include <sluice/basic_limiter.hpp>
+#include <sluice/concurrency_limit.hpp>
+#include <sluice/decision.hpp>
+#include <sluice/error.hpp>
+#include <sluice/fixed_window.hpp>
+#include <sluice/leaky_bucket.hpp>
+#include <sluice/limiter_options.hpp>
+#include <sluice/manual_clock.hpp>
+#include <sluice/policy/rate_meter.hpp>
+#include <sluice/rate.hpp>
+#include <sluice/sliding_window.hpp>
+#include <sluice/sliding_window_counter.hpp>
+#include <sluice/token_bucket.hpp>
