@@ -159,10 +159,12 @@ public:
             if constexpr (reserves) {
                 auto [num, den] = f(t);
                 if (num != den) {
+                    pending_shift_ = 0;
                     queue_.for_each([&](waiter* w) {
                         if (w->ready > t)
                             w->ready = scale(t, w->ready, num, den);
                         w->shift = static_cast<std::int64_t>(static_cast<int128>(w->shift) * num / den);
+                        pending_shift_ += w->shift;
                     });
                 }
             } else {
@@ -256,7 +258,10 @@ private:
                 return false;
             }
             w->ready = r.at;
-            w->shift = 0;
+            // r.at already counts every refund so far, including those still on their way
+            // down the queue (pending_shift_): offset them, or they would count twice.
+            w->shift = -pending_shift_;
+            pending_shift_ = 0;
             queue_.push_back(w);
             queued_permits_.fetch_add(n, std::memory_order_relaxed);
             if (was_empty || !armed_ || r.at < armed_at_)
@@ -287,8 +292,12 @@ private:
     {
         if constexpr (reserves) {
             std::int64_t moved = refund ? policy_.refund(w->n, t) : 0;
-            if (w->next)
+            if (w->next) {
                 w->next->shift += w->shift + moved;
+                pending_shift_ += moved;
+            } else {
+                pending_shift_ -= w->shift;
+            }
         } else {
             deadlines_.erase(w);
             if (w == queue_.front())
@@ -397,6 +406,7 @@ private:
     waiter_list queue_;
     deadline_heap deadlines_;              // policies that do not reserve ahead
     std::atomic<std::uint64_t> queued_permits_{0};
+    std::int64_t pending_shift_ = 0;       // reserving policies: sum of the queued waiters' shift
     std::int64_t head_retry_ = 0;          // when the head may be retried (same)
     std::int64_t armed_at_ = 0;
     bool armed_ = false;
