@@ -5,7 +5,6 @@
 #include <sluice/policy/gcra.hpp>
 #include <sluice/rate.hpp>
 
-#include <algorithm>
 
 namespace sluice {
 
@@ -14,22 +13,20 @@ namespace sluice {
 ///
 /// `slack` bounds catch-up: a caller that comes back late (a timer that woke late, a slow
 /// loop) keeps its schedule instead of losing the time, by at most `slack` (a burst of up
-/// to slack * rate extra permits after idleness). The default, default_slack(r), is 1 ms
-/// but never more than 10 intervals: it absorbs timer lateness so that the achieved rate
-/// stays on target, while an idle bucket releases at most 10 extra permits at once. Pass
-/// 0 for exact spacing with no catch-up at all.
+/// to slack * rate extra permits after idleness). The default, default_slack, is 1 ms: it
+/// absorbs timer lateness and wake-up coalescing (limiter_options::coalesce) so that the
+/// achieved rate stays on target, at the price of at most 1 ms worth of permits released
+/// back to back after idleness (none below 1000/s). Pass 0 for exact spacing with no
+/// catch-up at all.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class leaky_bucket : public basic_limiter<policy::gcra, Clock, Executor> {
     using base = basic_limiter<policy::gcra, Clock, Executor>;
 
 public:
-    static std::chrono::nanoseconds default_slack(rate r) noexcept
-    {
-        return std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(1), 10 * r.interval());
-    }
+    static constexpr std::chrono::nanoseconds default_slack = std::chrono::milliseconds(1);
 
     leaky_bucket(const std::type_identity_t<Executor>& ex, rate r, const limiter_options& opts = {})
-        : base(ex, opts, r, 1, default_slack(r))
+        : base(ex, opts, r, 1, default_slack)
     {
     }
 
@@ -41,7 +38,7 @@ public:
 
     template <detail::execution_context_ref Context>
     leaky_bucket(Context& ctx, rate r, const limiter_options& opts = {})
-        : base(Executor(ctx.get_executor()), opts, r, 1, default_slack(r))
+        : base(Executor(ctx.get_executor()), opts, r, 1, default_slack)
     {
     }
 

@@ -16,6 +16,13 @@ struct limiter_options {
     /// Most permits waiting at once (summed over waiting requests); error::queue_full beyond.
     std::uint64_t max_queued_permits = std::numeric_limits<std::uint64_t>::max();
 
+    /// Default mode: the least time between two wake-ups of the limiter's timer. At high
+    /// rates each wake-up releases every waiter that has come due since the last one, so a
+    /// release may be up to this much late (never early), and the timer costs a bounded
+    /// number of system calls per second instead of one per waiter. 0 wakes for every slot.
+    /// Ignored in strict mode.
+    std::chrono::nanoseconds coalesce = std::chrono::microseconds(200);
+
     /// Strict wait: timers wake tens of microseconds late, so waits end late. In strict
     /// mode the last `strict_threshold` of a wait is spent yielding to the executor
     /// (re-posting) until the exact time: precise to about a microsecond, at the price of

@@ -13,6 +13,7 @@
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -362,7 +363,8 @@ private:
             spin(gen);
             return;
         }
-        std::int64_t wake = opts_.strict ? sat_sub(at, opts_.strict_threshold.count()) : at;
+        std::int64_t wake = opts_.strict ? sat_sub(at, opts_.strict_threshold.count())
+                                         : std::max(at, sat_add(last_wake_, opts_.coalesce.count()));
         timer_.expires_at(to_time_point(wake));
         timer_.async_wait([self = this->shared_from_this(), gen](boost::system::error_code ec) {
             if (!ec) self->on_wake(gen);
@@ -393,6 +395,7 @@ private:
                 return;
             }
             armed_ = false;
+            last_wake_ = t;
             schedule_locked(t, done);
         }
         done.complete_all();
@@ -408,7 +411,8 @@ private:
     std::atomic<std::uint64_t> queued_permits_{0};
     std::int64_t pending_shift_ = 0;       // reserving policies: sum of the queued waiters' shift
     std::int64_t head_retry_ = 0;          // when the head may be retried (same)
-    std::int64_t armed_at_ = 0;
+    std::int64_t armed_at_ = 0;            // when the head is due
+    std::int64_t last_wake_ = min_ns;      // coalescing: the last timer wake-up
     bool armed_ = false;
     std::uint64_t generation_ = 0;         // a wake-up of an older arming is stale
     bool closed_ = false;
