@@ -16,8 +16,10 @@ std::int64_t interval_for(long double count, long double period_ns) noexcept
 {
     if (!(count > 0) || !(period_ns > 0) || !std::isfinite(count) || !std::isfinite(period_ns))
         return 0;
-    long double interval = std::ceil(period_ns / count);
-    if (!(interval >= 1) || interval > max_ns)
+    // Faster than one permit per ns is out of range, not rounded up to it.
+    long double exact = period_ns / count;
+    long double interval = std::ceil(exact);
+    if (!(exact >= 1) || interval > max_ns)
         return 0;
     return static_cast<std::int64_t>(interval);
 }
