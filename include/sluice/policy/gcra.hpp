@@ -76,6 +76,7 @@ public:
             }
             if (commit(z, nz)) {
                 r.granted = true;
+                if (r.at < now) r.at = now;   // granted from the bucket: usable now, not before
                 return r;
             }
         }
@@ -167,13 +168,16 @@ private:
     }
 
     // z_new = max(z, now - tau) + n * interval; max_ns means "never" (saturated).
-    static std::int64_t next_z(const config& c, std::int64_t z, std::uint64_t n, std::int64_t now) noexcept
+    static std::int64_t next_z(const config& c, std::int64_t z, std::uint64_t n, std::int64_t now,
+                               bool* overflow = nullptr) noexcept
     {
         std::int64_t start = detail::sat_sub(now, c.tau);
         if (z > start) start = z;
         std::int64_t r;
-        if (__builtin_add_overflow(start, detail::sat_mul(n, c.interval), &r))
+        if (__builtin_add_overflow(start, detail::sat_mul(n, c.interval), &r)) {
+            if (overflow) *overflow = true;
             return detail::max_ns;
+        }
         return r;
     }
 
@@ -183,9 +187,11 @@ private:
             auto [c, z] = snapshot();
             if (n == 0) return detail::invalid_decision(error::invalid_count);
             if (n > c.burst) return detail::invalid_decision(error::exceeds_burst);
-            std::int64_t nz = next_z(c, z, n, now);
+            bool never = false;
+            std::int64_t nz = next_z(c, z, n, now, &never);
             decision d;
-            if (nz > now) {
+            // At now == max_ns a saturated nz is not <= now by luck: it is "never".
+            if (never || nz > now) {
                 d.retry_after = std::chrono::nanoseconds{nz == detail::max_ns ? detail::max_ns : nz - now};
                 d.remaining = available(c, z, now);
                 d.reset_after = std::chrono::nanoseconds{reset(c, z, now)};
