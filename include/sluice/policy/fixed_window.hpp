@@ -122,7 +122,7 @@ private:
         auto diff = static_cast<std::int32_t>(static_cast<std::uint32_t>(cur) - stored);
         if (diff > 0)
             return {cur, 0, word};
-        return {cur + diff, word & count_mask, word};
+        return {cur - diff, word & count_mask, word};   // the stored window is cur - diff
     }
 
     state load(std::int64_t now) const noexcept { return decode(word_.load(std::memory_order_acquire), now); }
@@ -140,7 +140,8 @@ private:
             decision d;
             d.reset_after = std::chrono::nanoseconds{detail::sat_sub(end, now)};
             if (s.count + n > limit) {
-                d.retry_after = d.reset_after;
+                // A window that ends at or past the clock's end never ends: "never", not 0.
+                d.retry_after = end == detail::max_ns ? std::chrono::nanoseconds::max() : d.reset_after;
                 d.remaining = s.count < limit ? limit - s.count : 0;
                 return d;
             }

@@ -114,7 +114,7 @@ private:
         auto diff = static_cast<std::int8_t>(static_cast<std::uint8_t>(k) - id);
         if (diff == 1) { prev = cur; cur = 0; }
         else if (diff > 1 || (prev == 0 && cur == 0)) { prev = 0; cur = 0; }
-        else if (diff < 0) k += diff;
+        else if (diff < 0) k -= diff;   // the stored window is k - diff
         std::int64_t start = mul(k, window_);
         std::int64_t e = detail::sat_sub(now, start);
         if (e < 0) e = 0;               // the clock went back: previous window at full weight
