@@ -143,8 +143,11 @@ private:
         if (n > limit) return detail::invalid_decision(error::exceeds_burst);
         decision d;
         std::int64_t nth = at(static_cast<std::size_t>(n - 1));
-        std::int64_t free_at = detail::sat_add(nth, window_);
-        if (free_at > now) {
+        std::int64_t free_at;
+        // Saturating would make "never" look like now == max_ns: keep the overflow apart.
+        bool never = __builtin_add_overflow(nth, window_, &free_at);
+        if (never) free_at = detail::max_ns;
+        if (never || free_at > now) {
             d.retry_after = std::chrono::nanoseconds{free_at == detail::max_ns ? detail::max_ns : free_at - now};
             d.remaining = expired(now);
         } else {
