@@ -126,6 +126,9 @@ private:
         decision out;
         out.allowed = true;
         out.remaining = ~std::uint64_t{0};
+        // A part that would grant reports what remains after taking n; if another part
+        // refuses, nothing is taken, so its remaining is n more.
+        std::uint64_t untaken = ~std::uint64_t{0};
         parts_.each([&](const auto& p) {
             decision d = p.check(n, now);
             if (d.error && !out.error) out.error = d.error;
@@ -133,7 +136,10 @@ private:
             out.retry_after = std::max(out.retry_after, d.retry_after);
             out.reset_after = std::max(out.reset_after, d.reset_after);
             out.remaining = std::min(out.remaining, d.remaining);
+            untaken = std::min(untaken, d.allowed ? d.remaining + n : d.remaining);
         });
+        if (!out.allowed && !out.error)
+            out.remaining = untaken;
         if (out.error) {
             out.allowed = false;
             out.retry_after = std::chrono::nanoseconds::max();
