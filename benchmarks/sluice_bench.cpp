@@ -15,6 +15,10 @@
 #include <string_view>
 
 namespace sluice_bench {
+int run_fanout(const options& o);   // scenario_fanout.cpp
+int run_pace(const options& o);     // scenario_pace.cpp
+extern std::string fanout_waiter;   // scenario_fanout.cpp: --waiter coroutine|callback
+
 namespace {
 
 // ---------------------------------------------------------------------------------------
@@ -28,8 +32,8 @@ struct scenario_entry {
 
 constexpr scenario_entry scenarios[] = {
     {"try", run_try, "--threads T --ops N --admitting=true|false --policy P"},
-    // {"fanout", run_fanout, "--waiters W --rate R"},
-    // {"pace", run_pace, "--n N --rate R"},
+    {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor]"},
+    {"pace", run_pace, "--n N --rate R [--strict]"},
 };
 
 [[noreturn]] void usage_error(const std::string& msg)
@@ -127,6 +131,7 @@ options parse(int argc, char** argv)
         else if (key == "procs") parse_int(key, value, o.procs);
         else if (key == "concurrency") parse_int(key, value, o.concurrency);
         else if (key == "port") parse_int(key, value, o.port);
+        else if (key == "waiter") fanout_waiter = value;   // fanout (not in options)
         else usage_error("unknown flag --" + std::string(key));
     }
     return o;

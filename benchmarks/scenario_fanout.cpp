@@ -1,0 +1,242 @@
+// Scenario `fanout` (protocol v1): --waiters W concurrent waiters on ONE leaky bucket at
+// --rate R per second with burst 1 and slack 0 (exact spacing); each acquires once, all
+// start at once. One io_context, one thread (concurrency hint 1).
+//
+//   --waiter coroutine (default): W coroutines (co_spawn, detached), each
+//       co_await gate; co_await bucket.async_acquire(1, wait_forever, use_awaitable);
+//   --waiter callback: W plain completion handlers (a pointer and an index), started by
+//       one posted function; no coroutine frame at all.
+//   --policy floor: the same W waiters with NO limiter: waiter k awaits its own
+//       steady_timer set to gate + k/R (the schedule the limiter would give it). What
+//       Asio itself costs for W timed waits: the floor of CPU and memory per waiter.
+//
+// Start gate: every coroutine is spawned first and parks on one steady_timer set to
+// time_point::max(); the gate opens by cancelling it, and each waiter acquires only after
+// that. wall_s runs from the gate opening to the last completion (the clock is read in
+// each waiter right after it resumes). spawn_s is the time to create and park all waiters
+// (0 for callbacks: they have nothing to create before the gate), wall_incl_spawn_s is
+// spawn_s + wall_s, as the Go peer's wall (it includes starting its goroutines).
+// cpu_us_per_acquire: process CPU from the gate to the last completion / W;
+// cpu_us_per_acquire_incl_spawn from before the first spawn (as the Go peer).
+// achieved_rate = (W - 1) / (last completion - first completion).
+#include "bench_common.hpp"
+
+#include <sluice/leaky_bucket.hpp>
+#include <sluice/rate.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice_bench {
+
+// --waiter coroutine|callback: set by the parser in sluice_bench.cpp (the shared options
+// struct has no field for it).
+std::string fanout_waiter = "coroutine";
+
+namespace {
+
+namespace asio = boost::asio;
+
+#ifdef BOOST_ASIO_HAS_IO_URING
+constexpr bool uses_io_uring = true;
+#else
+constexpr bool uses_io_uring = false;
+#endif
+
+std::int64_t now_ns() noexcept
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Current resident set size, KiB (/proc/self/statm, second field in pages).
+long rss_now_kib()
+{
+    std::ifstream f("/proc/self/statm");
+    long size = 0, resident = 0;
+    f >> size >> resident;
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+struct stats {
+    std::int64_t first = std::numeric_limits<std::int64_t>::max();
+    std::int64_t last = std::numeric_limits<std::int64_t>::min();
+    std::int64_t done = 0;
+    std::int64_t errors = 0;
+
+    void record(bool ok) noexcept
+    {
+        std::int64_t t = now_ns();
+        if (t < first) first = t;
+        if (t > last) last = t;
+        ++done;
+        if (!ok) ++errors;
+    }
+};
+
+using bucket_type = sluice::leaky_bucket<>;
+
+struct run_ctx {
+    asio::io_context& io;
+    bucket_type* bucket = nullptr;   // null for the floor
+    asio::steady_timer gate;
+    stats st;
+    std::int64_t gate_ns = 0;
+    double rate = 0;
+
+    explicit run_ctx(asio::io_context& i) : io(i), gate(i, asio::steady_timer::time_point::max()) {}
+};
+
+asio::awaitable<void> coro_waiter(run_ctx& c)
+{
+    (void)co_await c.gate.async_wait(asio::as_tuple(asio::use_awaitable));
+    auto [ec] = co_await c.bucket->async_acquire(1, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
+    c.st.record(!ec);
+}
+
+asio::awaitable<void> coro_floor(run_ctx& c, std::int64_t k)
+{
+    (void)co_await c.gate.async_wait(asio::as_tuple(asio::use_awaitable));
+    asio::steady_timer t(c.io);
+    t.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(
+        c.gate_ns + static_cast<std::int64_t>(static_cast<double>(k) * 1e9 / c.rate))));
+    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    c.st.record(!ec);
+}
+
+struct callback_handler {
+    run_ctx* c;
+    void operator()(boost::system::error_code ec) const { c->st.record(!ec); }
+};
+
+struct floor_callback_handler {
+    run_ctx* c;
+    void operator()(boost::system::error_code ec) const { c->st.record(!ec); }
+};
+
+} // namespace
+
+int run_fanout(const options& o)
+{
+    const bool callback = fanout_waiter == "callback";
+    const bool floor = o.policy == "floor";
+    if (!callback && fanout_waiter != "coroutine") {
+        std::fprintf(stderr, "sluice-bench: fanout: --waiter coroutine|callback, got '%s'\n", fanout_waiter.c_str());
+        return 2;
+    }
+    if (!floor && o.policy != "leaky" && o.policy != "gcra") {
+        // "gcra" is the default of --policy for `try`; fanout's limiter is the leaky bucket.
+        std::fprintf(stderr, "sluice-bench: fanout: --policy leaky (default) or floor, got '%s'\n", o.policy.c_str());
+        return 2;
+    }
+    if (o.waiters < 2 || !(o.rate > 0)) {
+        std::fprintf(stderr, "sluice-bench: fanout needs --waiters >= 2 and --rate > 0\n");
+        return 2;
+    }
+    const std::int64_t W = o.waiters;
+
+    asio::io_context io(1);
+    run_ctx c(io);
+    c.rate = o.rate;
+    std::optional<bucket_type> bucket;
+    if (!floor) {
+        bucket.emplace(io, sluice::rate::per_second(o.rate), std::chrono::nanoseconds(0));
+        c.bucket = &*bucket;
+    }
+    std::vector<asio::steady_timer> floor_timers;   // callback floor: one timer per waiter
+
+    const double cpu0 = cpu_seconds();
+    const std::int64_t spawn0 = now_ns();
+    double cpu_gate = 0;
+    long rss_gate = 0;
+
+    if (!callback) {
+        for (std::int64_t k = 0; k < W; ++k) {
+            if (floor)
+                asio::co_spawn(io, coro_floor(c, k), asio::detached);
+            else
+                asio::co_spawn(io, coro_waiter(c), asio::detached);
+        }
+        // co_spawn posts each start; this runs after every coroutine has parked on the gate.
+        asio::post(io, [&] {
+            rss_gate = rss_now_kib();
+            cpu_gate = cpu_seconds();
+            c.gate_ns = now_ns();
+            c.gate.cancel();
+        });
+    } else {
+        if (floor) floor_timers.reserve(static_cast<std::size_t>(W));
+        asio::post(io, [&] {
+            rss_gate = rss_now_kib();
+            cpu_gate = cpu_seconds();
+            c.gate_ns = now_ns();
+            for (std::int64_t k = 0; k < W; ++k) {
+                if (floor) {
+                    auto& t = floor_timers.emplace_back(io);
+                    t.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(
+                        c.gate_ns + static_cast<std::int64_t>(static_cast<double>(k) * 1e9 / c.rate))));
+                    t.async_wait(floor_callback_handler{&c});
+                } else {
+                    c.bucket->async_acquire(1, sluice::wait_forever, callback_handler{&c});
+                }
+            }
+        });
+    }
+    io.run();
+    const double cpu1 = cpu_seconds();
+    const long rss_max = max_rss_kib();
+
+    if (c.st.done != W)
+        std::fprintf(stderr, "sluice-bench: fanout: %lld of %lld waiters completed\n",
+                     static_cast<long long>(c.st.done), static_cast<long long>(W));
+
+    const double spawn_s = callback ? 0.0 : static_cast<double>(c.gate_ns - spawn0) / 1e9;
+    const double wall = static_cast<double>(c.st.last - c.gate_ns) / 1e9;
+    const double wall_incl = static_cast<double>(c.st.last - (callback ? c.gate_ns : spawn0)) / 1e9;
+    const double ideal = static_cast<double>(W - 1) / o.rate;
+    const double span = static_cast<double>(c.st.last - c.st.first) / 1e9;
+
+    json_line j;
+    j.add("scenario", "fanout")
+        .add("policy", floor ? "floor" : "leaky")
+        .add("waiter", callback ? "callback" : "coroutine")
+        .add("waiters", static_cast<long long>(W))
+        .add("rate", o.rate)
+        .add("wall_s", wall)
+        .add("ideal_s", ideal)
+        .add("rate_error", (ideal - wall) / wall)
+        .add("cpu_us_per_acquire", (cpu1 - cpu_gate) * 1e6 / static_cast<double>(W))
+        .add("max_rss_kib", rss_max)
+        .add("spawn_s", spawn_s)
+        .add("wall_incl_spawn_s", wall_incl)
+        .add("rate_error_incl_spawn", (ideal - wall_incl) / wall_incl)
+        .add("cpu_us_per_acquire_incl_spawn", (cpu1 - cpu0) * 1e6 / static_cast<double>(W))
+        .add("achieved_rate", static_cast<double>(W - 1) / span)
+        .add("first_release_s", static_cast<double>(c.st.first - c.gate_ns) / 1e9)
+        .add("rss_at_gate_kib", rss_gate)
+        .add("errors", static_cast<long long>(c.st.errors))
+        .add("io_uring", uses_io_uring);
+    j.emit();
+    return c.st.done == W && c.st.errors == 0 ? 0 : 1;
+}
+
+} // namespace sluice_bench
