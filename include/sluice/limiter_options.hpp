@@ -25,8 +25,9 @@ struct limiter_options {
 
     /// Strict wait: timers wake tens of microseconds late, so waits end late. In strict
     /// mode the last `strict_threshold` of a wait is spent yielding to the executor
-    /// (re-posting) until the exact time: precise to about a microsecond, at the price of
-    /// a busy executor during that stretch. Off by default.
+    /// (re-posting) and the last 30 us watching the clock, until the exact time: precise to
+    /// about a microsecond, at the price of a busy executor during that stretch. Off by
+    /// default.
     bool strict = false;
 
     /// How much of the end of each wait strict mode spends yielding instead of sleeping.

@@ -381,25 +381,41 @@ private:
     {
         completion_list done;
         {
-            std::lock_guard lock(mutex_);
-            if (gen != generation_ || closed_)
-                return;
-            std::int64_t t = now();
-            if (opts_.strict && t < armed_at_) {
-                if (armed_at_ - t <= opts_.strict_threshold.count()) {
-                    spin(gen);
-                } else {
-                    armed_ = false;   // woke far too early: sleep again
-                    arm_locked(armed_at_, t);
+            std::unique_lock lock(mutex_);
+            for (;;) {
+                if (gen != generation_ || closed_)
+                    return;
+                std::int64_t t = now();
+                if (opts_.strict && t < armed_at_) {
+                    std::int64_t left = armed_at_ - t;
+                    if (Clock::is_steady && left <= strict_busy_ns) {
+                        // The last microseconds: a re-post costs a reactor round trip (an
+                        // epoll_wait) each, so watch the clock here, without the lock.
+                        std::int64_t at = armed_at_;
+                        lock.unlock();
+                        while (now() < at) {}
+                        lock.lock();
+                        continue;
+                    }
+                    if (left <= opts_.strict_threshold.count()) {
+                        spin(gen);
+                    } else {
+                        armed_ = false;   // woke far too early: sleep again
+                        arm_locked(armed_at_, t);
+                    }
+                    return;
                 }
-                return;
+                armed_ = false;
+                last_wake_ = t;
+                schedule_locked(t, done);
+                break;
             }
-            armed_ = false;
-            last_wake_ = t;
-            schedule_locked(t, done);
         }
         done.complete_all();
     }
+
+    // Strict mode busy-waits (on a steady clock) for at most this long before a due time.
+    static constexpr std::int64_t strict_busy_ns = 30'000;
 
     Policy policy_;
     limiter_options opts_;
