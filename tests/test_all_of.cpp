@@ -1,0 +1,207 @@
+#include <sluice/policy/all_of.hpp>
+#include <sluice/policy/fixed_window.hpp>
+#include <sluice/policy/gcra.hpp>
+#include <sluice/policy/sliding_log.hpp>
+#include <sluice/policy/sliding_window_counter.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <tuple>
+
+using namespace std::chrono_literals;
+using namespace sluice;
+using namespace sluice::policy;
+
+namespace {
+
+__extension__ typedef __int128 i128;
+
+constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
+
+struct rng {
+    std::uint64_t s;
+    std::uint64_t next()
+    {
+        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+    std::int64_t in(std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+};
+
+std::int64_t clamp64(i128 v) { return v > i64_max ? i64_max : v < i64_min ? i64_min : static_cast<std::int64_t>(v); }
+
+// The reference: the same policies standing alone (each checked against its own model in
+// its own test), combined literally: grant only when every one would, then take from all.
+struct reference {
+    gcra g{rate::every(100ns), 5};
+    sliding_log l{12, 2000ns};
+    fixed_window f{8, 1500ns};
+    sliding_window_counter c{9, 1000ns};
+
+    decision decide(std::uint64_t n, std::int64_t t, bool consume)
+    {
+        decision ds[] = {g.check(n, t), l.check(n, t), f.check(n, t), c.check(n, t)};
+        decision out;
+        out.allowed = true;
+        out.remaining = ~std::uint64_t{0};
+        std::uint64_t now_remaining = ~std::uint64_t{0};   // when nothing is taken
+        for (const decision& d : ds) {
+            now_remaining = std::min(now_remaining, d.allowed ? d.remaining + n : d.remaining);
+            if (d.error && !out.error) out.error = d.error;
+            out.allowed = out.allowed && d.allowed;
+            out.retry_after = std::max(out.retry_after, d.retry_after);
+            out.reset_after = std::max(out.reset_after, d.reset_after);
+            out.remaining = std::min(out.remaining, d.remaining);
+        }
+        if (!out.allowed && !out.error) out.remaining = now_remaining;
+        if (out.error) {
+            out.allowed = false;
+            out.retry_after = std::chrono::nanoseconds::max();
+        }
+        if (out.allowed && consume) {
+            g.try_acquire(n, t);
+            l.try_acquire(n, t);
+            f.try_acquire(n, t);
+            c.try_acquire(n, t);
+        }
+        return out;
+    }
+};
+
+using composite = all_of<gcra, sliding_log, fixed_window, sliding_window_counter>;
+
+composite make_composite()
+{
+    return composite{std::tuple{rate::every(100ns), 5}, std::tuple{12, 2000ns}, std::tuple{8, 1500ns},
+                     std::tuple{9, 1000ns}};
+}
+
+void check_same(const decision& got, const decision& want)
+{
+    CHECK(got.allowed == want.allowed);
+    CHECK(got.retry_after.count() == want.retry_after.count());
+    CHECK(got.remaining == want.remaining);
+    CHECK(got.reset_after.count() == want.reset_after.count());
+    CHECK(got.error == want.error);
+    if (!got.allowed) CHECK(got.retry_after.count() > 0);
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("all_of");
+
+TEST_CASE("all_of matches its parts combined literally on random arrivals")
+{
+    for (std::int64_t base : {std::int64_t{0}, std::int64_t{-1'000'000'000}, i64_max - 100'000'000, i64_min + 100'000'000}) {
+        for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+            composite p = make_composite();
+            reference m;
+            rng r{seed * 49979687 + static_cast<std::uint64_t>(base)};
+            std::int64_t now = base;
+            std::uint64_t granted = 0;
+            for (int step = 0; step < 4000; ++step) {
+                INFO("base ", base, " seed ", seed, " step ", step, " now ", now);
+                std::uint64_t n;
+                int kind = static_cast<int>(r.next() % 100);
+                if (kind < 2) n = 0;
+                else if (kind < 5) n = 6 + r.next() % 8;   // beyond the smallest burst
+                else if (kind < 65) n = 1;
+                else n = 1 + r.next() % 5;
+                int op = static_cast<int>(r.next() % 100);
+                if (op < 70) {
+                    decision got = p.try_acquire(n, now);
+                    check_same(got, m.decide(n, now, true));
+                    granted += got.allowed ? n : 0;
+                } else if (op < 80) {
+                    check_same(p.check(n, now), m.decide(n, now, false));
+                } else {
+                    std::uint64_t ahead = r.next() % 3 == 0 ? r.next() % 10 : 0;
+                    std::int64_t max_wait = r.in(0, 3000);
+                    CAPTURE(ahead);
+                    decision want = m.decide(n, now, false);
+                    std::int64_t predicted = p.predict(n, now, ahead);
+                    reservation got = p.reserve(n, now, max_wait, ahead);
+                    if (want.error) {
+                        CHECK_FALSE(got.granted);
+                        CHECK(got.error == want.error);
+                    } else if (ahead == 0 && want.allowed) {
+                        CHECK(got.granted);
+                        CHECK(got.at == now);
+                        m.decide(n, now, true);
+                        granted += n;
+                    } else {
+                        CHECK_FALSE(got.granted);
+                        CHECK(got.at == predicted);
+                        // The latest of the parts' predictions, never before now.
+                        std::int64_t latest = std::max({now, m.g.predict(n, now, ahead), m.l.predict(n, now, ahead),
+                                                        m.f.predict(n, now, ahead), m.c.predict(n, now, ahead)});
+                        CHECK(got.at == latest);
+                        bool late = i128(got.at) - now > max_wait;
+                        CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
+                                                 : boost::system::error_code()));
+                    }
+                }
+                std::int64_t dt;
+                int k = static_cast<int>(r.next() % 100);
+                if (k < 35) dt = 0;
+                else if (k < 80) dt = r.in(0, 300);
+                else if (k < 93) dt = r.in(0, 5000);
+                else if (k < 95) dt = r.in(0, 50'000);
+                else dt = -r.in(0, 3000);
+                now = clamp64(i128(now) + dt);
+            }
+            CHECK(granted > 0);
+        }
+    }
+}
+
+TEST_CASE("all_of: all or nothing")
+{
+    all_of<gcra, sliding_log> p{std::tuple{rate::per_second(10), 10}, std::tuple{3, std::chrono::nanoseconds(1h)}};
+    CHECK(p.burst() == 3);
+    CHECK(p.try_acquire(2, 0).allowed);
+    // The log would refuse 2: the bucket must not be charged for it.
+    auto d = p.try_acquire(2, 0);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after == 1h);
+    CHECK(d.remaining == 1);
+    CHECK(p.part<0>().check(8, 0).allowed);
+    CHECK(p.try_acquire(1, 0).allowed);
+    CHECK(p.part<0>().check(7, 0).allowed);
+    CHECK_FALSE(p.part<0>().check(8, 0).allowed);
+    CHECK(p.try_acquire(4, 0).error == error::exceeds_burst);
+    CHECK(p.try_acquire(0, 0).error == error::invalid_count);
+    CHECK(p.reserve(4, 0, 0).error == error::exceeds_burst);
+    CHECK(p.reserve(0, 0, 0).error == error::invalid_count);
+    // Reconfiguring a part through part<I>().
+    p.part<1>().set_limit(5);
+    CHECK(p.burst() == 5);
+    CHECK(p.try_acquire(2, 0).allowed);
+}
+
+TEST_CASE("all_of: nested composites and the minimum remaining")
+{
+    all_of<all_of<gcra, fixed_window>, sliding_window_counter> p{
+        std::tuple{std::tuple{rate::every(1000ns), 4}, std::tuple{6, 10'000ns}}, std::tuple{5, 10'000ns}};
+    CHECK(p.burst() == 4);
+    auto d = p.try_acquire(3, 0);
+    CHECK(d.allowed);
+    CHECK(d.remaining == 1);
+    auto e = p.try_acquire(3, 1000);
+    CHECK_FALSE(e.allowed);
+    CHECK(e.remaining == 2);
+    CHECK(e.retry_after.count() == 10'000 + 3334 - 1000);   // the counter: 3 * (w - e) <= 2 * w
+    CHECK(p.try_acquire(2, 1000).allowed);
+    auto f = p.try_acquire(1, 5000);
+    CHECK_FALSE(f.allowed);   // the counter holds 5 of 5
+    CHECK(f.retry_after.count() == 10'000 + 2000 - 5000);
+}
+
+TEST_SUITE_END();

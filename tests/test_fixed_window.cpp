@@ -1,0 +1,304 @@
+#include <sluice/policy/fixed_window.hpp>
+
+#include <boost/system/system_error.hpp>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+
+using namespace std::chrono_literals;
+using sluice::error;
+using sluice::policy::fixed_window;
+
+namespace {
+
+__extension__ typedef __int128 i128;
+
+constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
+
+struct rng {
+    std::uint64_t s;
+    std::uint64_t next()
+    {
+        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+    std::int64_t in(std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+};
+
+std::int64_t clamp64(i128 v) { return v > i64_max ? i64_max : v < i64_min ? i64_min : static_cast<std::int64_t>(v); }
+
+i128 floor_div(i128 a, i128 b) { return a / b - ((a % b != 0 && a < 0) ? 1 : 0); }
+
+// A map window -> count. A clock that steps back keeps counting in the newest window that
+// admitted anything (it never reopens an old window).
+struct window_model {
+    std::uint64_t limit;
+    std::int64_t w;
+    std::map<i128, std::uint64_t> count;
+    std::optional<i128> newest;
+
+    i128 window_at(std::int64_t t) const
+    {
+        i128 k = floor_div(t, w);
+        return newest && *newest > k ? *newest : k;
+    }
+
+    sluice::decision decide(std::uint64_t n, std::int64_t t, bool consume)
+    {
+        sluice::decision d;
+        if (n == 0 || n > limit) {
+            d.retry_after = std::chrono::nanoseconds::max();
+            d.error = n == 0 ? error::invalid_count : error::exceeds_burst;
+            return d;
+        }
+        i128 k = window_at(t);
+        std::uint64_t c = count.count(k) ? count.at(k) : 0;
+        // Window ends past the clock's end read as the clock's end.
+        d.reset_after = std::chrono::nanoseconds{clamp64(std::min<i128>((k + 1) * w, i64_max) - t)};
+        if (c + n > limit) {
+            // A window ending at or past the clock's end never ends.
+            d.retry_after = (k + 1) * w >= i64_max ? std::chrono::nanoseconds::max() : d.reset_after;
+            d.remaining = limit - c;
+            return d;
+        }
+        d.allowed = true;
+        d.remaining = limit - c - n;
+        if (consume) {
+            count[k] = c + n;
+            newest = k;
+            // Older windows can never count again (nothing reopens them).
+            count.erase(count.begin(), count.find(k));
+        }
+        return d;
+    }
+
+    // Earliest instant at which `ahead` single permits and then n more are granted, one
+    // request at a time, if nothing else consumes.
+    std::int64_t simulate(std::uint64_t n, std::int64_t t, std::uint64_t ahead) const
+    {
+        window_model copy = *this;
+        for (std::uint64_t i = 0; i <= ahead; ++i) {
+            std::uint64_t want = i == ahead ? n : 1;
+            for (;;) {
+                sluice::decision d = copy.decide(want, t, true);
+                if (d.allowed) break;
+                if (d.retry_after.count() <= 0 || t == i64_max) return i64_max;
+                t = clamp64(i128(t) + d.retry_after.count());
+            }
+        }
+        return t;
+    }
+};
+
+void check_same(const sluice::decision& got, const sluice::decision& want)
+{
+    CHECK(got.allowed == want.allowed);
+    CHECK(got.retry_after.count() == want.retry_after.count());
+    CHECK(got.remaining == want.remaining);
+    CHECK(got.reset_after.count() == want.reset_after.count());
+    CHECK(got.error == want.error);
+    if (!got.allowed) CHECK(got.retry_after.count() > 0);
+}
+
+template <class F>
+boost::system::error_code thrown(F&& f)
+{
+    try {
+        f();
+    } catch (const boost::system::system_error& e) {
+        return e.code();
+    }
+    return {};
+}
+
+struct shape {
+    std::uint64_t limit;
+    std::int64_t window;
+};
+
+const shape shapes[] = {{1, 1000}, {5, 1000}, {100, 7}, {3, 1'000'000'000}, {1'000, 1}};
+const std::int64_t bases[] = {0, -1'000'000'000'000, 3, i64_max - 3'000'000'000, i64_min, i64_min + 999};
+
+} // namespace
+
+TEST_SUITE_BEGIN("fixed_window");
+
+TEST_CASE("fixed_window matches a window->count map on random arrivals")
+{
+    for (const shape& sh : shapes) {
+        for (std::int64_t base : bases) {
+            for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+                fixed_window f(sh.limit, std::chrono::nanoseconds{sh.window});
+                window_model m{sh.limit, sh.window, {}, {}};
+                rng r{seed * 104729 + static_cast<std::uint64_t>(base) + sh.limit};
+                std::int64_t now = base;
+                // Admissions re-stamped on a clock that never goes back.
+                std::map<i128, std::uint64_t> mono;
+                std::int64_t mono_now = i64_min;
+                for (int step = 0; step < 3000; ++step) {
+                    INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed, " step ", step, " now ", now);
+                    std::uint64_t n;
+                    int kind = static_cast<int>(r.next() % 100);
+                    if (kind < 2) n = 0;
+                    else if (kind < 4) n = sh.limit + 1;
+                    else if (kind < 60) n = 1;
+                    else n = 1 + r.next() % sh.limit;
+                    int op = static_cast<int>(r.next() % 100);
+                    if (op < 70) {
+                        sluice::decision got = f.try_acquire(n, now);
+                        check_same(got, m.decide(n, now, true));
+                        if (got.allowed) {
+                            mono_now = std::max(mono_now, now);
+                            std::uint64_t& c = mono[floor_div(mono_now, sh.window)];
+                            c += n;
+                            CHECK(c <= sh.limit);
+                        }
+                    } else if (op < 80) {
+                        check_same(f.check(n, now), m.decide(n, now, false));
+                    } else {
+                        std::uint64_t ahead = r.next() % 3 == 0 ? r.next() % (3 * sh.limit) : 0;
+                        std::int64_t max_wait = r.in(0, 3 * sh.window);
+                        CAPTURE(ahead);
+                        CAPTURE(max_wait);
+                        sluice::decision want = m.decide(n, now, false);
+                        std::int64_t predicted = f.predict(n, now, ahead);
+                        sluice::reservation got = f.reserve(n, now, max_wait, ahead);
+                        if (want.error) {
+                            CHECK_FALSE(got.granted);
+                            CHECK(got.error == want.error);
+                        } else if (ahead == 0 && want.allowed) {
+                            CHECK(got.granted);
+                            CHECK(got.at == now);
+                            CHECK_FALSE(got.error);
+                            m.decide(n, now, true);
+                            mono_now = std::max(mono_now, now);
+                            CHECK((mono[floor_div(mono_now, sh.window)] += n) <= sh.limit);
+                        } else {
+                            // Nothing consumed; a prediction no later than reality.
+                            CHECK_FALSE(got.granted);
+                            CHECK(got.at == predicted);
+                            CHECK(got.at >= now);
+                            CHECK(got.at <= m.simulate(n, now, ahead));
+                            if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
+                            bool late = i128(got.at) - now > max_wait;
+                            CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
+                                                     : boost::system::error_code()));
+                        }
+                    }
+                    std::int64_t dt;
+                    int k = static_cast<int>(r.next() % 100);
+                    if (k < 30) dt = 0;
+                    else if (k < 75) dt = r.in(0, sh.window / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1);
+                    else if (k < 88) dt = r.in(0, 3 * sh.window);
+                    else if (k < 92) dt = r.in(0, 1'000'000) * sh.window;   // long idle
+                    else dt = -r.in(0, 3 * sh.window);                      // the clock steps back
+                    now = clamp64(i128(now) + dt);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("fixed_window: a backward step keeps counting in the newest window")
+{
+    fixed_window f(3, 1000ns);
+    CHECK(f.try_acquire(3, 5'500).allowed);
+    // Back two windows: still window 5, still full, reset at its end.
+    auto d = f.try_acquire(1, 3'200);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after.count() == 6'000 - 3'200);
+    CHECK(d.reset_after.count() == 6'000 - 3'200);
+    CHECK(d.remaining == 0);
+    CHECK(f.predict(1, 3'200) == 6'000);
+    CHECK(f.try_acquire(3, 6'000).allowed);
+    CHECK_FALSE(f.try_acquire(1, 6'999).allowed);
+}
+
+TEST_CASE("fixed_window: boundaries, first call anywhere, extremes")
+{
+    for (std::int64_t start : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{-999}, std::int64_t{-1000},
+                               std::int64_t{-7'000'000'000'000'000'000}, i64_min, i64_max, i64_max - 1000}) {
+        CAPTURE(start);
+        fixed_window f(4, 1000ns);
+        auto d = f.try_acquire(4, start);
+        CHECK(d.allowed);
+        CHECK(d.remaining == 0);
+        auto e = f.try_acquire(1, start);
+        CHECK_FALSE(e.allowed);
+        i128 end = (floor_div(start, 1000) + 1) * 1000;
+        CHECK(e.retry_after.count() == (end >= i64_max ? i64_max : clamp64(end - start)));
+        CHECK(e.retry_after.count() > 0);
+    }
+    // 1 per year, 10^9 per second.
+    fixed_window year(1, std::chrono::hours(24 * 365));
+    CHECK(year.try_acquire(1, 1).allowed);
+    CHECK(year.try_acquire(1, 1).retry_after.count() == 365LL * 86400 * 1'000'000'000 - 1);
+    fixed_window fast(fixed_window::max_limit, 1s);
+    CHECK(fast.try_acquire(fixed_window::max_limit, 0).allowed);
+    CHECK_FALSE(fast.try_acquire(1, 999'999'999).allowed);
+    CHECK(fast.try_acquire(fixed_window::max_limit, 1'000'000'000).allowed);
+    fixed_window ns(1, 1ns);
+    for (std::int64_t t = -5; t < 5; ++t) {
+        CHECK(ns.try_acquire(1, t).allowed);
+        CHECK(ns.try_acquire(1, t).retry_after == 1ns);
+    }
+}
+
+TEST_CASE("fixed_window: bad input")
+{
+    CHECK(thrown([] { fixed_window f(0, 1s); }) == error::invalid_burst);
+    CHECK(thrown([] { fixed_window f(fixed_window::max_limit + 1, 1s); }) == error::invalid_burst);
+    CHECK(thrown([] { fixed_window f(1, 0s); }) == error::invalid_rate);
+    CHECK(thrown([] { fixed_window f(1, -1ns); }) == error::invalid_rate);
+    fixed_window f(3, 1s);
+    CHECK(f.try_acquire(0, 0).error == error::invalid_count);
+    CHECK(f.try_acquire(4, 0).error == error::exceeds_burst);
+    CHECK(f.try_acquire(4, 0).retry_after == std::chrono::nanoseconds::max());
+    CHECK(f.reserve(0, 0, 0).error == error::invalid_count);
+    CHECK(f.reserve(4, 0, 0).error == error::exceeds_burst);
+    CHECK(f.try_acquire(3, 0).allowed);
+    CHECK(thrown([&] { f.set_limit(0); }) == error::invalid_burst);
+    CHECK(f.limit() == 3);
+}
+
+TEST_CASE("fixed_window: reserve grants only at once, set_limit keeps the count")
+{
+    fixed_window f(4, 1000ns);
+    auto a = f.reserve(3, 100, 0);
+    CHECK(a.granted);
+    CHECK(a.at == 100);
+    auto b = f.reserve(2, 200, 10'000);
+    CHECK_FALSE(b.granted);
+    CHECK_FALSE(b.error);
+    CHECK(b.at == 1000);
+    auto c = f.reserve(2, 200, 799);
+    CHECK_FALSE(c.granted);
+    CHECK(c.error == error::would_exceed_timeout);
+    CHECK(c.at == 1000);
+    // Nothing was consumed by the deferred ones.
+    CHECK(f.try_acquire(1, 300).allowed);
+    // Queued permits ahead push the prediction whole windows out.
+    CHECK(f.predict(1, 300, 4) == 2000);
+    CHECK(f.predict(1, 300, 3) == 1000);
+    CHECK(f.predict(4, 300, 5) == 3000);
+    CHECK_FALSE(f.reserve(1, 300, 1'000'000, 1).granted);
+    f.set_limit(6);
+    CHECK(f.limit() == 6);
+    CHECK(f.burst() == 6);
+    CHECK(f.try_acquire(2, 400).allowed);
+    CHECK_FALSE(f.try_acquire(1, 400).allowed);
+    f.set_limit(2);
+    CHECK_FALSE(f.try_acquire(1, 500).allowed);
+    CHECK(f.try_acquire(2, 1000).allowed);
+}
+
+TEST_SUITE_END();

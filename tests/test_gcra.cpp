@@ -1,0 +1,537 @@
+#include <sluice/policy/gcra.hpp>
+
+#include <boost/system/system_error.hpp>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+using namespace std::chrono_literals;
+using sluice::error;
+using sluice::rate;
+using sluice::policy::gcra;
+
+namespace {
+
+__extension__ typedef __int128 i128;
+
+constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t ns_max = i64_max;
+
+struct rng {
+    std::uint64_t s;
+    std::uint64_t next()
+    {
+        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+    // Uniform in [lo, hi] (hi - lo < 2^63).
+    std::int64_t in(std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+    bool chance(int percent) { return static_cast<int>(next() % 100) < percent; }
+};
+
+std::int64_t clamp64(i128 v)
+{
+    if (v > i64_max) return i64_max;
+    if (v < i64_min) return i64_min;
+    return static_cast<std::int64_t>(v);
+}
+
+// Textbook GCRA (virtual scheduling) on a theoretical arrival time held in 128 bits, so
+// nothing saturates. A request of n conforms at t when max(tat, t) + n*T - t <= tau.
+// The only concession to the int64 representation: the bucket was last empty at
+// INT64_MIN at the earliest, which is what "long ago" can mean in int64 nanoseconds.
+struct gcra_model {
+    i128 T;
+    std::uint64_t burst;
+    i128 slack;
+    i128 tau;
+    i128 tat;
+
+    gcra_model(std::int64_t interval, std::uint64_t b, std::int64_t s)
+        : T(interval), burst(b), slack(s), tau(i128(b) * interval + s), tat(i128(i64_min) + tau)
+    {
+    }
+
+    i128 after(std::uint64_t n, std::int64_t t) const { return std::max(tat, i128(t)) + i128(n) * T; }
+
+    // Permits grantable at once, capped at burst (slack is catch-up, not capacity).
+    std::uint64_t remaining(i128 tt, std::int64_t t) const
+    {
+        i128 room = tau - std::max<i128>(tt - t, 0);
+        if (room < 0) return 0;
+        i128 k = room / T;
+        return k > i128(burst) ? burst : static_cast<std::uint64_t>(k);
+    }
+
+    // Instants past INT64_MAX read as INT64_MAX, the end of the clock.
+    std::int64_t reset(i128 tt, std::int64_t t) const { return clamp64(std::max<i128>(std::min<i128>(tt - slack, i64_max) - t, 0)); }
+
+    sluice::decision decide(std::uint64_t n, std::int64_t t, bool consume)
+    {
+        sluice::decision d;
+        if (n == 0 || n > burst) {
+            d.retry_after = std::chrono::nanoseconds::max();
+            d.error = n == 0 ? error::invalid_count : error::exceeds_burst;
+            return d;
+        }
+        i128 nt = after(n, t);
+        // A permit ready only past INT64_MAX is never ready: the clock ends there (and a
+        // wait that ends exactly at INT64_MAX reads as "never" too).
+        i128 ready = nt - tau;
+        if (ready <= t) {
+            d.allowed = true;
+            if (consume) tat = nt;
+            d.remaining = remaining(nt, t);
+            d.reset_after = std::chrono::nanoseconds{reset(nt, t)};
+        } else {
+            d.retry_after = std::chrono::nanoseconds{ready >= i64_max ? i64_max : clamp64(ready - t)};
+            d.remaining = remaining(tat, t);
+            d.reset_after = std::chrono::nanoseconds{reset(tat, t)};
+        }
+        return d;
+    }
+
+    // The same decision, the instant the permits are ready (empty_at after commit).
+    sluice::reservation reserve(std::uint64_t n, std::int64_t t, std::int64_t max_wait)
+    {
+        sluice::reservation r;
+        if (n == 0 || n > burst) {
+            r.at = i64_max;
+            r.error = n == 0 ? error::invalid_count : error::exceeds_burst;
+            return r;
+        }
+        i128 nt = after(n, t);
+        i128 ready = nt - tau;
+        r.at = clamp64(std::max(ready, i128(t)));
+        if (ready >= i64_max || ready - t > max_wait) {
+            r.at = clamp64(ready);
+            r.error = error::would_exceed_timeout;
+            return r;
+        }
+        r.granted = true;
+        tat = nt;
+        return r;
+    }
+
+    std::int64_t refund(std::uint64_t n, std::int64_t t)
+    {
+        i128 nt = std::max({tat - i128(n) * T, i128(t), i128(i64_min) + tau});
+        if (nt >= tat) return 0;
+        i128 moved = tat - nt;
+        tat = nt;
+        return static_cast<std::int64_t>(moved);
+    }
+
+    std::int64_t empty_at() const { return clamp64(tat - tau); }
+};
+
+struct shape {
+    const char* name;
+    std::int64_t interval;
+    std::uint64_t burst;
+    std::int64_t slack;
+};
+
+// Token buckets (burst b) and leaky buckets (burst 1 + slack).
+const shape shapes[] = {
+    {"token 1000ns x5", 1000, 5, 0},
+    {"token 3ns x100", 3, 100, 0},
+    {"token 1s x3", 1'000'000'000, 3, 0},
+    {"token 7ns x1", 7, 1, 0},
+    {"leaky 1000ns slack 2500", 1000, 1, 2500},
+    {"leaky 10ns slack 10", 10, 1, 10},
+    {"token+slack 100ns x4 slack 150", 100, 4, 150},
+};
+
+const std::int64_t bases[] = {0, -1'000'000'000'000, 5, i64_max - 2'000'000, i64_min, i64_min + 1'000'000};
+
+std::int64_t step_time(rng& r, std::int64_t now, std::int64_t interval, i128 tau)
+{
+    i128 dt;
+    int k = static_cast<int>(r.next() % 100);
+    std::int64_t t = static_cast<std::int64_t>(std::min<i128>(tau, i128(1) << 40));
+    if (k < 30) dt = 0;                                            // a burst at one instant
+    else if (k < 70) dt = r.in(0, 2 * std::min<std::int64_t>(interval, 1 << 30));
+    else if (k < 85) dt = r.in(0, 2 * t);
+    else if (k < 92) dt = r.in(0, 10 * t);                         // idle
+    else if (k < 94) dt = i128(r.in(0, 1 << 20)) * interval;       // long idle
+    else dt = -r.in(0, t);                                         // the clock steps back
+    return clamp64(i128(now) + dt);
+}
+
+std::uint64_t pick_n(rng& r, std::uint64_t burst)
+{
+    int k = static_cast<int>(r.next() % 100);
+    if (k < 2) return 0;
+    if (k < 4) return burst + 1 + r.next() % 3;
+    if (k < 70) return 1;
+    return 1 + r.next() % burst;
+}
+
+void check_same(const sluice::decision& got, const sluice::decision& want)
+{
+    CHECK(got.allowed == want.allowed);
+    CHECK(got.retry_after.count() == want.retry_after.count());
+    CHECK(got.remaining == want.remaining);
+    CHECK(got.reset_after.count() == want.reset_after.count());
+    CHECK(got.error == want.error);
+    if (!got.allowed) CHECK(got.retry_after.count() > 0);
+}
+
+template <class F>
+boost::system::error_code thrown(F&& f)
+{
+    try {
+        f();
+    } catch (const boost::system::system_error& e) {
+        return e.code();
+    }
+    return {};
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("gcra");
+
+TEST_CASE("gcra matches the textbook model on random arrivals")
+{
+    for (const shape& sh : shapes) {
+        for (std::int64_t base : bases) {
+            for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+                gcra g(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst,
+                       std::chrono::nanoseconds{sh.slack});
+                gcra_model m(sh.interval, sh.burst, sh.slack);
+                rng r{seed * 7919 + static_cast<std::uint64_t>(base)};
+                std::int64_t now = base;
+                // Admitted requests re-stamped on a clock that never goes back: they must
+                // conform to GCRA there too (a backward step never admits extra).
+                gcra_model mono(sh.interval, sh.burst, sh.slack);
+                std::int64_t mono_now = i64_min;
+                std::uint64_t admitted = 0;
+                for (int step = 0; step < 3000; ++step) {
+                    INFO("shape ", std::string(sh.name), " base ", base, " seed ", seed, " step ", step, " now ", now);
+                    std::uint64_t n = pick_n(r, sh.burst);
+                    int op = static_cast<int>(r.next() % 100);
+                    if (op < 70) {
+                        sluice::decision want = m.decide(n, now, true);
+                        sluice::decision got = g.try_acquire(n, now);
+                        check_same(got, want);
+                        if (got.allowed) {
+                            admitted += n;
+                            mono_now = std::max(mono_now, now);
+                            CHECK(mono.decide(n, mono_now, true).allowed);
+                        }
+                    } else if (op < 80) {
+                        check_same(g.check(n, now), m.decide(n, now, false));
+                    } else if (op < 92) {
+                        std::int64_t max_wait = r.chance(50) ? 0 : r.in(0, 3 * sh.interval * static_cast<std::int64_t>(sh.burst));
+                        CAPTURE(max_wait);
+                        sluice::reservation want = m.reserve(n, now, max_wait);
+                        sluice::reservation got = g.reserve(n, now, max_wait);
+                        CHECK(got.granted == want.granted);
+                        CHECK(got.at == want.at);
+                        CHECK(got.error == want.error);
+                        // Queued reservations are part of the state the re-stamped check sees.
+                        if (got.granted) mono.tat = m.tat;
+                    } else {
+                        std::uint64_t k = 1 + r.next() % sh.burst;
+                        CHECK(g.refund(k, now) == m.refund(k, now));
+                        // A refund fills the bucket as of its own `now`, even one behind the
+                        // newest instant seen: restart the re-stamped check from there (no
+                        // later than the state itself reaches).
+                        mono.tat = m.tat;
+                        mono_now = static_cast<std::int64_t>(std::min<i128>(now, m.tat));
+                    }
+                    REQUIRE(g.empty_at() == m.empty_at());
+                    // Without refunds the re-stamped run is the same run: the state already
+                    // knows the newest instant it admitted at.
+                    REQUIRE(mono.tat == m.tat);
+                    now = step_time(r, now, sh.interval, m.tau);
+                }
+                CHECK(admitted > 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("gcra: a fresh bucket is full wherever the clock starts")
+{
+    for (std::int64_t start : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{-5'000'000'000'000'000'000},
+                               std::int64_t{123'456'789}, i64_max, i64_max - 1, i64_min + 10'000}) {
+        CAPTURE(start);
+        gcra g(rate::every(100ns), 10);
+        for (int i = 0; i < 10; ++i) {
+            CAPTURE(i);
+            auto d = g.try_acquire(1, start);
+            REQUIRE(d.allowed);
+            CHECK(d.remaining == static_cast<std::uint64_t>(9 - i));
+        }
+        auto d = g.try_acquire(1, start);
+        CHECK_FALSE(d.allowed);
+        // Past the end of the clock a permit is never ready.
+        CHECK(d.retry_after == (start <= i64_max - 100 ? 100ns : std::chrono::nanoseconds::max()));
+    }
+}
+
+TEST_CASE("gcra: the clock's last instant grants nothing extra")
+{
+    // At now == INT64_MAX the next empty instant cannot be represented: it must reject.
+    gcra g(rate::every(1ns), 4);
+    int granted = 0;
+    for (int i = 0; i < 100; ++i)
+        granted += g.try_acquire(1, i64_max).allowed ? 1 : 0;
+    CHECK(granted == 4);
+    auto d = g.try_acquire(1, i64_max);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after.count() > 0);
+    auto r = g.reserve(1, i64_max, ns_max);
+    CHECK_FALSE(r.granted);
+    CHECK(r.error == error::would_exceed_timeout);
+
+    gcra slow(rate::every(std::chrono::nanoseconds{i64_max / 4}), 2);
+    CHECK(slow.try_acquire(2, i64_max).allowed);
+    CHECK_FALSE(slow.try_acquire(1, i64_max).allowed);
+    CHECK(slow.try_acquire(1, i64_max).retry_after.count() > 0);
+}
+
+TEST_CASE("gcra: near INT64_MIN a fresh bucket holds what fits since INT64_MIN")
+{
+    // "Long ago" is INT64_MIN: before INT64_MIN + burst * interval the bucket has only
+    // refilled since then. It never grants more than that.
+    gcra g(rate::every(100ns), 10);
+    auto d = g.try_acquire(1, i64_min + 350);
+    CHECK(d.allowed);
+    CHECK(d.remaining == 2);
+    CHECK(g.try_acquire(2, i64_min + 350).allowed);
+    CHECK_FALSE(g.try_acquire(1, i64_min + 350).allowed);
+    gcra h(rate::every(100ns), 10);
+    CHECK(h.try_acquire(10, i64_min + 1000).allowed);
+}
+
+TEST_CASE("gcra: extreme rates and bursts")
+{
+    SUBCASE("one per year")
+    {
+        const std::int64_t year = 365LL * 86400 * 1'000'000'000;
+        gcra g(rate::per(1, std::chrono::hours(24 * 365)), 1);
+        CHECK(g.try_acquire(1, 0).allowed);
+        auto d = g.try_acquire(1, 1);
+        CHECK_FALSE(d.allowed);
+        CHECK(d.retry_after.count() == year - 1);
+        CHECK(d.reset_after.count() == year - 1);
+        CHECK_FALSE(g.try_acquire(1, year - 1).allowed);
+        CHECK(g.try_acquire(1, year).allowed);
+        // 292 years is the most a burst of such permits may span.
+        CHECK(thrown([] { gcra x(rate::per(1, std::chrono::hours(24 * 365)), 293); }) == error::invalid_burst);
+        gcra ok(rate::per(1, std::chrono::hours(24 * 365)), 291);
+        CHECK(ok.try_acquire(291, 0).allowed);
+    }
+    SUBCASE("10^9 per second, burst 10^9")
+    {
+        gcra g(rate::per_second(1e9), 1'000'000'000);
+        CHECK(g.try_acquire(1'000'000'000, 0).allowed);
+        auto d = g.try_acquire(1, 0);
+        CHECK_FALSE(d.allowed);
+        CHECK(d.retry_after == 1ns);
+        CHECK(d.reset_after == 1s);
+        CHECK(g.try_acquire(500, 500).allowed);
+        CHECK_FALSE(g.try_acquire(1, 500).allowed);
+        CHECK(g.check(1'000'000'000, 1'000'000'500).allowed);
+    }
+    SUBCASE("burst 10^9 at one per second")
+    {
+        gcra g(rate::per_second(1), 1'000'000'000);
+        CHECK(g.try_acquire(999'999'999, -7).allowed);
+        CHECK(g.try_acquire(1, -7).allowed);
+        auto d = g.try_acquire(1, -7);
+        CHECK(d.retry_after == 1s);
+        CHECK(d.reset_after.count() == 1'000'000'000LL * 1'000'000'000LL);
+    }
+}
+
+TEST_CASE("gcra: bad input")
+{
+    CHECK(thrown([] { gcra g(rate::per_second(1), 0); }) == error::invalid_burst);
+    CHECK(thrown([] { gcra g(rate::every(2ns), (std::uint64_t{1} << 62)); }) == error::invalid_burst);
+    CHECK(thrown([] { gcra g(rate::every(1ns), ~std::uint64_t{0}); }) == error::invalid_burst);
+    CHECK(thrown([] { gcra g(rate::every(1ns), 1, std::chrono::nanoseconds{i64_max - 1}); }) == error::invalid_burst);
+    CHECK(thrown([] { gcra g(rate::every(1ns), 1, -1ns); }) == error::invalid_rate);
+
+    gcra g(rate::per_second(10), 3);
+    auto zero = g.try_acquire(0, 0);
+    CHECK_FALSE(zero.allowed);
+    CHECK(zero.error == error::invalid_count);
+    CHECK(zero.retry_after == std::chrono::nanoseconds::max());
+    auto big = g.try_acquire(4, 0);
+    CHECK_FALSE(big.allowed);
+    CHECK(big.error == error::exceeds_burst);
+    CHECK(big.retry_after == std::chrono::nanoseconds::max());
+    CHECK(g.reserve(0, 0, ns_max).error == error::invalid_count);
+    CHECK(g.reserve(4, 0, ns_max).error == error::exceeds_burst);
+    CHECK_FALSE(g.reserve(4, 0, ns_max).granted);
+    // Nothing was consumed by the bad requests.
+    CHECK(g.try_acquire(3, 0).allowed);
+}
+
+TEST_CASE("gcra: reserve commits FIFO future slots")
+{
+    const std::int64_t T = 1000;
+    gcra g(rate::every(std::chrono::nanoseconds{T}), 3);
+    const std::int64_t now = 50'000;
+    // The burst is granted at once: usable now.
+    for (int i = 0; i < 3; ++i) {
+        auto r = g.reserve(1, now, 0);
+        CHECK(r.granted);
+        CHECK(r.at == now);
+        CHECK_FALSE(r.error);
+    }
+    // Then one slot per interval, each queued behind the previous.
+    std::int64_t prev = now;
+    for (std::uint64_t n : {1u, 2u, 1u, 3u}) {
+        CAPTURE(n);
+        auto r = g.reserve(n, now, 100 * T);
+        REQUIRE(r.granted);
+        CHECK(r.at == prev + static_cast<std::int64_t>(n) * T);
+        prev = r.at;
+    }
+    CHECK(g.empty_at() == prev);
+    // Too long a wait: nothing consumed, the prediction is returned.
+    auto late = g.reserve(2, now, 2 * T - 1 + (prev - now));
+    CHECK_FALSE(late.granted);
+    CHECK(late.error == error::would_exceed_timeout);
+    CHECK(late.at == prev + 2 * T);
+    CHECK(g.empty_at() == prev);
+    CHECK(g.predict(2, now) == prev + 2 * T);
+    CHECK(g.predict(1, now, 2) == prev + 3 * T);
+    // Exactly max_wait is fine.
+    auto fits = g.reserve(2, now, prev + 2 * T - now);
+    CHECK(fits.granted);
+    CHECK(fits.at == prev + 2 * T);
+    // A reservation in the future makes try_acquire wait for it.
+    auto d = g.try_acquire(1, now);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after.count() == fits.at + T - now);
+    CHECK(d.remaining == 0);
+}
+
+TEST_CASE("gcra: refund gives capacity back, never beyond the burst")
+{
+    const std::int64_t T = 100;
+    gcra g(rate::every(std::chrono::nanoseconds{T}), 5);
+    CHECK(g.try_acquire(5, 0).allowed);
+    auto r = g.reserve(2, 0, 10 * T);
+    REQUIRE(r.granted);
+    CHECK(r.at == 2 * T);
+    // Cancelling the reservation moves the queue back by its size.
+    CHECK(g.refund(2, 0) == 2 * T);
+    CHECK(g.empty_at() == 0);
+    CHECK(g.refund(3, 0) == 3 * T);
+    CHECK(g.check(3, 0).remaining == 0);
+    CHECK(g.check(3, 0).allowed);
+    // Refunding more than was taken stops at a full bucket.
+    CHECK(g.refund(100, 0) == 2 * T);
+    CHECK(g.refund(1, 0) == 0);
+    CHECK(g.empty_at() == -5 * T);
+    CHECK(g.check(5, 0).allowed);
+    CHECK(g.check(5, 0).remaining == 0);
+    auto full = g.try_acquire(5, 0);
+    CHECK(full.allowed);
+    CHECK_FALSE(g.try_acquire(1, 0).allowed);
+    // An idle bucket gains nothing from a refund.
+    gcra idle(rate::every(std::chrono::nanoseconds{T}), 5);
+    CHECK(idle.refund(3, 1'000'000) == 0);
+    CHECK(idle.try_acquire(5, 1'000'000).allowed);
+    CHECK_FALSE(idle.try_acquire(1, 1'000'000).allowed);
+}
+
+TEST_CASE("gcra: set_rate rescales the debt around now")
+{
+    gcra g(rate::every(1000ns), 2);
+    const std::int64_t now = 10'000;
+    CHECK(g.try_acquire(2, now).allowed);
+    for (int i = 0; i < 4; ++i)
+        REQUIRE(g.reserve(1, now, 1'000'000).granted);
+    REQUIRE(g.empty_at() == now + 4000);
+    // Four queued permits at 1000 ns become four at 250 ns.
+    auto f = g.set_rate(rate::every(250ns), now);
+    CHECK(f.first == 250);
+    CHECK(f.second == 1000);
+    CHECK(g.interval_ns() == 250);
+    CHECK(g.empty_at() == now + 1000);
+    CHECK(g.reserve(1, now, 1'000'000).at == now + 1250);
+    // Back to slow: the debt (5 permits) now takes 5 slow intervals.
+    g.set_rate(rate::every(3000ns), now);
+    CHECK(g.empty_at() == now + 15000);
+    // Rounding of the debt is down to whole ns (1250 * 1 / 3 = 416.67 -> 416).
+    gcra h(rate::every(3ns), 1);
+    CHECK(h.try_acquire(1, 0).allowed);
+    REQUIRE(h.reserve(1, 0, 100).granted);
+    REQUIRE(h.empty_at() == 3);
+    h.set_rate(rate::every(1ns), 1);
+    CHECK(h.empty_at() == 1 + 2 / 3);
+    // No debt: nothing moves.
+    gcra idle(rate::every(100ns), 3);
+    idle.set_rate(rate::every(10ns), 0);
+    CHECK(idle.empty_at() == i64_min);
+    CHECK(idle.try_acquire(3, 0).allowed);
+    CHECK(idle.try_acquire(1, 0).retry_after == 10ns);
+    // A rate whose burst no longer fits: throws and leaves the limiter as it was.
+    gcra big(rate::every(1ns), 1'000'000'000);
+    CHECK(thrown([&] { big.set_rate(rate::per(1, std::chrono::hours(24 * 365)), 0); }) == error::invalid_burst);
+    CHECK(big.interval_ns() == 1);
+    CHECK(big.get_rate() == rate::every(1ns));
+}
+
+TEST_CASE("gcra: set_burst")
+{
+    gcra g(rate::every(100ns), 2);
+    CHECK(g.try_acquire(2, 0).allowed);
+    CHECK_FALSE(g.try_acquire(1, 0).allowed);
+    // The debt is kept; the bigger bucket fills from it.
+    g.set_burst(5);
+    CHECK(g.burst() == 5);
+    CHECK(g.empty_at() == 0);
+    CHECK_FALSE(g.try_acquire(1, 0).allowed);
+    CHECK(g.try_acquire(5, 500).allowed);
+    // An idle bucket holds the new burst at once.
+    gcra idle(rate::every(100ns), 2);
+    idle.set_burst(7);
+    CHECK(idle.try_acquire(7, 0).allowed);
+    CHECK_FALSE(idle.try_acquire(1, 0).allowed);
+    // Shrinking caps what a long idle period saved.
+    gcra s(rate::every(100ns), 10);
+    s.set_burst(3);
+    CHECK(s.try_acquire(3, 1'000'000).allowed);
+    CHECK_FALSE(s.try_acquire(1, 1'000'000).allowed);
+    CHECK(s.try_acquire(4, 0).error == error::exceeds_burst);
+    CHECK(thrown([&] { s.set_burst(0); }) == error::invalid_burst);
+    CHECK(s.burst() == 3);
+    CHECK(s.slack() == 0ns);
+}
+
+TEST_CASE("gcra: leaky bucket spaces requests, slack lets a late caller catch up")
+{
+    const std::int64_t T = 1000;
+    gcra g(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{2 * T});
+    // Idle: 1 + slack / interval at once.
+    CHECK(g.try_acquire(1, 0).allowed);
+    CHECK(g.try_acquire(1, 0).allowed);
+    CHECK(g.try_acquire(1, 0).allowed);
+    auto d = g.try_acquire(1, 0);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after.count() == T);
+    // Then exactly one per interval.
+    CHECK(g.try_acquire(1, T).allowed);
+    CHECK_FALSE(g.try_acquire(1, T).allowed);
+    CHECK(g.try_acquire(1, 2 * T).allowed);
+    CHECK(g.try_acquire(2, 3 * T).error == error::exceeds_burst);
+}
+
+TEST_SUITE_END();

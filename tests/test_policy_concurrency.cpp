@@ -1,0 +1,165 @@
+#include <sluice/policy/all_of.hpp>
+#include <sluice/policy/fixed_window.hpp>
+#include <sluice/policy/gcra.hpp>
+#include <sluice/policy/sliding_log.hpp>
+#include <sluice/policy/sliding_window_counter.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+using namespace std::chrono_literals;
+using namespace sluice;
+using namespace sluice::policy;
+
+namespace {
+
+constexpr int threads = 4;
+#if defined(__SANITIZE_THREAD__)
+constexpr std::uint64_t calls_per_thread = 100'000;   // TSan is ~10x slower
+#else
+constexpr std::uint64_t calls_per_thread = 400'000;
+#endif
+constexpr std::uint64_t total_calls = threads * calls_per_thread;
+
+std::int64_t steady_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct run_result {
+    std::uint64_t admitted;
+    std::int64_t t0, t1;   // before the first call, after the last
+};
+
+// Hammers one shared policy with try_acquire(1, steady now) from several threads.
+template <class P>
+run_result hammer(P& p)
+{
+    std::atomic<std::uint64_t> admitted{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) {
+        pool.emplace_back([&] {
+            while (!go.load(std::memory_order_acquire)) {}
+            std::uint64_t mine = 0;
+            for (std::uint64_t k = 0; k < calls_per_thread; ++k)
+                mine += p.try_acquire(1, steady_ns()).allowed ? 1 : 0;
+            admitted.fetch_add(mine, std::memory_order_relaxed);
+        });
+    }
+    run_result r;
+    r.t0 = steady_ns();
+    go.store(true, std::memory_order_release);
+    for (auto& t : pool) t.join();
+    r.t1 = steady_ns();
+    r.admitted = admitted.load();
+    return r;
+}
+
+std::uint64_t windows_touched(const run_result& r, std::int64_t w)
+{
+    return static_cast<std::uint64_t>(r.t1 / w - r.t0 / w + 1);   // steady time is positive
+}
+
+void report(const run_result& r, std::uint64_t bound)
+{
+    INFO("admitted ", r.admitted, " bound ", bound, " elapsed ns ", r.t1 - r.t0);
+    CHECK(r.admitted <= bound);
+    CHECK(r.admitted > 0);
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("concurrency");
+
+TEST_CASE("gcra token bucket never exceeds burst + elapsed / interval")
+{
+    const std::int64_t T = 10'000;
+    gcra g(rate::every(std::chrono::nanoseconds{T}), 100);
+    run_result r = hammer(g);
+    report(r, 100 + static_cast<std::uint64_t>((r.t1 - r.t0) / T));
+}
+
+TEST_CASE("gcra leaky bucket never exceeds 1 + slack / interval + elapsed / interval")
+{
+    const std::int64_t T = 10'000;
+    gcra g(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{5 * T});
+    run_result r = hammer(g);
+    report(r, 1 + 5 + static_cast<std::uint64_t>((r.t1 - r.t0) / T));
+}
+
+TEST_CASE("fixed_window never exceeds limit per window touched")
+{
+    const std::int64_t w = 1'000'000;
+    fixed_window f(100, std::chrono::nanoseconds{w});
+    run_result r = hammer(f);
+    report(r, 100 * windows_touched(r, w));
+}
+
+TEST_CASE("sliding_log never exceeds limit per window length")
+{
+    const std::int64_t w = 1'000'000;
+    sliding_log l(100, std::chrono::nanoseconds{w});
+    run_result r = hammer(l);
+    // Any window-long span holds at most `limit`: ceil((elapsed + 1) / w) spans cover it.
+    report(r, 100 * static_cast<std::uint64_t>((r.t1 - r.t0) / w + 1));
+}
+
+TEST_CASE("sliding_window_counter never exceeds limit per window touched")
+{
+    const std::int64_t w = 1'000'000;
+    sliding_window_counter c(100, std::chrono::nanoseconds{w});
+    run_result r = hammer(c);
+    // The estimate includes the current window's count at full weight.
+    report(r, 100 * windows_touched(r, w));
+}
+
+TEST_CASE("all_of never exceeds the tightest part")
+{
+    const std::int64_t T = 10'000, w = 1'000'000;
+    all_of<gcra, fixed_window> p{std::tuple{rate::every(std::chrono::nanoseconds{T}), 100},
+                                 std::tuple{50, std::chrono::nanoseconds{w}}};
+    run_result r = hammer(p);
+    std::uint64_t bound = std::min<std::uint64_t>(100 + static_cast<std::uint64_t>((r.t1 - r.t0) / T),
+                                                  50 * windows_touched(r, w));
+    report(r, bound);
+}
+
+TEST_CASE("a generous limit admits every call: nothing lost")
+{
+    SUBCASE("gcra")
+    {
+        gcra g(rate::every(1ns), 1'000'000'000);
+        CHECK(hammer(g).admitted == total_calls);
+    }
+    SUBCASE("fixed_window")
+    {
+        fixed_window f(fixed_window::max_limit, 1h);
+        CHECK(hammer(f).admitted == total_calls);
+    }
+    SUBCASE("sliding_log")
+    {
+        sliding_log l(total_calls, 1h);
+        CHECK(hammer(l).admitted == total_calls);
+    }
+    SUBCASE("sliding_window_counter")
+    {
+        sliding_window_counter c(sliding_window_counter::max_limit, 1h);
+        CHECK(hammer(c).admitted == total_calls);
+    }
+    SUBCASE("all_of")
+    {
+        all_of<gcra, sliding_window_counter> p{std::tuple{rate::every(1ns), 1'000'000'000},
+                                               std::tuple{sliding_window_counter::max_limit, 1h}};
+        CHECK(hammer(p).admitted == total_calls);
+    }
+}
+
+TEST_SUITE_END();

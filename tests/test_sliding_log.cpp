@@ -1,0 +1,292 @@
+#include <sluice/policy/sliding_log.hpp>
+
+#include <boost/system/system_error.hpp>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <limits>
+
+using namespace std::chrono_literals;
+using sluice::error;
+using sluice::policy::sliding_log;
+
+namespace {
+
+__extension__ typedef __int128 i128;
+
+constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
+
+struct rng {
+    std::uint64_t s;
+    std::uint64_t next()
+    {
+        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+    std::int64_t in(std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+};
+
+std::int64_t clamp64(i128 v) { return v > i64_max ? i64_max : v < i64_min ? i64_min : static_cast<std::int64_t>(v); }
+
+// Every admitted permit's timestamp, counted literally. A clock that steps back stamps
+// permits at the newest instant seen.
+struct log_model {
+    std::uint64_t limit;
+    std::int64_t w;
+    std::deque<i128> stamps;   // non-decreasing
+
+    std::uint64_t live(i128 t) const
+    {
+        return static_cast<std::uint64_t>(std::count_if(stamps.begin(), stamps.end(), [&](i128 s) { return s > t - w; }));
+    }
+
+    sluice::decision decide(std::uint64_t n, std::int64_t t, bool consume)
+    {
+        sluice::decision d;
+        if (n == 0 || n > limit) {
+            d.retry_after = std::chrono::nanoseconds::max();
+            d.error = n == 0 ? error::invalid_count : error::exceeds_burst;
+            return d;
+        }
+        std::uint64_t in_window = live(t);
+        std::uint64_t free = in_window >= limit ? 0 : limit - in_window;
+        if (in_window + n <= limit) {
+            d.allowed = true;
+            d.remaining = free - n;
+            if (consume) {
+                i128 stamp = stamps.empty() ? i128(t) : std::max(stamps.back(), i128(t));
+                for (std::uint64_t i = 0; i < n; ++i) stamps.push_back(stamp);
+                // Behind the newest `limit` stamps, older ones can never decide anything again.
+                while (stamps.size() > 2 * limit) stamps.pop_front();
+            }
+        } else {
+            d.remaining = free;
+            // Granted once at most limit - n stamps remain in the window: when the
+            // (limit - n + 1)-th newest stamp leaves it.
+            i128 s = stamps[stamps.size() - (limit - n + 1)];
+            i128 at = s + w;
+            d.retry_after = std::chrono::nanoseconds{at >= i64_max ? i64_max : clamp64(at - t)};
+        }
+        i128 newest = stamps.empty() ? i128(i64_min) : stamps.back();
+        if (d.allowed && !consume) newest = std::max(newest, i128(t));
+        d.reset_after = std::chrono::nanoseconds{clamp64(std::max<i128>(std::min<i128>(newest + w, i64_max) - t, 0))};
+        return d;
+    }
+
+    std::int64_t simulate(std::uint64_t n, std::int64_t t, std::uint64_t ahead) const
+    {
+        log_model copy = *this;
+        for (std::uint64_t i = 0; i <= ahead; ++i) {
+            std::uint64_t want = i == ahead ? n : 1;
+            for (;;) {
+                sluice::decision d = copy.decide(want, t, true);
+                if (d.allowed) break;
+                if (d.retry_after == std::chrono::nanoseconds::max()) return i64_max;
+                t = clamp64(i128(t) + d.retry_after.count());
+            }
+        }
+        return t;
+    }
+};
+
+void check_same(const sluice::decision& got, const sluice::decision& want)
+{
+    CHECK(got.allowed == want.allowed);
+    CHECK(got.retry_after.count() == want.retry_after.count());
+    CHECK(got.remaining == want.remaining);
+    CHECK(got.reset_after.count() == want.reset_after.count());
+    CHECK(got.error == want.error);
+    if (!got.allowed) CHECK(got.retry_after.count() > 0);
+}
+
+template <class F>
+boost::system::error_code thrown(F&& f)
+{
+    try {
+        f();
+    } catch (const boost::system::system_error& e) {
+        return e.code();
+    }
+    return {};
+}
+
+struct shape {
+    std::uint64_t limit;
+    std::int64_t window;
+};
+
+const shape shapes[] = {{1, 1000}, {5, 1000}, {50, 7}, {3, 1'000'000'000}, {200, 1}};
+const std::int64_t bases[] = {0, -1'000'000'000'000, 3, i64_max - 3'000'000'000, i64_min + 3'000'000'000};
+
+} // namespace
+
+TEST_SUITE_BEGIN("sliding_log");
+
+TEST_CASE("sliding_log matches a literal timestamp log on random arrivals")
+{
+    for (const shape& sh : shapes) {
+        for (std::int64_t base : bases) {
+            for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+                sliding_log l(sh.limit, std::chrono::nanoseconds{sh.window});
+                log_model m{sh.limit, sh.window, {}};
+                rng r{seed * 15485863 + static_cast<std::uint64_t>(base) + sh.limit};
+                std::int64_t now = base;
+                // Admissions re-stamped on a clock that never goes back: never more than
+                // limit in any window there.
+                std::deque<std::int64_t> mono;
+                for (int step = 0; step < 3000; ++step) {
+                    INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed, " step ", step, " now ", now);
+                    std::uint64_t n;
+                    int kind = static_cast<int>(r.next() % 100);
+                    if (kind < 2) n = 0;
+                    else if (kind < 4) n = sh.limit + 1;
+                    else if (kind < 60) n = 1;
+                    else n = 1 + r.next() % sh.limit;
+                    auto admitted = [&](std::uint64_t k) {
+                        std::int64_t t = mono.empty() ? now : std::max(mono.back(), now);
+                        for (std::uint64_t i = 0; i < k; ++i) mono.push_back(t);
+                        while (!mono.empty() && mono.front() <= t - sh.window) mono.pop_front();
+                        CHECK(mono.size() <= sh.limit);
+                    };
+                    int op = static_cast<int>(r.next() % 100);
+                    if (op < 70) {
+                        sluice::decision got = l.try_acquire(n, now);
+                        check_same(got, m.decide(n, now, true));
+                        if (got.allowed) admitted(n);
+                    } else if (op < 80) {
+                        check_same(l.check(n, now), m.decide(n, now, false));
+                    } else {
+                        std::uint64_t ahead = r.next() % 3 == 0 ? r.next() % (3 * sh.limit) : 0;
+                        std::int64_t max_wait = r.in(0, 3 * sh.window);
+                        CAPTURE(ahead);
+                        CAPTURE(max_wait);
+                        sluice::decision want = m.decide(n, now, false);
+                        std::int64_t predicted = l.predict(n, now, ahead);
+                        sluice::reservation got = l.reserve(n, now, max_wait, ahead);
+                        if (want.error) {
+                            CHECK_FALSE(got.granted);
+                            CHECK(got.error == want.error);
+                        } else if (ahead == 0 && want.allowed) {
+                            CHECK(got.granted);
+                            CHECK(got.at == now);
+                            CHECK_FALSE(got.error);
+                            m.decide(n, now, true);
+                            admitted(n);
+                        } else {
+                            CHECK_FALSE(got.granted);
+                            CHECK(got.at == predicted);
+                            CHECK(got.at >= now);
+                            CHECK(got.at <= m.simulate(n, now, ahead));
+                            if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
+                            bool late = i128(got.at) - now > max_wait;
+                            CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
+                                                     : boost::system::error_code()));
+                        }
+                    }
+                    std::int64_t dt;
+                    int k = static_cast<int>(r.next() % 100);
+                    if (k < 30) dt = 0;
+                    else if (k < 75) dt = r.in(0, sh.window / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1);
+                    else if (k < 88) dt = r.in(0, 3 * sh.window);
+                    else if (k < 92) dt = r.in(0, 1'000'000) * sh.window;
+                    else dt = -r.in(0, 3 * sh.window);
+                    now = clamp64(i128(now) + dt);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("sliding_log: the strong guarantee across a fixed-window boundary")
+{
+    sliding_log l(4, 1000ns);
+    CHECK(l.try_acquire(4, 999).allowed);
+    auto d = l.try_acquire(1, 1000);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after.count() == 999);
+    CHECK(d.reset_after.count() == 999);
+    CHECK(d.remaining == 0);
+    CHECK_FALSE(l.try_acquire(1, 1998).allowed);
+    CHECK(l.try_acquire(4, 1999).allowed);
+    // A backward step stamps at the newest instant: it only delays.
+    CHECK_FALSE(l.try_acquire(1, 500).allowed);
+    CHECK(l.try_acquire(1, 500).retry_after.count() == 2999 - 500);
+}
+
+TEST_CASE("sliding_log: first call anywhere, extremes")
+{
+    for (std::int64_t start : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{-7'000'000'000'000'000'000},
+                               i64_max, i64_max - 10, i64_min + 1000}) {
+        CAPTURE(start);
+        sliding_log l(3, 1000ns);
+        auto d = l.try_acquire(3, start);
+        CHECK(d.allowed);
+        CHECK(d.remaining == 0);
+        auto e = l.try_acquire(1, start);
+        CHECK_FALSE(e.allowed);
+        CHECK(e.retry_after.count() == (start > i64_max - 1000 ? i64_max : 1000));
+    }
+    // "Long ago" is INT64_MIN: within one window of it a fresh log still counts its
+    // initial stamps (a limitation of the int64 range). It never grants more.
+    sliding_log early(3, 1000ns);
+    CHECK_FALSE(early.try_acquire(1, i64_min + 999).allowed);
+    CHECK(early.try_acquire(1, i64_min + 999).retry_after == 1ns);
+    CHECK(early.try_acquire(3, i64_min + 1000).allowed);
+    sliding_log year(1, std::chrono::hours(24 * 365));
+    CHECK(year.try_acquire(1, -5).allowed);
+    CHECK(year.try_acquire(1, -5).retry_after.count() == 365LL * 86400 * 1'000'000'000);
+    sliding_log big(sliding_log::max_limit, 1s);
+    CHECK(big.try_acquire(sliding_log::max_limit, 0).allowed);
+    CHECK_FALSE(big.try_acquire(1, 999'999'999).allowed);
+    CHECK(big.try_acquire(1, 1'000'000'000).allowed);
+}
+
+TEST_CASE("sliding_log: bad input")
+{
+    CHECK(thrown([] { sliding_log l(0, 1s); }) == error::invalid_burst);
+    CHECK(thrown([] { sliding_log l(sliding_log::max_limit + 1, 1s); }) == error::invalid_burst);
+    CHECK(thrown([] { sliding_log l(1, 0s); }) == error::invalid_rate);
+    sliding_log l(3, 1s);
+    CHECK(l.try_acquire(0, 0).error == error::invalid_count);
+    CHECK(l.try_acquire(4, 0).error == error::exceeds_burst);
+    CHECK(l.reserve(0, 0, 0).error == error::invalid_count);
+    CHECK(l.reserve(4, 0, 0).error == error::exceeds_burst);
+    CHECK(l.try_acquire(3, 0).allowed);
+    CHECK(thrown([&] { l.set_limit(0); }) == error::invalid_burst);
+    CHECK(l.limit() == 3);
+}
+
+TEST_CASE("sliding_log: reserve, predict and set_limit")
+{
+    sliding_log l(3, 1000ns);
+    CHECK(l.try_acquire(1, 100).allowed);
+    CHECK(l.try_acquire(1, 200).allowed);
+    CHECK(l.try_acquire(1, 300).allowed);
+    auto r = l.reserve(2, 400, 5000);
+    CHECK_FALSE(r.granted);
+    CHECK_FALSE(r.error);
+    CHECK(r.at == 1200);
+    CHECK(l.reserve(2, 400, 799).error == error::would_exceed_timeout);
+    CHECK(l.predict(1, 400) == 1100);
+    CHECK(l.predict(1, 400, 2) == 1300);
+    CHECK(l.predict(1, 400, 3) == 2100);
+    CHECK(l.check(1, 1100).allowed);
+    // Growing keeps the newest timestamps; the new room is free at once.
+    l.set_limit(5);
+    CHECK(l.limit() == 5);
+    CHECK(l.try_acquire(2, 400).allowed);
+    CHECK_FALSE(l.try_acquire(1, 400).allowed);
+    CHECK(l.try_acquire(1, 400).retry_after.count() == 700);
+    // Shrinking keeps the newest: two stamps at 400.
+    l.set_limit(2);
+    CHECK_FALSE(l.try_acquire(1, 1399).allowed);
+    CHECK(l.try_acquire(2, 1400).allowed);
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,341 @@
+#include <sluice/policy/sliding_window_counter.hpp>
+
+#include <boost/system/system_error.hpp>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+using namespace std::chrono_literals;
+using sluice::error;
+using sluice::policy::sliding_window_counter;
+
+namespace {
+
+__extension__ typedef __int128 i128;
+
+constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
+
+struct rng {
+    std::uint64_t s;
+    std::uint64_t next()
+    {
+        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+    std::int64_t in(std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+};
+
+std::int64_t clamp64(i128 v) { return v > i64_max ? i64_max : v < i64_min ? i64_min : static_cast<std::int64_t>(v); }
+i128 floor_div(i128 a, i128 b) { return a / b - ((a % b != 0 && a < 0) ? 1 : 0); }
+
+// The literal weighted formula prev * (w - e) / w + cur <= limit, exact in 128 bits, with
+// full window numbers. A clock that steps back keeps counting in the newest window that
+// admitted anything, with the previous window at full weight.
+struct counter_model {
+    std::uint64_t limit;
+    std::int64_t w;
+    std::optional<i128> k_last;
+    std::uint64_t prev_last = 0, cur_last = 0;
+
+    struct view {
+        i128 k, start, e;
+        std::uint64_t prev, cur;
+    };
+
+    view at(i128 t) const
+    {
+        i128 k = floor_div(t, w);
+        std::uint64_t prev = 0, cur = 0;
+        if (k_last) {
+            if (k == *k_last) { prev = prev_last; cur = cur_last; }
+            else if (k == *k_last + 1) { prev = cur_last; }
+            else if (k < *k_last) { k = *k_last; prev = prev_last; cur = cur_last; }
+        }
+        i128 start = k * w;
+        return {k, start, std::max<i128>(t - start, 0), prev, cur};
+    }
+
+    bool fits(const view& v, std::uint64_t n) const
+    {
+        return i128(v.prev) * (w - v.e) + i128(v.cur + n) * w <= i128(limit) * w;
+    }
+
+    sluice::decision decide(std::uint64_t n, std::int64_t t, bool consume)
+    {
+        sluice::decision d;
+        if (n == 0 || n > limit) {
+            d.retry_after = std::chrono::nanoseconds::max();
+            d.error = n == 0 ? error::invalid_count : error::exceeds_burst;
+            return d;
+        }
+        view v = at(t);
+        bool ok = fits(v, n);
+        std::uint64_t cur = v.cur + (ok ? n : 0);
+        i128 idle = cur ? v.start + 2 * w : v.prev ? v.start + w : i128(t);
+        d.reset_after = std::chrono::nanoseconds{clamp64(std::max<i128>(std::min<i128>(idle, i64_max) - t, 0))};
+        i128 used = (i128(v.prev) * (w - v.e) + w - 1) / w + cur;
+        d.remaining = used >= i128(limit) ? 0 : static_cast<std::uint64_t>(limit - used);
+        if (ok) {
+            d.allowed = true;
+            if (consume) {
+                k_last = v.k;
+                prev_last = v.prev;
+                cur_last = cur;
+            }
+            return d;
+        }
+        // Earliest later instant at which it fits: the estimate only falls with time.
+        i128 lo = i128(t) + 1, hi = v.start + 2 * w;
+        while (lo < hi) {
+            i128 mid = lo + (hi - lo) / 2;
+            if (fits(at(mid), n)) hi = mid; else lo = mid + 1;
+        }
+        d.retry_after = std::chrono::nanoseconds{clamp64(std::min<i128>(lo, i64_max) - t)};
+        return d;
+    }
+
+    std::int64_t simulate(std::uint64_t n, std::int64_t t, std::uint64_t ahead) const
+    {
+        counter_model copy = *this;
+        for (std::uint64_t i = 0; i <= ahead; ++i) {
+            std::uint64_t want = i == ahead ? n : 1;
+            for (;;) {
+                sluice::decision d = copy.decide(want, t, true);
+                if (d.allowed) break;
+                if (t == i64_max) return i64_max;
+                t = clamp64(i128(t) + d.retry_after.count());
+            }
+        }
+        return t;
+    }
+};
+
+void check_same(const sluice::decision& got, const sluice::decision& want)
+{
+    CHECK(got.allowed == want.allowed);
+    CHECK(got.retry_after.count() == want.retry_after.count());
+    CHECK(got.remaining == want.remaining);
+    CHECK(got.reset_after.count() == want.reset_after.count());
+    CHECK(got.error == want.error);
+    if (!got.allowed) CHECK(got.retry_after.count() > 0);
+}
+
+template <class F>
+boost::system::error_code thrown(F&& f)
+{
+    try {
+        f();
+    } catch (const boost::system::system_error& e) {
+        return e.code();
+    }
+    return {};
+}
+
+struct shape {
+    std::uint64_t limit;
+    std::int64_t window;
+};
+
+const shape shapes[] = {{1, 1000}, {5, 1000}, {50, 7}, {3, 1'000'000'000}, {10, 3}, {1000, 1'000'003}};
+const std::int64_t bases[] = {0, -1'000'000'000'000, 3, i64_min + 3'000'000'000, 4'000'000'000'000'000'000};
+
+} // namespace
+
+TEST_SUITE_BEGIN("sliding_window_counter");
+
+TEST_CASE("sliding_window_counter matches the weighted formula on random arrivals")
+{
+    for (const shape& sh : shapes) {
+        for (std::int64_t base : bases) {
+            for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+                std::optional<sliding_window_counter> store;
+                store.emplace(sh.limit, std::chrono::nanoseconds{sh.window});
+                counter_model m{sh.limit, sh.window, {}};
+                // Admissions re-stamped on a clock that never goes back must fit there too.
+                counter_model mono{sh.limit, sh.window, {}};
+                std::int64_t mono_now = i64_min;
+                rng r{seed * 32452843 + static_cast<std::uint64_t>(base) + sh.limit};
+                std::int64_t now = base;
+                for (int step = 0; step < 3000; ++step) {
+                    // 128 windows after the last admission the state hits the known 8-bit
+                    // window-number bug (see below): start over on a fresh instance.
+                    if (m.k_last && floor_div(now, sh.window) - *m.k_last >= 120) {
+                        store.emplace(sh.limit, std::chrono::nanoseconds{sh.window});
+                        m = counter_model{sh.limit, sh.window, {}};
+                        mono = counter_model{sh.limit, sh.window, {}};
+                        mono_now = i64_min;
+                    }
+                    sliding_window_counter& c = *store;
+                    INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed, " step ", step, " now ", now);
+                    std::uint64_t n;
+                    int kind = static_cast<int>(r.next() % 100);
+                    if (kind < 2) n = 0;
+                    else if (kind < 4) n = sh.limit + 1;
+                    else if (kind < 60) n = 1;
+                    else n = 1 + r.next() % sh.limit;
+                    auto admitted = [&](std::uint64_t k) {
+                        mono_now = std::max(mono_now, now);
+                        CHECK(mono.decide(k, mono_now, true).allowed);
+                    };
+                    int op = static_cast<int>(r.next() % 100);
+                    if (op < 70) {
+                        sluice::decision got = c.try_acquire(n, now);
+                        check_same(got, m.decide(n, now, true));
+                        if (got.allowed) admitted(n);
+                    } else if (op < 80) {
+                        check_same(c.check(n, now), m.decide(n, now, false));
+                    } else {
+                        std::uint64_t ahead = r.next() % 3 == 0 ? r.next() % (3 * sh.limit) : 0;
+                        std::int64_t max_wait = r.in(0, 3 * sh.window);
+                        CAPTURE(ahead);
+                        CAPTURE(max_wait);
+                        sluice::decision want = m.decide(n, now, false);
+                        std::int64_t predicted = c.predict(n, now, ahead);
+                        sluice::reservation got = c.reserve(n, now, max_wait, ahead);
+                        if (want.error) {
+                            CHECK_FALSE(got.granted);
+                            CHECK(got.error == want.error);
+                        } else if (ahead == 0 && want.allowed) {
+                            CHECK(got.granted);
+                            CHECK(got.at == now);
+                            CHECK_FALSE(got.error);
+                            m.decide(n, now, true);
+                            admitted(n);
+                        } else {
+                            CHECK_FALSE(got.granted);
+                            CHECK(got.at == predicted);
+                            CHECK(got.at >= now);
+                            // With permits ahead it is NOT a lower bound (contrary to predict()'s
+                            // doc): it prices them as one lump at one instant, while one-by-one
+                            // grants sink into the previous window's decaying weight. Reported;
+                            // only the exact ahead == 0 case is checked against the model.
+                            if (ahead == 0) CHECK(got.at <= m.simulate(n, now, 0));
+                            if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
+                            bool late = i128(got.at) - now > max_wait;
+                            CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
+                                                     : boost::system::error_code()));
+                        }
+                    }
+                    std::int64_t dt;
+                    int k = static_cast<int>(r.next() % 100);
+                    if (k < 30) dt = 0;
+                    else if (k < 75) dt = r.in(0, sh.window / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1);
+                    else if (k < 88) dt = r.in(0, 3 * sh.window);
+                    // Idle, but for fewer than 128 windows: see the known-bug case below.
+                    else if (k < 92) dt = r.in(0, 127) * sh.window;
+                    else dt = -r.in(0, 3 * sh.window);   // the clock steps back
+                    now = clamp64(i128(now) + dt);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("sliding_window_counter: weights and boundaries")
+{
+    sliding_window_counter c(10, 1000ns);
+    CHECK(c.try_acquire(10, 500).allowed);        // window 0 full
+    auto d = c.try_acquire(1, 999);
+    CHECK_FALSE(d.allowed);
+    // In window 1 the 10 weigh (1000 - e) / 1000: one more fits from e = 100.
+    CHECK(d.retry_after.count() == 1100 - 999);
+    CHECK_FALSE(c.try_acquire(1, 1099).allowed);
+    CHECK(c.try_acquire(1, 1100).allowed);
+    auto e = c.try_acquire(5, 1500);              // 10 * 0.5 + 1 + 5 = 11 > 10
+    CHECK_FALSE(e.allowed);
+    CHECK(e.retry_after.count() == 1600 - 1500);
+    CHECK(e.remaining == 4);
+    CHECK(e.reset_after.count() == 3000 - 1500);
+    CHECK(c.try_acquire(4, 1500).allowed);
+    // Idle for two windows: empty again.
+    CHECK(c.try_acquire(10, 3000).allowed);
+}
+
+TEST_CASE("sliding_window_counter: a backward step keeps the newest window at full weight")
+{
+    sliding_window_counter c(4, 1000ns);
+    CHECK(c.try_acquire(4, 500).allowed);
+    CHECK(c.try_acquire(1, 1500).allowed);        // 4 * 0.5 + 1 = 3
+    // Back into window 0, and further: still window 1 with the previous at full weight.
+    for (std::int64_t t : {std::int64_t{900}, std::int64_t{-2500}}) {
+        CAPTURE(t);
+        auto d = c.try_acquire(1, t);
+        CHECK_FALSE(d.allowed);
+        // 4 * (1000 - e) + 2 * 1000 <= 4 * 1000 from e = 500 on.
+        CHECK(d.retry_after.count() == 1500 - t);
+    }
+    CHECK_FALSE(c.try_acquire(1, 1499).allowed);
+    CHECK(c.try_acquire(1, 1500).allowed);
+}
+
+TEST_CASE("sliding_window_counter: first call anywhere, extremes")
+{
+    for (std::int64_t start : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{-7'000'000'000'000'000'000},
+                               i64_min, i64_min + 5, i64_max - 5000}) {
+        CAPTURE(start);
+        sliding_window_counter c(3, 1000ns);
+        CHECK(c.try_acquire(3, start).allowed);
+        auto d = c.try_acquire(1, start);
+        CHECK_FALSE(d.allowed);
+        CHECK(d.retry_after.count() > 0);
+    }
+    sliding_window_counter big(sliding_window_counter::max_limit, 1s);
+    CHECK(big.try_acquire(sliding_window_counter::max_limit, 0).allowed);
+    CHECK_FALSE(big.try_acquire(1, 1'000'000'000).allowed);
+    // limit * e >= window from e = 4 ns on.
+    CHECK_FALSE(big.try_acquire(1, 1'000'000'003).allowed);
+    CHECK(big.try_acquire(1, 1'000'000'004).allowed);
+    sliding_window_counter year(1, std::chrono::hours(24 * 365));
+    CHECK(year.try_acquire(1, 0).allowed);
+    CHECK(year.try_acquire(1, 1).retry_after.count() == 2 * 365LL * 86400 * 1'000'000'000 - 1);
+}
+
+TEST_CASE("sliding_window_counter: idle for 128 or more windows forgets old counts"
+          * doctest::should_fail())
+{
+    // KNOWN BUG (not fixed here): the window number keeps only 8 bits, so after 128-255
+    // idle windows the stale counts read as a window in the future (the clock-stepped-back
+    // case) and the limiter rejects for up to 128 windows. Expected to fail until the
+    // state can tell a long idle period from a backward step.
+    for (std::int64_t idle : {128, 200, 255, 256, 257, 1000}) {
+        CAPTURE(idle);
+        sliding_window_counter c(10, 1000ns);
+        CHECK(c.try_acquire(10, 0).allowed);
+        CHECK(c.try_acquire(10, idle * 1000).allowed);
+    }
+}
+
+TEST_CASE("sliding_window_counter: bad input, reserve, set_limit")
+{
+    CHECK(thrown([] { sliding_window_counter c(0, 1s); }) == error::invalid_burst);
+    CHECK(thrown([] { sliding_window_counter c(sliding_window_counter::max_limit + 1, 1s); }) == error::invalid_burst);
+    CHECK(thrown([] { sliding_window_counter c(1, 0s); }) == error::invalid_rate);
+    sliding_window_counter c(4, 1000ns);
+    CHECK(c.try_acquire(0, 0).error == error::invalid_count);
+    CHECK(c.try_acquire(5, 0).error == error::exceeds_burst);
+    CHECK(c.reserve(0, 0, 0).error == error::invalid_count);
+    CHECK(c.reserve(5, 0, 0).error == error::exceeds_burst);
+    auto a = c.reserve(4, 0, 0);
+    CHECK(a.granted);
+    CHECK(a.at == 0);
+    auto b = c.reserve(2, 100, 10'000);
+    CHECK_FALSE(b.granted);
+    CHECK_FALSE(b.error);
+    CHECK(b.at == 1500);
+    CHECK(c.reserve(2, 100, 1399).error == error::would_exceed_timeout);
+    CHECK(c.check(2, 1500).allowed);
+    CHECK(thrown([&] { c.set_limit(0); }) == error::invalid_burst);
+    c.set_limit(6);
+    CHECK(c.limit() == 6);
+    CHECK(c.try_acquire(2, 100).allowed);
+    CHECK_FALSE(c.try_acquire(1, 100).allowed);
+}
+
+TEST_SUITE_END();
