@@ -18,16 +18,20 @@ namespace sluice::policy {
 /// estimate stays within `limit`. It smooths the boundary burst of a fixed window at the
 /// cost of exactness (permits are assumed spread evenly over the previous window).
 ///
-/// Lock-free: both counts (28 bits each) and the window number (low 8 bits, serial-number
-/// arithmetic) share one atomic word. A clock stepping backwards keeps counting in the
-/// newest window seen, with the previous window at full weight: it can only reject more.
+/// Lock-free: both counts (26 bits each) and the window number (low 12 bits, serial-number
+/// arithmetic) share one atomic word. A clock stepping backwards by up to
+/// `max_backward_windows` keeps counting in the newest window seen, with the previous
+/// window at full weight: it can only reject more. Any other difference means the counts
+/// are stale and start afresh (a step back of more than 8 windows is a new start). Only an idle gap within 8 windows below to 1 window above a
+/// multiple of 4096 windows aliases, and may reject for up to 8 windows.
 /// Integer arithmetic only.
 class sliding_window_counter {
 public:
     static constexpr bool reserves_ahead = false;
-    static constexpr std::uint64_t max_limit = (std::uint64_t{1} << 28) - 1;
+    static constexpr std::uint64_t max_limit = (std::uint64_t{1} << 26) - 1;
+    static constexpr int max_backward_windows = 8;
 
-    /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^28 - 1, and
+    /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^26 - 1, and
     /// error::invalid_rate unless window > 0.
     sliding_window_counter(std::uint64_t limit, std::chrono::nanoseconds window)
         : limit_(check_limit(limit)), window_(check_window(window))
@@ -83,7 +87,8 @@ public:
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:
-    static constexpr std::uint64_t mask = (std::uint64_t{1} << 28) - 1;
+    static constexpr std::uint64_t mask = (std::uint64_t{1} << 26) - 1;
+    static constexpr std::uint64_t id_mask = (std::uint64_t{1} << 12) - 1;
 
     static std::uint64_t check_limit(std::uint64_t limit)
     {
@@ -109,9 +114,11 @@ private:
     state decode(std::uint64_t word, std::int64_t now) const noexcept
     {
         std::int64_t k = detail::floor_div(now, window_);
-        auto id = static_cast<std::uint8_t>(word);
-        std::uint64_t prev = (word >> 8) & mask, cur = (word >> 36) & mask;
-        auto diff = static_cast<std::int8_t>(static_cast<std::uint8_t>(k) - id);
+        std::uint64_t id = word & id_mask;
+        std::uint64_t prev = (word >> 12) & mask, cur = (word >> 38) & mask;
+        // Serial-number difference of the 12-bit window numbers, in [-2048, 2047].
+        auto diff = static_cast<std::int64_t>((static_cast<std::uint64_t>(k) - id + 2048) & id_mask) - 2048;
+        if (diff < -max_backward_windows) diff = 2;   // stale counts, not a clock step
         if (diff == 1) { prev = cur; cur = 0; }
         else if (diff > 1 || (prev == 0 && cur == 0)) { prev = 0; cur = 0; }
         else if (diff < 0) k -= diff;   // the stored window is k - diff
@@ -172,7 +179,7 @@ private:
                 d.retry_after = std::chrono::nanoseconds{t > now ? t - now : 1};
                 return d;
             }
-            std::uint64_t next = (cur << 36) | (s.prev << 8) | static_cast<std::uint8_t>(s.window);
+            std::uint64_t next = (cur << 38) | (s.prev << 12) | (static_cast<std::uint64_t>(s.window) & id_mask);
             if (!consume || word_.compare_exchange_weak(word, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
                 d.allowed = true;
                 return d;
