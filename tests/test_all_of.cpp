@@ -12,30 +12,15 @@
 #include <limits>
 #include <tuple>
 
+#include "policy_support.hpp"
+
 using namespace std::chrono_literals;
 using namespace sluice;
 using namespace sluice::policy;
 
 namespace {
 
-__extension__ typedef __int128 i128;
-
-constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
-constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
-
-struct rng {
-    std::uint64_t s;
-    std::uint64_t next()
-    {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-    }
-    std::int64_t in(std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
-};
-
-std::int64_t clamp64(i128 v) { return v > i64_max ? i64_max : v < i64_min ? i64_min : static_cast<std::int64_t>(v); }
+using namespace sluice_test;
 
 // The reference: the same policies standing alone (each checked against its own model in
 // its own test), combined literally: grant only when every one would, then take from all.
@@ -81,16 +66,6 @@ composite make_composite()
 {
     return composite{std::tuple{rate::every(100ns), 5}, std::tuple{12, 2000ns}, std::tuple{8, 1500ns},
                      std::tuple{9, 1000ns}};
-}
-
-void check_same(const decision& got, const decision& want)
-{
-    CHECK(got.allowed == want.allowed);
-    CHECK(got.retry_after.count() == want.retry_after.count());
-    CHECK(got.remaining == want.remaining);
-    CHECK(got.reset_after.count() == want.reset_after.count());
-    CHECK(got.error == want.error);
-    if (!got.allowed) CHECK(got.retry_after.count() > 0);
 }
 
 } // namespace

@@ -9,6 +9,8 @@
 #include <limits>
 #include <string>
 
+#include "policy_support.hpp"
+
 using namespace std::chrono_literals;
 using sluice::error;
 using sluice::rate;
@@ -16,10 +18,12 @@ using sluice::policy::gcra;
 
 namespace {
 
-__extension__ typedef __int128 i128;
+using sluice_test::i128;
+using sluice_test::i64_min;
+using sluice_test::i64_max;
+using sluice_test::check_same;
+using sluice_test::thrown;
 
-constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
-constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t ns_max = i64_max;
 
 struct rng {
@@ -173,27 +177,6 @@ std::uint64_t pick_n(rng& r, std::uint64_t burst)
     if (k < 4) return burst + 1 + r.next() % 3;
     if (k < 70) return 1;
     return 1 + r.next() % burst;
-}
-
-void check_same(const sluice::decision& got, const sluice::decision& want)
-{
-    CHECK(got.allowed == want.allowed);
-    CHECK(got.retry_after.count() == want.retry_after.count());
-    CHECK(got.remaining == want.remaining);
-    CHECK(got.reset_after.count() == want.reset_after.count());
-    CHECK(got.error == want.error);
-    if (!got.allowed) CHECK(got.retry_after.count() > 0);
-}
-
-template <class F>
-boost::system::error_code thrown(F&& f)
-{
-    try {
-        f();
-    } catch (const boost::system::system_error& e) {
-        return e.code();
-    }
-    return {};
 }
 
 } // namespace

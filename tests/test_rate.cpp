@@ -9,26 +9,19 @@
 #include <limits>
 #include <string>
 
+#include "policy_support.hpp"
+
 using namespace std::chrono_literals;
 using sluice::error;
 using sluice::rate;
 
 namespace {
 
+using namespace sluice_test;
+
 constexpr std::int64_t year_ns = 365LL * 86400 * 1'000'000'000;
 
 // Runs f and returns the error code of the system_error it throws (empty if none).
-template <class F>
-boost::system::error_code thrown(F&& f)
-{
-    try {
-        f();
-    } catch (const boost::system::system_error& e) {
-        return e.code();
-    }
-    return {};
-}
-
 } // namespace
 
 TEST_SUITE_BEGIN("rate");
