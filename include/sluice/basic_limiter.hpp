@@ -98,6 +98,8 @@ public:
     ///
     /// Per-operation cancellation: terminal, partial and total are all honoured while the
     /// request waits; the permits it had reserved are given back, so later waiters move up.
+    /// As everywhere in Asio, emit the signal on the handler's executor: on an io_context
+    /// run by several threads, give the waiting coroutine (and its `||` partner) a strand.
     ///
     /// Executor: see the class comment. The completion never runs inside this call.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
