@@ -44,5 +44,13 @@ std::int64_t now_ns() noexcept
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
+/// The clock's time_point at `ns` nanoseconds since its epoch (for timer expiries).
+template <class Clock>
+typename Clock::time_point to_time_point(std::int64_t ns) noexcept
+{
+    return typename Clock::time_point{
+        std::chrono::duration_cast<typename Clock::duration>(std::chrono::nanoseconds{ns})};
+}
+
 } // namespace detail
 } // namespace sluice

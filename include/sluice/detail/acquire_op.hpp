@@ -9,7 +9,6 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/bind_executor.hpp>
 
 #include <memory>
 #include <utility>
@@ -53,7 +52,7 @@ private:
         this->destroy = &do_destroy;
     }
 
-    // Frees the node; returns what must outlive it.
+    // Destroys the node and returns its memory to the handler's allocator.
     static void free(acquire_op* op) noexcept
     {
         allocator_type alloc(boost::asio::get_associated_allocator(op->handler_));

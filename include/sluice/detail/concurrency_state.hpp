@@ -30,11 +30,7 @@ public:
 
     ~concurrency_state()
     {
-        while (!queue_.empty()) {
-            waiter* w = queue_.front();
-            queue_.erase(w);
-            w->destroy(w);
-        }
+        queue_.destroy_all();
     }
 
     Executor get_executor() const noexcept { return executor_; }
@@ -196,8 +192,7 @@ private:
         armed_ = true;
         armed_at_ = at;
         std::uint64_t gen = ++generation_;
-        timer_.expires_at(typename Clock::time_point(
-            std::chrono::duration_cast<typename Clock::duration>(std::chrono::nanoseconds{at})));
+        timer_.expires_at(to_time_point<Clock>(at));
         timer_.async_wait([self = this->shared_from_this(), gen](boost::system::error_code ec) {
             if (!ec) self->on_deadline(gen);
         });

@@ -40,11 +40,7 @@ public:
     {
         // Only reached once no operation is pending (each holds a reference); anything
         // still queued was never handed to an executor.
-        while (!queue_.empty()) {
-            waiter* w = queue_.front();
-            queue_.erase(w);
-            w->destroy(w);
-        }
+        queue_.destroy_all();
     }
 
     // How a completion reaches the handler (see acquire_op).
@@ -209,13 +205,6 @@ public:
     }
 
 private:
-    using time_point = typename Clock::time_point;
-
-    static time_point to_time_point(std::int64_t ns) noexcept
-    {
-        return time_point{std::chrono::duration_cast<typename Clock::duration>(std::chrono::nanoseconds{ns})};
-    }
-
     static std::int64_t scale(std::int64_t t, std::int64_t x, std::int64_t num, std::int64_t den) noexcept
     {
         int128 d = static_cast<int128>(x - t) * num / den;
@@ -365,7 +354,7 @@ private:
         }
         std::int64_t wake = opts_.strict ? sat_sub(at, opts_.strict_threshold.count())
                                          : std::max(at, sat_add(last_wake_, opts_.coalesce.count()));
-        timer_.expires_at(to_time_point(wake));
+        timer_.expires_at(to_time_point<Clock>(wake));
         timer_.async_wait([self = this->shared_from_this(), gen](boost::system::error_code ec) {
             if (!ec) self->on_wake(gen);
         });

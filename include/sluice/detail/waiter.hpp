@@ -54,6 +54,15 @@ public:
         --size_;
     }
 
+    // Frees every waiter without calling its handler (the limiter is torn down).
+    void destroy_all() noexcept
+    {
+        while (waiter* w = head_) {
+            erase(w);
+            w->destroy(w);
+        }
+    }
+
     template <class F>
     void for_each(F&& f) const
     {
@@ -149,8 +158,6 @@ public:
             w = next;
         }
     }
-
-    bool empty() const noexcept { return head_ == nullptr; }
 
 private:
     waiter* head_ = nullptr;
