@@ -23,6 +23,7 @@ public:
         case error::timed_out: return "the maximum wait elapsed";
         case error::parse_error: return "malformed input";
         case error::backend_unavailable: return "the shared backend is unavailable";
+        case error::invalid_option: return "invalid option";
         }
         return "unknown sluice error";
     }

@@ -39,6 +39,10 @@ enum class error {
 
     /// A shared backend (Redis) could not be reached in time.
     backend_unavailable,
+
+    /// An option is out of its range (keyed_options), or a setting cannot change while in
+    /// use (the window of a tracked key).
+    invalid_option,
 };
 
 /// The category of sluice::error; its name() is "sluice".

@@ -5,6 +5,8 @@
 #include <sluice/policy/gcra.hpp>
 #include <sluice/rate.hpp>
 
+#include <tuple>
+#include <utility>
 
 namespace sluice {
 
@@ -56,6 +58,18 @@ public:
 
     rate get_rate() const noexcept { return this->policy().get_rate(); }
     std::chrono::nanoseconds slack() const noexcept { return this->policy().slack(); }
+
+    /// One bucket's configuration, for keyed limiters: the policy's constructor arguments.
+    using policy_config = std::tuple<rate, std::uint64_t, std::chrono::nanoseconds>;
+
+    static policy_config policy_args(rate r, std::chrono::nanoseconds slack = default_slack) { return {r, 1, slack}; }
+
+    /// Applies `c` to a live bucket, keeping what it has consumed (see set_rate).
+    static std::pair<std::int64_t, std::int64_t> apply_config(policy::gcra& p, std::int64_t now, const policy_config& c)
+    {
+        p.set_slack(std::get<2>(c));
+        return p.set_rate(std::get<0>(c), now);
+    }
 };
 
 } // namespace sluice

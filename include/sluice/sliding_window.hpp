@@ -4,6 +4,8 @@
 #include <sluice/basic_limiter.hpp>
 #include <sluice/policy/sliding_log.hpp>
 
+#include <tuple>
+
 namespace sluice {
 
 /// Asynchronous sliding window (policy::sliding_log): never more than `limit` permits in
@@ -37,6 +39,20 @@ public:
 
     std::uint64_t limit() const noexcept { return this->policy().limit(); }
     std::chrono::nanoseconds window() const noexcept { return this->policy().window(); }
+
+    /// One window's configuration, for keyed limiters: the policy's constructor arguments.
+    using policy_config = std::tuple<std::uint64_t, std::chrono::nanoseconds>;
+
+    static policy_config policy_args(std::uint64_t limit, std::chrono::nanoseconds window) { return {limit, window}; }
+
+    /// Applies `c` to a live window: a new limit at once. The window length of a live
+    /// window cannot change: system_error(error::invalid_option).
+    static void apply_config(policy::sliding_log& p, std::int64_t, const policy_config& c)
+    {
+        if (std::get<1>(c) != p.window())
+            throw boost::system::system_error(make_error_code(error::invalid_option));
+        p.set_limit(std::get<0>(c));
+    }
 };
 
 } // namespace sluice

@@ -5,6 +5,9 @@
 #include <sluice/policy/gcra.hpp>
 #include <sluice/rate.hpp>
 
+#include <tuple>
+#include <utility>
+
 namespace sluice {
 
 /// Asynchronous token bucket on GCRA (policy::gcra): one atomic word, lock-free
@@ -48,6 +51,19 @@ public:
 
     rate get_rate() const noexcept { return this->policy().get_rate(); }
     std::uint64_t burst() const noexcept { return this->policy().burst(); }
+
+    /// One bucket's configuration, for keyed limiters: the policy's constructor arguments.
+    using policy_config = std::tuple<rate, std::uint64_t>;
+
+    static policy_config policy_args(rate r, std::uint64_t burst) { return {r, burst}; }
+
+    /// Applies `c` to a live bucket, keeping what it has consumed (see set_rate).
+    static std::pair<std::int64_t, std::int64_t> apply_config(policy::gcra& p, std::int64_t now, const policy_config& c)
+    {
+        auto factor = p.set_rate(std::get<0>(c), now);
+        p.set_burst(std::get<1>(c));
+        return factor;
+    }
 };
 
 } // namespace sluice

@@ -32,7 +32,7 @@ public:
 
     template <class... Args>
     limiter_state(const Executor& ex, const limiter_options& opts, Args&&... args)
-        : policy_(std::forward<Args>(args)...), opts_(opts), executor_(ex), timer_(ex)
+        : padded_(std::forward<Args>(args)...), opts_(opts), executor_(ex), timer_(ex)
     {
     }
 
@@ -53,8 +53,8 @@ public:
     // A grant dropped unrun: rate permits were spent at their time, nothing to give back.
     void drop(const boost::system::error_code&, std::uint64_t) noexcept {}
 
-    Policy& policy() noexcept { return policy_; }
-    const Policy& policy() const noexcept { return policy_; }
+    Policy& policy() noexcept { return padded_.policy; }
+    const Policy& policy() const noexcept { return padded_.policy; }
     Executor get_executor() const noexcept { return executor_; }
 
     static std::int64_t now() noexcept { return now_ns<Clock>(); }
@@ -406,7 +406,19 @@ private:
     // Strict mode busy-waits (on a steady clock) for at most this long before a due time.
     static constexpr std::int64_t strict_busy_ns = 30'000;
 
-    Policy policy_;
+    // The policy's state takes a cache line of its own: lock-free try_acquire from other
+    // cores then never bounces the line with the queue's mutex.
+    struct alignas(64) padded_policy {
+        template <class... Args>
+        explicit padded_policy(Args&&... args) : policy(std::forward<Args>(args)...)
+        {
+        }
+
+        Policy policy;
+    };
+
+    padded_policy padded_;
+    Policy& policy_ = padded_.policy;
     limiter_options opts_;
     mutable std::mutex mutex_;
     Executor executor_;

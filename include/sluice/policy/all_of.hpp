@@ -103,6 +103,15 @@ public:
         return predict_locked(n, now, ahead);
     }
 
+    /// The latest of the parts' idle times: fresh when every part is.
+    std::int64_t idle_at(std::int64_t now) const noexcept
+    {
+        std::lock_guard lock(mutex_);
+        std::int64_t at = sluice::detail::min_ns;
+        parts_.each([&](const auto& p) { at = std::max(at, p.idle_at(now)); });
+        return at;
+    }
+
     /// The smallest burst among the parts: larger requests can never be granted.
     std::uint64_t burst() const noexcept
     {

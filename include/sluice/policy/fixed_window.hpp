@@ -75,6 +75,15 @@ public:
     /// Changes the limit; counts already taken in the current window stay counted.
     void set_limit(std::uint64_t limit) { limit_.store(check_limit(limit), std::memory_order_relaxed); }
 
+    /// The earliest instant from which, if nothing more is consumed, this window decides
+    /// exactly as a new one: the end of a window with a count; at or before `now` when the
+    /// current window is empty.
+    std::int64_t idle_at(std::int64_t now) const noexcept
+    {
+        state s = load(now);
+        return s.count ? window_start(s.window + 1, window_) : detail::min_ns;
+    }
+
     std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
     std::uint64_t burst() const noexcept { return limit(); }
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }

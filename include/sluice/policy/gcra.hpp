@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 
 namespace sluice::policy {
 
@@ -27,9 +26,12 @@ namespace sluice::policy {
 /// special case; all arithmetic saturates. A clock that steps backwards never admits more:
 /// z never moves back except through refund().
 ///
-/// Thread-safe and lock-free for decisions. set_rate()/set_burst() take a mutex among
-/// themselves and publish the configuration through a sequence lock, so a decision sees
-/// either the old or the new configuration, never a mix.
+/// Thread-safe and lock-free for decisions. set_rate()/set_burst() publish the
+/// configuration through a sequence lock (writers take it by setting its odd bit), so a
+/// decision sees either the old or the new configuration, never a mix.
+///
+/// 48 bytes and no padding, so that keyed limiters can hold one per key; the asynchronous
+/// limiters give their policy a cache line of its own.
 class gcra {
 public:
     /// This policy commits permits in the future: reserve() can grant a later slot.
@@ -112,10 +114,9 @@ public:
     /// {new interval, old interval}. Throws like the constructor.
     std::pair<std::int64_t, std::int64_t> set_rate(rate r, std::int64_t now)
     {
-        std::lock_guard lock(write_mutex_);
+        write_guard guard(*this);
         config old = current();
         config c = make_config(r.interval().count(), old.burst, old.slack);
-        begin_write();
         store(c);
         // Rescale the debt while the sequence is odd, so that no decision taken with the old
         // configuration can commit on the rescaled state (its CAS fails).
@@ -125,7 +126,6 @@ public:
             if (z_.compare_exchange_weak(z, nz, std::memory_order_acq_rel))
                 break;
         }
-        end_write();
         return {c.interval, old.interval};
     }
 
@@ -133,12 +133,27 @@ public:
     /// its debt. Throws like the constructor.
     void set_burst(std::uint64_t burst)
     {
-        std::lock_guard lock(write_mutex_);
+        write_guard guard(*this);
         config old = current();
         config c = make_config(old.interval, burst, old.slack);
-        begin_write();
         store(c);
-        end_write();
+    }
+
+    /// Changes the slack (how far a late caller may catch up). Throws like the constructor.
+    void set_slack(std::chrono::nanoseconds slack)
+    {
+        write_guard guard(*this);
+        config old = current();
+        config c = make_config(old.interval, old.burst, slack.count());
+        store(c);
+    }
+
+    /// The earliest instant from which, if nothing more is consumed, this bucket decides
+    /// exactly as a new one (full, nothing reserved); at or before `now` when it already does.
+    std::int64_t idle_at(std::int64_t /*now*/) const noexcept
+    {
+        auto [c, z] = snapshot();
+        return detail::sat_add(z, c.tau);
     }
 
     rate get_rate() const noexcept { return rate::every(std::chrono::nanoseconds{interval_.load(std::memory_order_relaxed)}); }
@@ -251,11 +266,35 @@ private:
                 burst_.load(std::memory_order_relaxed), slack_.load(std::memory_order_relaxed)};
     }
 
-    // Writers are serialised by write_mutex_; the release stores of store() publish the odd
-    // sequence number together with each configuration word.
-    void begin_write() noexcept { seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+    // A writer owns the sequence while it is odd: it makes it odd with a CAS from an even
+    // value (waiting out another writer), and the release stores of store() publish that
+    // odd number together with each configuration word. Readers retry while it is odd, also
+    // while make_config validates (and maybe throws): a short wait, no wrong decision.
+    class write_guard {
+    public:
+        explicit write_guard(gcra& g) noexcept : g_(g)
+        {
+            for (;;) {
+                std::uint64_t s = g_.seq_.load(std::memory_order_relaxed);
+                if (!(s & 1) && g_.seq_.compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+                    start_ = s;
+                    return;
+                }
+            }
+        }
+        write_guard(const write_guard&) = delete;
+        write_guard& operator=(const write_guard&) = delete;
 
-    void end_write() noexcept { seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
+        ~write_guard()
+        {
+            // Even again, and different from before: readers that started earlier retry.
+            g_.seq_.store(start_ + 2, std::memory_order_release);
+        }
+
+    private:
+        gcra& g_;
+        std::uint64_t start_ = 0;
+    };
 
     void store(const config& c) noexcept
     {
@@ -265,13 +304,12 @@ private:
         slack_.store(c.slack, std::memory_order_release);
     }
 
-    alignas(64) std::atomic<std::int64_t> z_{detail::min_ns};
+    std::atomic<std::int64_t> z_{detail::min_ns};
     std::atomic<std::uint64_t> seq_{0};
     std::atomic<std::int64_t> interval_{1};
     std::atomic<std::int64_t> tau_{1};
     std::atomic<std::uint64_t> burst_{1};
     std::atomic<std::int64_t> slack_{0};
-    std::mutex write_mutex_;
 };
 
 } // namespace sluice::policy

@@ -84,6 +84,14 @@ public:
         head_ = 0;
     }
 
+    /// The earliest instant from which, if nothing more is consumed, this log decides
+    /// exactly as a new one: the newest timestamp has left the window.
+    std::int64_t idle_at(std::int64_t /*now*/) const noexcept
+    {
+        std::lock_guard lock(mutex_);
+        return newest_ == detail::min_ns ? detail::min_ns : detail::sat_add(newest_, window_);
+    }
+
     std::uint64_t limit() const noexcept
     {
         std::lock_guard lock(mutex_);

@@ -82,6 +82,14 @@ public:
     /// Changes the limit; counts already taken stay counted.
     void set_limit(std::uint64_t limit) { limit_.store(check_limit(limit), std::memory_order_relaxed); }
 
+    /// The earliest instant from which, if nothing more is consumed, this counter decides
+    /// exactly as a new one: both windows empty; at or before `now` when they already are.
+    std::int64_t idle_at(std::int64_t now) const noexcept
+    {
+        state s = decode(word_.load(std::memory_order_acquire), now);
+        return idle_time(s, s.cur);
+    }
+
     std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
     std::uint64_t burst() const noexcept { return limit(); }
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
@@ -136,6 +144,14 @@ private:
         return r;
     }
 
+    // Counts leave two windows after the start of the one they were taken in.
+    std::int64_t idle_time(const state& s, std::uint64_t cur) const noexcept
+    {
+        if (cur) return detail::sat_add(s.start, detail::sat_mul(2, window_));
+        if (s.prev) return detail::sat_add(s.start, window_);
+        return detail::min_ns;
+    }
+
     // prev * (window - elapsed) + (cur + n) * window <= limit * window
     bool fits(const state& s, std::uint64_t n, std::uint64_t limit) const noexcept
     {
@@ -170,8 +186,8 @@ private:
             decision d;
             bool ok = fits(s, n, limit);
             std::uint64_t cur = s.cur + (ok ? n : 0);
-            std::int64_t idle_at = cur ? detail::sat_add(s.start, detail::sat_mul(2, window_)) : s.prev ? detail::sat_add(s.start, window_) : now;
-            d.reset_after = std::chrono::nanoseconds{idle_at > now ? idle_at - now : 0};
+            std::int64_t idle = idle_time(s, cur);
+            d.reset_after = std::chrono::nanoseconds{idle > now ? idle - now : 0};
             detail::uint128 used = (detail::uint128(s.prev) * detail::uint128(window_ - s.elapsed) + detail::uint128(window_) - 1) / detail::uint128(window_) + cur;
             d.remaining = used >= limit ? 0 : static_cast<std::uint64_t>(limit - used);
             if (!ok) {

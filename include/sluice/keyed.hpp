@@ -1,0 +1,231 @@
+// Keyed limiters: one limiter per client, host or API key, with bounded memory.
+#pragma once
+
+#include <sluice/basic_limiter.hpp>
+#include <sluice/decision.hpp>
+#include <sluice/detail/keyed_core.hpp>
+#include <sluice/error.hpp>
+#include <sluice/keyed_options.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace sluice {
+
+/// The default hash of keyed limiters: std::hash, made transparent for string keys so that
+/// a std::string_view or a const char* is looked up without building a std::string.
+template <class Key>
+struct key_hash : std::hash<Key> {};
+
+template <class Char, class Traits, class Alloc>
+struct key_hash<std::basic_string<Char, Traits, Alloc>> {
+    using is_transparent = void;
+
+    std::size_t operator()(std::basic_string_view<Char, Traits> s) const noexcept
+    {
+        return std::hash<std::basic_string_view<Char, Traits>>{}(s);
+    }
+};
+
+/// One limiter per key (client address, host name, API key), created on first use from a
+/// shared configuration or a per-key override, with the semantics of a single limiter:
+/// FIFO per key, fail fast beyond max_wait, cancellation that gives back, completions on
+/// the handler's executor.
+///
+///     sluice::keyed<sluice::token_bucket<>> per_client(io, {.max_keys = 100'000},
+///                                                      sluice::rate::per_second(10), 20);
+///     if (!per_client.try_acquire(peer_address)) return too_many_requests();
+///     per_host.set_override("slow.example", sluice::rate::per_second(1));
+///
+/// `Limiter` is one of the named limiters (token_bucket, leaky_bucket, fixed_window,
+/// sliding_window, sliding_window_counter, time_wheel) with its Clock and Executor; the
+/// constructor takes the same configuration arguments as that limiter (after its
+/// executor).
+///
+/// Memory is bounded: at most keyed_options::max_keys keys are tracked. A key is evicted
+/// only when it is idle (its state is back to that of a new limiter and nobody waits on
+/// it), so eviction never resets a limit: a throttled client stays throttled. An eviction
+/// wheel (a ring of slots, as a clock face) finds idle keys at a constant cost per key. A
+/// new key that finds the store full with nothing idle is served by the overflow limiter,
+/// one limiter shared by all such keys (by default configured like one key): a flood of
+/// new keys neither grows memory nor gets through unlimited.
+///
+/// Thread-safety: shared objects are safe from any number of threads. Keys are spread
+/// over shards, each with its own short lock (a look-up in a flat hash set and one
+/// decision); no lock is global.
+template <class Limiter, class Key = std::string, class Hash = key_hash<Key>, class KeyEqual = std::equal_to<>>
+class keyed {
+    using core_type = detail::keyed_core<Limiter, Key, Hash, KeyEqual>;
+
+public:
+    using limiter_type = Limiter;
+    using key_type = Key;
+    using policy_type = typename Limiter::policy_type;
+    using clock_type = typename Limiter::clock_type;
+    using executor_type = typename Limiter::executor_type;
+    /// One key's configuration: Limiter::policy_args(args...).
+    using config_type = typename Limiter::policy_config;
+
+    /// Every key is configured by Limiter::policy_args(args...), as one Limiter would be.
+    /// Throws like Limiter's constructor for a bad configuration, and system_error(error::
+    /// invalid_option) for bad options.
+    template <class... Args>
+    keyed(const executor_type& ex, const keyed_options& opts, Args&&... args)
+        : core_(std::make_shared<core_type>(ex, opts, Limiter::policy_args(std::forward<Args>(args)...)))
+    {
+    }
+
+    template <detail::execution_context_ref Context, class... Args>
+    keyed(Context& ctx, const keyed_options& opts, Args&&... args)
+        : keyed(executor_type(ctx.get_executor()), opts, std::forward<Args>(args)...)
+    {
+    }
+
+    keyed(keyed&&) noexcept = default;
+    keyed& operator=(keyed&& other) noexcept
+    {
+        if (this != &other) {
+            if (core_) core_->close();
+            core_ = std::move(other.core_);
+        }
+        return *this;
+    }
+
+    /// Completes every waiter with error::closed.
+    ~keyed()
+    {
+        if (core_) core_->close();
+    }
+
+    executor_type get_executor() const noexcept { return core_->get_executor(); }
+
+    /// Grants n permits of `key` now if possible. `key` is anything Hash and KeyEqual take
+    /// (a std::string_view for string keys): no Key is built unless the key is new.
+    template <class K>
+    decision try_acquire(const K& key, std::uint64_t n = 1)
+    {
+        return core_->try_acquire(key, n);
+    }
+
+    /// Waits until n permits of `key` are granted; the same contract as
+    /// basic_limiter::async_acquire (errors, cancellation, executor), per key. `key` is
+    /// looked up when the operation starts: with a deferred token it must live until then.
+    template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
+                           Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_acquire(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait,
+                       Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+            initiate<K>{core_}, token, &key, n, max_wait.count());
+    }
+
+    /// Waits for one permit of `key` for at most max_wait: true when granted, false when
+    /// the wait would have exceeded max_wait (nothing consumed). Other errors throw.
+    template <class K>
+    boost::asio::awaitable<bool> acquire(const K& key, std::chrono::nanoseconds max_wait = wait_forever)
+    {
+        return acquire(key, 1, max_wait);
+    }
+
+    /// Waits for n permits of `key`; see acquire(key, max_wait). The key is copied.
+    template <class K>
+    boost::asio::awaitable<bool> acquire(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
+    {
+        return acquire_impl(Key(key), n, max_wait);
+    }
+
+    /// Configures `key` by Limiter::policy_args(args...) from now on, also after it is
+    /// evicted. A tracked key changes at once and keeps what it has consumed; its waiters
+    /// are rescheduled. Throws like the constructor (error::invalid_option for a window
+    /// length that cannot change on a tracked key). Overrides are kept until cleared.
+    template <class K, class... Args>
+    void set_override(const K& key, Args&&... args)
+    {
+        core_->set_override(key, Limiter::policy_args(std::forward<Args>(args)...));
+    }
+
+    /// Returns `key` to the shared configuration.
+    template <class K>
+    void clear_override(const K& key)
+    {
+        core_->clear_override(key);
+    }
+
+    /// Configures the overflow limiter (by default like one key).
+    template <class... Args>
+    void set_overflow(Args&&... args)
+    {
+        core_->set_overflow(Limiter::policy_args(std::forward<Args>(args)...));
+    }
+
+    /// Requests waiting on `key` now.
+    template <class K>
+    std::size_t queued(const K& key) const
+    {
+        return core_->queued(key);
+    }
+
+    /// Whether `key` is tracked now (not evicted, not in the overflow).
+    template <class K>
+    bool contains(const K& key) const
+    {
+        return core_->contains(key);
+    }
+
+    /// Evicts every idle key now, in every shard (normally done a little at a time by the
+    /// requests themselves).
+    void sweep() { core_->sweep(); }
+
+    /// Counters: keys tracked, created, evicted, overflow requests and admissions.
+    keyed_stats stats() const { return core_->stats(); }
+
+    /// Shards the store was split into.
+    std::size_t shards() const noexcept { return core_->shard_count(); }
+
+    /// Completes every waiter with error::closed; later acquires fail the same way.
+    void close() { core_->close(); }
+
+private:
+    template <class K>
+    struct initiate {
+        std::shared_ptr<core_type> core;
+
+        using executor_type = typename keyed::executor_type;
+        executor_type get_executor() const noexcept { return core->get_executor(); }
+
+        template <class Handler>
+        void operator()(Handler&& handler, const K* key, std::uint64_t n, std::int64_t max_wait) const
+        {
+            using op_type = detail::acquire_op<std::decay_t<Handler>, executor_type, core_type>;
+            auto slot = boost::asio::get_associated_cancellation_slot(handler);
+            op_type* op = op_type::create(std::forward<Handler>(handler), core->get_executor(), core);
+            core->start(*key, op, n, max_wait, slot);
+        }
+    };
+
+    boost::asio::awaitable<bool> acquire_impl(Key key, std::uint64_t n, std::chrono::nanoseconds max_wait)
+    {
+        auto [ec] = co_await async_acquire(key, n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
+        if (!ec)
+            co_return true;
+        if (ec == error::would_exceed_timeout)
+            co_return false;
+        throw boost::system::system_error(ec);
+    }
+
+    std::shared_ptr<core_type> core_;
+};
+
+} // namespace sluice

@@ -1,0 +1,57 @@
+// Options and counters of a keyed limiter.
+#pragma once
+
+#include <sluice/limiter_options.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice {
+
+/// Options of a keyed limiter (sluice::keyed).
+struct keyed_options {
+    /// Hard cap on keys tracked at once, over all shards (each shard holds its share). A new
+    /// key beyond it, when no idle key can be evicted, is served by the overflow limiter.
+    std::size_t max_keys = 100'000;
+
+    /// Independent parts of the store, each with its own lock; 0 picks 4 per hardware
+    /// thread, rounded up to a power of two. Never more than max_keys.
+    std::size_t shards = 0;
+
+    /// Length of one slot of the eviction wheel: an idle key is evicted at most about this
+    /// long after it is back to fresh (when its shard is used, or on sweep()). >= 1 us.
+    std::chrono::nanoseconds tick = std::chrono::milliseconds(10);
+
+    /// Slots in the eviction wheel (one turn = slots * tick); keys idle for longer than a
+    /// turn are looked at once a turn. 2 to 2^20.
+    std::uint32_t wheel_slots = 512;
+
+    /// Options of each key's waiting queue (max_queued is per key).
+    limiter_options limiter;
+};
+
+/// Counters of a keyed limiter, summed over its shards.
+struct keyed_stats {
+    /// Keys tracked now (at most max_keys).
+    std::size_t keys = 0;
+
+    /// Keys created since construction.
+    std::uint64_t created = 0;
+
+    /// Idle keys evicted since construction (never one with state or waiters).
+    std::uint64_t evicted = 0;
+
+    /// Requests for keys that could not be tracked (the cap was reached with nothing to
+    /// evict), served by the overflow limiter.
+    std::uint64_t overflow_requests = 0;
+
+    /// Of those, the requests the overflow limiter granted (less those cancelled after).
+    std::uint64_t overflow_admitted = 0;
+
+    /// Keys with a waiting queue allocated now (it is freed when the key is looked at by
+    /// the eviction wheel with nobody waiting).
+    std::size_t waiting_keys = 0;
+};
+
+} // namespace sluice

@@ -1,0 +1,537 @@
+// Keyed limiters on the manual clock: per-key decisions equal a single policy's, only idle
+// keys are evicted, the store stays at its cap under a flood of new keys, overrides,
+// overflow, waiting per key, shutdown. Also the eviction wheel on its own.
+#include "async_support.hpp"
+
+#include <sluice/detail/idle_wheel.hpp>
+#include <sluice/keyed.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <new>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+using namespace std::chrono_literals;
+using clk = sluice::basic_manual_clock<struct keyed_tag>;
+using sluice_test::advance;
+using sluice_test::drain;
+using sluice_test::ns;
+using sluice_test::outcome;
+
+// Counts allocations made by this thread while `counting` is set. GCC cannot see that
+// the replaced operator new and operator delete are a pair.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+thread_local bool counting = false;
+thread_local long allocations = 0;
+} // namespace
+
+void* operator new(std::size_t n)
+{
+    if (counting) ++allocations;
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+constexpr auto t0 = std::chrono::seconds(1000);
+
+template <class L>
+using keyed_of = sluice::keyed<L>;
+
+sluice::keyed_options small_wheel(std::size_t max_keys = 100'000, std::size_t shards = 4)
+{
+    sluice::keyed_options o;
+    o.max_keys = max_keys;
+    o.shards = shards;
+    o.tick = 1ms;
+    o.wheel_slots = 64;
+    return o;
+}
+
+// One configuration per limiter kind: the keyed limiter and the bare policy it must equal.
+struct token_bucket_kind {
+    using limiter = sluice::token_bucket<clk>;
+    static constexpr const char* name = "token_bucket";
+    static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
+    {
+        return sluice::keyed<limiter>(io, o, sluice::rate::per_second(50), 5);
+    }
+    static auto policy() { return std::make_unique<sluice::policy::gcra>(sluice::rate::per_second(50), 5); }
+};
+
+struct leaky_bucket_kind {
+    using limiter = sluice::leaky_bucket<clk>;
+    static constexpr const char* name = "leaky_bucket";
+    static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
+    {
+        return sluice::keyed<limiter>(io, o, sluice::rate::per_second(40), 30ms);
+    }
+    static auto policy() { return std::make_unique<sluice::policy::gcra>(sluice::rate::per_second(40), 1, 30ms); }
+};
+
+struct fixed_window_kind {
+    using limiter = sluice::fixed_window<clk>;
+    static constexpr const char* name = "fixed_window";
+    static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
+    {
+        return sluice::keyed<limiter>(io, o, 7, 100ms);
+    }
+    static auto policy() { return std::make_unique<sluice::policy::fixed_window>(7, 100ms); }
+};
+
+struct sliding_window_kind {
+    using limiter = sluice::sliding_window<clk>;
+    static constexpr const char* name = "sliding_window";
+    static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
+    {
+        return sluice::keyed<limiter>(io, o, 7, 100ms);
+    }
+    static auto policy() { return std::make_unique<sluice::policy::sliding_log>(7, 100ms); }
+};
+
+struct sliding_window_counter_kind {
+    using limiter = sluice::sliding_window_counter<clk>;
+    static constexpr const char* name = "sliding_window_counter";
+    static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
+    {
+        return sluice::keyed<limiter>(io, o, 7, 100ms);
+    }
+    static auto policy() { return std::make_unique<sluice::policy::sliding_window_counter>(7, 100ms); }
+};
+
+void check_same(const sluice::decision& got, const sluice::decision& want)
+{
+    CHECK(got.allowed == want.allowed);
+    CHECK(got.retry_after == want.retry_after);
+    CHECK(got.remaining == want.remaining);
+    CHECK(got.reset_after == want.reset_after);
+    CHECK(got.error == want.error);
+}
+
+struct wheel_node {
+    wheel_node* wheel_prev = nullptr;
+    wheel_node* wheel_next = nullptr;
+    std::uint32_t wheel_slot = 0;
+    std::int64_t idle = 0;   // when it may go
+    int visits = 0;
+    bool gone = false;
+};
+
+} // namespace
+
+TEST_SUITE_BEGIN("keyed");
+
+TEST_CASE("idle wheel: an entry is looked at once its tick has passed, never before, and filed again")
+{
+    sluice::detail::idle_wheel<wheel_node> w(10, 8, 1000);   // ticks of 10 ns, 8 slots
+    wheel_node a, b, far;
+    a.idle = 1015;
+    b.idle = 1000;
+    far.idle = 5000;   // beyond one turn (80 ns): filed in the last slot, looked at again
+    w.schedule(&a, a.idle);
+    w.schedule(&b, b.idle);
+    w.schedule(&far, far.idle);
+    auto visit = [](wheel_node* n, std::int64_t now) -> std::optional<std::int64_t> {
+        ++n->visits;
+        if (n->idle <= now) {
+            n->gone = true;
+            return std::nullopt;
+        }
+        return n->idle;
+    };
+    CHECK(!w.due(1009));
+    CHECK(w.advance(1009, 100, visit) == 0);
+    CHECK(w.advance(1010, 100, visit) == 1);   // b's tick [1000, 1010) has passed
+    CHECK(b.gone);
+    CHECK(w.advance(1019, 100, visit) == 0);
+    CHECK(w.advance(1020, 100, visit) == 1);
+    CHECK(a.gone);
+    for (std::int64_t t = 1020; t <= 6000; t += 7)
+        w.advance(t, 100, visit);
+    CHECK(far.gone);
+    CHECK(far.visits <= 5000 / 80 + 2);   // once a turn at most, then gone
+}
+
+TEST_CASE("idle wheel: the budget bounds the work of one call; the rest is done by the next")
+{
+    sluice::detail::idle_wheel<wheel_node> w(10, 4, 0);
+    std::vector<wheel_node> nodes(100);
+    for (auto& n : nodes)
+        w.schedule(&n, 0);
+    int gone = 0;
+    auto visit = [&](wheel_node* n, std::int64_t) -> std::optional<std::int64_t> {
+        n->gone = true;
+        ++gone;
+        return std::nullopt;
+    };
+    CHECK(w.advance(10, 30, visit) == 30);
+    CHECK(w.due(10));
+    CHECK(w.advance(10, 30, visit) == 30);
+    CHECK(w.advance(10, 1000, visit) == 40);
+    CHECK(gone == 100);
+    CHECK(!w.due(19));
+}
+
+TEST_CASE("idle wheel: after an idle spell of many turns every entry is looked at once, in bounded steps")
+{
+    sluice::detail::idle_wheel<wheel_node> w(10, 8, 0);
+    wheel_node n;
+    n.idle = 1'000'000'000;
+    w.schedule(&n, n.idle);
+    int visits = 0;
+    auto visit = [&](wheel_node* x, std::int64_t) -> std::optional<std::int64_t> {
+        ++visits;
+        return x->idle;
+    };
+    w.advance(500'000'000, 100, visit);   // 50 million ticks later: one pass over 8 slots
+    CHECK(visits == 1);
+    w.advance(500'000'000 + 80, 100, visit);
+    CHECK(visits == 2);
+}
+
+TEST_CASE("keyed: bad options and bad configurations are refused at construction")
+{
+    boost::asio::io_context io;
+    auto invalid = [&](auto f, sluice::error e) {
+        try {
+            f();
+            FAIL("no exception");
+        } catch (const boost::system::system_error& x) {
+            CHECK(x.code() == e);
+        }
+    };
+    using kb = sluice::keyed<sluice::token_bucket<clk>>;
+    sluice::keyed_options o;
+    o.max_keys = 0;
+    invalid([&] { kb(io, o, sluice::rate::per_second(1), 1); }, sluice::error::invalid_option);
+    o = {};
+    o.tick = 999ns;
+    invalid([&] { kb(io, o, sluice::rate::per_second(1), 1); }, sluice::error::invalid_option);
+    o = {};
+    o.wheel_slots = 1;
+    invalid([&] { kb(io, o, sluice::rate::per_second(1), 1); }, sluice::error::invalid_option);
+    o.wheel_slots = (1u << 20) + 1;
+    invalid([&] { kb(io, o, sluice::rate::per_second(1), 1); }, sluice::error::invalid_option);
+    invalid([&] { kb(io, {}, sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
+    invalid([&] { sluice::keyed<sluice::fixed_window<clk>>(io, {}, 1, 0s); }, sluice::error::invalid_rate);
+    kb k(io, {}, sluice::rate::per_second(1), 1);
+    invalid([&] { k.set_override("a", sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
+    invalid([&] { k.set_overflow(sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
+    sluice::keyed<sluice::fixed_window<clk>> f(io, {}, 5, 1s);
+    CHECK(f.try_acquire("a").allowed);
+    invalid([&] { f.set_override("a", 5, 2s); }, sluice::error::invalid_option);   // a tracked key's window
+    f.set_override("b", 5, 2s);   // an untracked key takes any window
+    CHECK(f.try_acquire("a", 0).error == sluice::error::invalid_count);
+    CHECK(f.try_acquire("a", 6).error == sluice::error::exceeds_burst);
+    o = {};
+    o.max_keys = 3;
+    CHECK(kb(io, o, sluice::rate::per_second(1), 1).shards() == 3);   // never more shards than keys
+}
+
+TEST_CASE_TEMPLATE("keyed: every key decides exactly as its own policy fed the same arrivals, through evictions", K,
+                   token_bucket_kind, leaky_bucket_kind, fixed_window_kind, sliding_window_kind,
+                   sliding_window_counter_kind)
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    auto keyed = K::make(io, small_wheel());
+    std::map<std::string, decltype(K::policy())> model;
+    std::mt19937_64 rng(42);
+    std::uint64_t checks = 0;
+    for (int step = 0; step < 60'000; ++step) {
+        // Bursts, short gaps and long idle spells, over a few hot and many cold keys.
+        std::uint64_t r = rng() % 1000;
+        std::chrono::nanoseconds gap = r < 700 ? std::chrono::nanoseconds(rng() % 2'000'000)
+                                     : r < 990 ? std::chrono::nanoseconds(rng() % 50'000'000)
+                                               : std::chrono::nanoseconds(rng() % 2'000'000'000);
+        clk::advance(gap);
+        std::int64_t now = sluice_test::now_ns<clk>();
+        std::string key = "k" + std::to_string(rng() % 4 == 0 ? rng() % 500 : rng() % 8);
+        std::uint64_t n = 1 + rng() % 3;
+        auto& p = model[key];
+        if (!p) p = K::policy();
+        sluice::decision want = p->try_acquire(n, now);
+        sluice::decision got = keyed.try_acquire(std::string_view(key), n);
+        check_same(got, want);
+        ++checks;
+        if (step % 5000 == 0) keyed.sweep();
+    }
+    auto st = keyed.stats();
+    CAPTURE(K::name);
+    CHECK(checks == 60'000);
+    CHECK(st.evicted > 1000);   // eviction happened all along, and never showed
+    CHECK(st.keys == st.created - st.evicted);
+    CHECK(st.overflow_requests == 0);
+}
+
+TEST_CASE("keyed: a throttled key is never evicted; it goes once it is back to fresh")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(1), 3);
+    REQUIRE(k.try_acquire("a", 3).allowed);   // empty: full again 3 s from now
+    for (int i = 0; i < 2999; ++i) {
+        clk::advance(1ms);
+        k.sweep();
+        REQUIRE(k.contains("a"));
+    }
+    CHECK(!k.try_acquire("a", 3).allowed);     // 2.999 s: still throttled, still tracked
+    clk::advance(1ms);                         // 3 s: full, fresh again
+    k.sweep();
+    CHECK(k.contains("a"));                    // its slot's tick has not passed yet
+    clk::advance(2ms);
+    k.sweep();
+    CHECK(!k.contains("a"));
+    CHECK(k.stats().evicted == 1);
+    CHECK(k.try_acquire("a", 3).allowed);      // a new key is what the old one was: full
+}
+
+TEST_CASE("keyed: eviction happens by itself as requests come, a little at a time")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(100), 1);
+    for (int i = 0; i < 1000; ++i)
+        REQUIRE(k.try_acquire("cold" + std::to_string(i)).allowed);
+    CHECK(k.stats().keys == 1000);
+    // Idle 10 ms later; a hot key's requests alone drive the wheels of its shard.
+    for (int i = 0; i < 5000; ++i) {
+        clk::advance(100us);
+        k.try_acquire("hot");
+    }
+    // Only the hot key's shard is swept by its requests: a quarter of the cold keys, at
+    // most `sweep_budget` a request.
+    auto st = k.stats();
+    CHECK(st.evicted > 100);
+    k.sweep();
+    CHECK(k.stats().keys == 1);   // everything cold is gone, the hot key stays
+}
+
+TEST_CASE("keyed: a flood of 1,000,000 new keys keeps the store at its cap; the overflow limiter serves the rest")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed_options o = small_wheel(1000);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, o, sluice::rate::per_second(10), 10);
+    k.set_overflow(sluice::rate::per_second(100), 100);
+    k.set_override("victim", sluice::rate::per_second(1), 10);
+    REQUIRE(k.try_acquire("victim", 10).allowed);   // a real client, throttled for 10 s
+    std::uint64_t admitted = 0;
+    std::size_t most = 0;
+    const int total = 1'000'000;
+    for (int i = 0; i < total; ++i) {
+        clk::advance(1us);   // 1,000,000 new keys a second for one second
+        admitted += k.try_acquire("attacker-" + std::to_string(i)).allowed;
+        if (i % 1000 == 0) most = std::max(most, k.stats().keys);
+    }
+    auto st = k.stats();
+    CHECK(most <= 1000);
+    CHECK(st.keys <= 1000);
+    CHECK(st.created + st.overflow_requests == total + 1);
+    CHECK(st.overflow_requests > 900'000);
+    // Overflow: burst 100 + 100/s for 1 s. Tracked keys: 1000 at a time, each 10 at once.
+    CHECK(st.overflow_admitted <= 100 + 100 + 1);
+    CHECK(admitted == st.overflow_admitted + (st.created - 1));
+    CHECK(k.contains("victim"));                    // never evicted while throttled,
+    CHECK(!k.try_acquire("victim", 2).allowed);     // and still throttled (1/s, 1 s on)...
+    clk::advance(1s);
+    CHECK(k.try_acquire("victim", 2).allowed);      // ...refilled at its own rate only
+}
+
+TEST_CASE("keyed: a string_view of a tracked key is looked up without allocating")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, {}, sluice::rate::per_second(1e6), 1000);
+    std::string key(64, 'x');   // long enough that a std::string would allocate
+    REQUIRE(k.try_acquire(key).allowed);
+    std::string_view view(key);
+    counting = true;
+    allocations = 0;
+    for (int i = 0; i < 100; ++i)
+        k.try_acquire(view);
+    counting = false;
+    CHECK(allocations == 0);
+}
+
+TEST_CASE("keyed: a per-key override applies at once, survives eviction and can be cleared")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(10), 10);
+    k.set_override("slow", sluice::rate::per_second(1), 1);
+    CHECK(k.try_acquire("slow").allowed);
+    CHECK(!k.try_acquire("slow").allowed);
+    CHECK(k.try_acquire("fast", 10).allowed);
+    clk::advance(5s);
+    k.sweep();
+    CHECK(!k.contains("slow"));                    // idle: evicted...
+    CHECK(k.try_acquire("slow").allowed);
+    CHECK(!k.try_acquire("slow").allowed);          // ...and the override still holds
+    k.set_override("fast", sluice::rate::per_second(1), 2);   // a tracked key changes at once
+    CHECK(k.try_acquire("fast", 2).allowed);
+    CHECK(!k.try_acquire("fast").allowed);
+    k.clear_override("slow");
+    CHECK(!k.try_acquire("slow").allowed);       // what it consumed stays consumed
+    clk::advance(1s);
+    CHECK(k.try_acquire("slow", 10).allowed);    // back to 10/s, burst 10
+    CHECK(!k.try_acquire("slow").allowed);
+}
+
+TEST_CASE("keyed: each key waits in its own FIFO; slots per key are exact; keys do not block each other")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::leaky_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(10), 0ns);
+    sluice_test::outcomes a, b;
+    for (int i = 0; i < 3; ++i) {
+        auto [o, h] = sluice_test::make_recorder<clk>();
+        k.async_acquire("a", 1, 10s, h);
+        a.push_back(o);
+    }
+    auto [ob, hb] = sluice_test::make_recorder<clk>();
+    k.async_acquire(std::string("b"), 1, 10s, hb);
+    drain(io);
+    CHECK(a[0]->ok());
+    CHECK(ob->ok());
+    CHECK(!a[1]->done());
+    CHECK(k.queued("a") == 2);
+    CHECK(k.stats().waiting_keys == 1);
+    advance<clk>(io, 99ms);
+    CHECK(!a[1]->done());
+    advance<clk>(io, 1ms);
+    CHECK(a[1]->ok());
+    CHECK(a[1]->at == ns(t0 + 100ms));
+    advance<clk>(io, 100ms);
+    CHECK(a[2]->ok());
+    CHECK(a[2]->at == ns(t0 + 200ms));
+    // Fail fast beyond max_wait, nothing consumed.
+    auto [oc, hc] = sluice_test::make_recorder<clk>();
+    k.async_acquire("a", 1, 50ms, hc);
+    drain(io);
+    CHECK(oc->ec == sluice::error::would_exceed_timeout);
+    advance<clk>(io, 100ms);
+    CHECK(k.try_acquire("a").allowed);   // the failed request took nothing
+    // Once nobody waits, the wheel frees the key's queue, then the key.
+    advance<clk>(io, 1s);
+    k.sweep();
+    CHECK(k.stats().waiting_keys == 0);
+    CHECK(!k.contains("a"));
+}
+
+TEST_CASE("keyed: a key with waiters is never evicted; cancelling a waiter gives its slot back")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(1), 1);
+    REQUIRE(k.try_acquire("a").allowed);
+    boost::asio::cancellation_signal sig;
+    auto [o1, h1] = sluice_test::make_recorder<clk>();
+    auto [o2, h2] = sluice_test::make_recorder<clk>();
+    k.async_acquire("a", 1, 100s, boost::asio::bind_cancellation_slot(sig.slot(), h1));   // at +1 s
+    k.async_acquire("a", 1, 100s, h2);                                                   // at +2 s
+    drain(io);
+    for (int i = 0; i < 500; ++i) {
+        advance<clk>(io, 1ms);
+        k.sweep();
+        REQUIRE(k.contains("a"));
+    }
+    sig.emit(boost::asio::cancellation_type::terminal);
+    drain(io);
+    CHECK(o1->ec == boost::asio::error::operation_aborted);
+    advance<clk>(io, 499ms);
+    CHECK(!o2->done());
+    advance<clk>(io, 1ms);                // moved up to +1 s
+    CHECK(o2->ok());
+    CHECK(o2->at == ns(t0 + 1s));
+}
+
+TEST_CASE("keyed: window policies wait per key too, and try_acquire does not barge past a key's waiters")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::fixed_window<clk>> k(io, small_wheel(), 2, 1s);
+    clk::set(t0);
+    REQUIRE(k.try_acquire("a", 2).allowed);
+    auto [o, h] = sluice_test::make_recorder<clk>();
+    k.async_acquire("a", 2, 5s, h);
+    drain(io);
+    CHECK(!o->done());
+    advance<clk>(io, 1s);
+    CHECK(o->ok());
+    CHECK(!k.try_acquire("a").allowed);   // the waiter took the new window
+    CHECK(k.try_acquire("b", 2).allowed);
+}
+
+TEST_CASE("keyed: requests beyond the cap wait on the overflow limiter with the same contract")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(2, 1), sluice::rate::per_second(1), 1);
+    k.set_overflow(sluice::rate::per_second(10), 1);
+    REQUIRE(k.try_acquire("a").allowed);
+    REQUIRE(k.try_acquire("b").allowed);
+    auto [o1, h1] = sluice_test::make_recorder<clk>();
+    auto [o2, h2] = sluice_test::make_recorder<clk>();
+    k.async_acquire("c", 1, 1s, h1);
+    k.async_acquire("d", 1, 1s, h2);
+    drain(io);
+    CHECK(o1->ok());
+    CHECK(!o2->done());
+    advance<clk>(io, 100ms);
+    CHECK(o2->ok());
+    auto st = k.stats();
+    CHECK(st.overflow_requests == 2);
+    CHECK(st.overflow_admitted == 2);
+    CHECK(!k.contains("c"));
+}
+
+TEST_CASE("keyed: closing completes every waiter of every key with error::closed, exactly once")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice_test::handler_stats hs;
+    {
+        sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(3, 1), sluice::rate::per_second(1), 1);
+        for (int key = 0; key < 5; ++key)
+            for (int i = 0; i < 20; ++i)
+                k.async_acquire("key" + std::to_string(key), 1, 1000s, sluice_test::counted_handler(hs));
+        drain(io);
+        CHECK(hs.runs == 4);   // the first of each tracked key, and one for the two in the overflow
+        // destroyed here: the keyed limiter closes
+    }
+    drain(io);
+    CHECK(hs.twice == 0);
+    CHECK(hs.runs == 100);
+    CHECK(hs.dropped == 0);
+    CHECK(hs.live == 0);
+}
+
+TEST_CASE("keyed: after close(), acquires fail with error::closed")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, {}, sluice::rate::per_second(1), 1);
+    k.close();
+    auto [o, h] = sluice_test::make_recorder<clk>();
+    k.async_acquire("a", 1, 1s, h);
+    drain(io);
+    CHECK(o->ec == sluice::error::closed);
+}
+
+TEST_SUITE_END();
