@@ -18,6 +18,9 @@ namespace sluice_bench {
 int run_fanout(const options& o);   // scenario_fanout.cpp
 int run_pace(const options& o);     // scenario_pace.cpp
 extern std::string fanout_waiter;   // scenario_fanout.cpp: --waiter coroutine|callback
+int run_keyed(const options& o);    // scenario_keyed.cpp
+extern std::int64_t keyed_keys;     // scenario_keyed.cpp: --keys K
+extern std::string keyed_dist;      // scenario_keyed.cpp: --dist uniform|zipf
 
 namespace {
 
@@ -34,6 +37,7 @@ constexpr scenario_entry scenarios[] = {
     {"try", run_try, "--threads T --ops N --admitting=true|false --policy P"},
     {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor]"},
     {"pace", run_pace, "--n N --rate R [--strict]"},
+    {"keyed", run_keyed, "--keys K --dist uniform|zipf --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
 };
 
 [[noreturn]] void usage_error(const std::string& msg)
@@ -132,6 +136,8 @@ options parse(int argc, char** argv)
         else if (key == "concurrency") parse_int(key, value, o.concurrency);
         else if (key == "port") parse_int(key, value, o.port);
         else if (key == "waiter") fanout_waiter = value;   // fanout (not in options)
+        else if (key == "keys") parse_int(key, value, keyed_keys);
+        else if (key == "dist") keyed_dist = value;
         else usage_error("unknown flag --" + std::string(key));
     }
     return o;

@@ -3,6 +3,8 @@
 // run under TSan (keep it fast).
 #include "async_support.hpp"
 
+#include <sluice/keyed.hpp>
+
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -224,4 +226,78 @@ TEST_CASE("threads: a limiter closed while threads wait on it: every waiter comp
     CHECK(hs.dropped == 0);
     CHECK(hs.live == 0);
     CHECK(hs.errors >= 1);   // some were closed
+}
+
+TEST_CASE("threads: a keyed limiter shared by threads: per-key bounds hold through churn, overflow and waiting")
+{
+    // 64 keys over a store of 16 (4 shards): keys come, go idle, are evicted and come back,
+    // some land in the overflow; 2 threads check, one io_context (2 threads) runs waiters.
+    constexpr double rate = 2000;
+    constexpr std::uint64_t burst = 4;
+    constexpr int keys = 64;
+    sluice::keyed_options o;
+    o.max_keys = 16;
+    o.shards = 4;
+    o.tick = 1ms;
+    o.wheel_slots = 16;
+    asio::io_context io(2);
+    auto work = asio::make_work_guard(io);
+    std::vector<std::thread> runners;
+    for (int t = 0; t < 2; ++t)
+        runners.emplace_back([&] { io.run_for(120s); });
+    std::vector<std::atomic<long>> granted(keys);
+    std::atomic<long> async_done{0}, async_ok{0};
+    sluice_test::handler_stats hs;
+    auto start = steady::now();
+    double elapsed = 0;
+    sluice::keyed_stats st;
+    {
+        sluice::keyed<sluice::token_bucket<>, int> k(io, o, sluice::rate::per_second(rate), burst);
+        k.set_overflow(sluice::rate::per_second(rate), burst);
+        std::vector<std::thread> checkers;
+        for (int t = 0; t < 2; ++t) {
+            checkers.emplace_back([&, t] {
+                std::mt19937 rng(static_cast<unsigned>(t));
+                for (int i = 0; i < 20000; ++i) {
+                    int key = static_cast<int>(rng() % keys);
+                    if (k.try_acquire(key).allowed) granted[static_cast<std::size_t>(key)].fetch_add(1);
+                    if (i % 20 == 0) {
+                        k.async_acquire(key, 1, 2ms, asio::bind_executor(asio::make_strand(io),
+                            [&, key](boost::system::error_code ec) {
+                                if (!ec) {
+                                    granted[static_cast<std::size_t>(key)].fetch_add(1);
+                                    async_ok.fetch_add(1);
+                                }
+                                async_done.fetch_add(1);
+                            }));
+                    }
+                    if (i % 1000 == 0) std::this_thread::sleep_for(5ms);   // let keys go idle
+                }
+            });
+        }
+        for (auto& c : checkers) c.join();
+        auto deadline = steady::now() + 30s;
+        while (async_done.load() < 2 * 1000 && steady::now() < deadline)
+            std::this_thread::sleep_for(1ms);
+        elapsed = seconds_since(start);
+        st = k.stats();
+    }
+    work.reset();
+    for (auto& t : runners) t.join();
+    CHECK(async_done == 2 * 1000);   // every waiter completed, exactly once (counted above)
+    CHECK(st.keys <= 16);
+    CHECK(st.evicted > 0);
+    CHECK(st.overflow_requests > 0);
+    // A key's own bucket, or the overflow: each admits at most burst + rate * elapsed.
+    long own_bound = static_cast<long>(burst + rate * elapsed) + 1;
+    long total = 0;
+    for (auto& g : granted) {
+        CHECK(g.load() <= own_bound + static_cast<long>(st.overflow_admitted));
+        total += g.load();
+    }
+    CHECK(st.overflow_admitted <= static_cast<std::uint64_t>(own_bound));
+    CHECK(async_ok > 0);
+    MESSAGE("keyed: " << total << " granted over " << keys << " keys in " << elapsed << " s; created " << st.created
+            << ", evicted " << st.evicted << ", overflow " << st.overflow_requests << " (" << st.overflow_admitted
+            << " admitted)");
 }
