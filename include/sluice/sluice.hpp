@@ -14,4 +14,5 @@
 #include <sluice/rate.hpp>
 #include <sluice/sliding_window.hpp>
 #include <sluice/sliding_window_counter.hpp>
+#include <sluice/time_wheel.hpp>
 #include <sluice/token_bucket.hpp>

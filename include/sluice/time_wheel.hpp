@@ -1,0 +1,54 @@
+// Asynchronous time wheel: a sliding window counted in slots, bounded memory.
+#pragma once
+
+#include <sluice/basic_limiter.hpp>
+#include <sluice/policy/time_wheel.hpp>
+
+#include <tuple>
+
+namespace sluice {
+
+/// Asynchronous time wheel (policy::time_wheel): never more than `limit` permits in any
+/// `slots` consecutive slots of `slot_duration`. A ring of per-slot counters; a short
+/// critical section per decision. Waiters are retried when old slots leave the turn.
+template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
+class time_wheel : public basic_limiter<policy::time_wheel, Clock, Executor> {
+    using base = basic_limiter<policy::time_wheel, Clock, Executor>;
+
+public:
+    /// At most `limit` permits per `slots` slots of `slot_duration`. Throws
+    /// system_error(error::invalid_burst) for a limit outside the policy's range,
+    /// error::invalid_rate for a slot_duration <= 0 or a slot count outside its range.
+    time_wheel(const std::type_identity_t<Executor>& ex, std::uint64_t limit, std::chrono::nanoseconds slot_duration,
+       std::uint32_t slots, const limiter_options& opts = {})
+        : base(ex, opts, limit, slot_duration, slots)
+    {
+    }
+
+    template <detail::execution_context_ref Context>
+    time_wheel(Context& ctx, std::uint64_t limit, std::chrono::nanoseconds slot_duration, std::uint32_t slots,
+       const limiter_options& opts = {})
+        : base(Executor(ctx.get_executor()), opts, limit, slot_duration, slots)
+    {
+    }
+
+    /// The policy's constructor arguments, for limiters that build one policy per key.
+    static auto policy_args(std::uint64_t limit, std::chrono::nanoseconds slot_duration, std::uint32_t slots)
+    {
+        return std::tuple{limit, slot_duration, slots};
+    }
+
+    /// Changes the limit; permits already counted stay counted and waiters are retried
+    /// under the new limit. Thread-safe.
+    void set_limit(std::uint64_t limit)
+    {
+        this->reconfigure([limit](policy::time_wheel& p, std::int64_t) { p.set_limit(limit); });
+    }
+
+    std::uint64_t limit() const noexcept { return this->policy().limit(); }
+    std::chrono::nanoseconds slot_duration() const noexcept { return this->policy().slot_duration(); }
+    std::uint32_t slots() const noexcept { return this->policy().slots(); }
+    std::chrono::nanoseconds window() const noexcept { return this->policy().window(); }
+};
+
+} // namespace sluice
