@@ -5,6 +5,7 @@
 
 #include <sluice/detail/idle_wheel.hpp>
 #include <sluice/keyed.hpp>
+#include <sluice/time_wheel.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -112,6 +113,16 @@ struct sliding_window_counter_kind {
         return sluice::keyed<limiter>(io, o, 7, 100ms);
     }
     static auto policy() { return std::make_unique<sluice::policy::sliding_window_counter>(7, 100ms); }
+};
+
+struct time_wheel_kind {
+    using limiter = sluice::time_wheel<clk>;
+    static constexpr const char* name = "time_wheel";
+    static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
+    {
+        return sluice::keyed<limiter>(io, o, 7, 20ms, 5u);
+    }
+    static auto policy() { return std::make_unique<sluice::policy::time_wheel>(7, 20ms, 5); }
 };
 
 void check_same(const sluice::decision& got, const sluice::decision& want)
@@ -245,7 +256,7 @@ TEST_CASE("keyed: bad options and bad configurations are refused at construction
 
 TEST_CASE_TEMPLATE("keyed: every key decides exactly as its own policy fed the same arrivals, through evictions", K,
                    token_bucket_kind, leaky_bucket_kind, fixed_window_kind, sliding_window_kind,
-                   sliding_window_counter_kind)
+                   sliding_window_counter_kind, time_wheel_kind)
 {
     boost::asio::io_context io;
     clk::set(t0);

@@ -7,6 +7,7 @@
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
 #include <sluice/fixed_window.hpp>
+#include <sluice/keyed.hpp>
 #include <sluice/leaky_bucket.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/manual_clock.hpp>

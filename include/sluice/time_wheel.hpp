@@ -32,10 +32,21 @@ public:
     {
     }
 
-    /// The policy's constructor arguments, for limiters that build one policy per key.
-    static auto policy_args(std::uint64_t limit, std::chrono::nanoseconds slot_duration, std::uint32_t slots)
+    /// One wheel's configuration, for keyed limiters: the policy's constructor arguments.
+    using policy_config = std::tuple<std::uint64_t, std::chrono::nanoseconds, std::uint32_t>;
+
+    static policy_config policy_args(std::uint64_t limit, std::chrono::nanoseconds slot_duration, std::uint32_t slots)
     {
-        return std::tuple{limit, slot_duration, slots};
+        return {limit, slot_duration, slots};
+    }
+
+    /// Applies `c` to a live wheel: a new limit at once. Its slots cannot change while it
+    /// is in use: system_error(error::invalid_option).
+    static void apply_config(policy::time_wheel& p, std::int64_t, const policy_config& c)
+    {
+        if (std::get<1>(c) != p.slot_duration() || std::get<2>(c) != p.slots())
+            throw boost::system::system_error(make_error_code(error::invalid_option));
+        p.set_limit(std::get<0>(c));
     }
 
     /// Changes the limit; permits already counted stay counted and waiters are retried

@@ -97,6 +97,9 @@ public:
         return total_ == 0 ? detail::min_ns : slot_start(detail::int128(head_) + slots_);
     }
 
+    /// The same, in the form every policy offers (keyed limiters call it with the time).
+    std::int64_t idle_at(std::int64_t /*now*/) const noexcept { return idle_at(); }
+
     /// Changes the limit; permits already counted stay counted (a smaller limit may leave
     /// the current turn over it until they leave the wheel).
     void set_limit(std::uint64_t limit)
