@@ -24,6 +24,8 @@ public:
         case error::parse_error: return "malformed input";
         case error::backend_unavailable: return "the shared backend is unavailable";
         case error::invalid_option: return "invalid option";
+        case error::backend_error: return "the shared backend answered with an error";
+        case error::protocol_error: return "unexpected reply from the shared backend";
         }
         return "unknown sluice error";
     }

@@ -43,6 +43,14 @@ enum class error {
     /// An option is out of its range (keyed_options), or a setting cannot change while in
     /// use (the window of a tracked key).
     invalid_option,
+
+    /// The shared backend (Redis) answered with an error reply (a wrong-type value at the
+    /// key, a script error, an out-of-memory refusal).
+    backend_error,
+
+    /// A reply from the shared backend did not have the expected shape (garbage, a wrong
+    /// type, a value out of range).
+    protocol_error,
 };
 
 /// The category of sluice::error; its name() is "sluice".
