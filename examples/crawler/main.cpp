@@ -615,6 +615,7 @@ private:
         while (!finished_) {
             progress_.expires_after(period);
             co_await progress_.async_wait(asio::as_tuple(asio::use_awaitable));
+            if (finished_) break;   // the summary follows
             auto now = clock_type::now();
             double dt = std::chrono::duration<double>(now - last).count();
             double rate = dt > 0 ? static_cast<double>(pages_ - last_pages) / dt : 0.0;

@@ -212,6 +212,7 @@ using response = http::response<http::string_body>;
 struct connection {
     explicit connection(tcp::socket s) : stream(std::move(s)) {}
     beast::tcp_stream stream;
+    asio::steady_timer* work = nullptr;   // a running /api/work, cut short by shutdown
 };
 
 class server {
@@ -289,7 +290,10 @@ private:
         for (auto& weak : conns_) {
             if (auto c = weak.lock()) {
                 // A connection's stream is used only on its strand, so close it there.
-                asio::post(c->stream.get_executor(), [c] { c->stream.socket().close(); });
+                asio::post(c->stream.get_executor(), [c] {
+                    c->stream.socket().close();
+                    if (c->work) c->work->cancel();
+                });
             }
         }
     }
@@ -330,7 +334,7 @@ private:
             auto arrived = std::chrono::system_clock::now();
             std::int64_t wait_us = 0;
             std::string client = peer_addr;
-            auto res = co_await handle(req, peer_addr, client, wait_us);
+            auto res = co_await handle(*c, req, peer_addr, client, wait_us);
             res.version(req.version());
             res.keep_alive(req.keep_alive() && !stopping_);
             res.set(http::field::server, "sluice-example");
@@ -378,7 +382,7 @@ private:
         return res;
     }
 
-    asio::awaitable<response> handle(const request& req, const std::string& peer, std::string& client,
+    asio::awaitable<response> handle(connection& c, const request& req, const std::string& peer, std::string& client,
                                      std::int64_t& wait_us)
     {
         std::string_view target = req.target();
@@ -436,12 +440,12 @@ private:
             }
         }
 
-        response res = co_await route(path, target);
+        response res = co_await route(c, path, target);
         set_ratelimit_headers(res, remaining, reset_after);
         co_return res;   // `slot` is given back here, once the work is done
     }
 
-    asio::awaitable<response> route(std::string_view path, std::string_view target)
+    asio::awaitable<response> route(connection& c, std::string_view path, std::string_view target)
     {
         if (path == "/") co_return text(http::status::ok, page(0, true), "text/html");
         if (path.starts_with("/site/")) {
@@ -459,7 +463,11 @@ private:
                     if (!parse_uint(v, ms) || ms > 60'000) co_return text(http::status::bad_request, "bad ms\n");
                 }
                 asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
-                co_await t.async_wait(asio::as_tuple(asio::use_awaitable));   // cut short by nothing but the timer
+                c.work = &t;
+                if (stopping_) t.cancel();   // stop() ran before c.work was set: see it here
+                auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+                c.work = nullptr;
+                if (ec) co_return text(http::status::service_unavailable, "shutting down\n");
             }
             co_return text(http::status::ok, "{\"ok\":true}\n", "application/json");
         }

@@ -55,15 +55,16 @@ def pacing():
         # when the crawler got its permit: a request whose way there is delayed (the
         # crawler's timer wakes late, a process is descheduled) arrives late while the next
         # one, on the bucket's fixed schedule, does not, so their gap shrinks by that delay
-        # (measured up to 2.6 ms on the idle 2-core VM). Tolerance: 1 ms slack + 5 ms for
-        # that. It does not grow with j - i, so a host paced even 1 % too fast over these 60
-        # requests (12 ms ahead) or a single back-to-back pair (20 ms) still fails.
+        # (measured: up to 2.6 ms on the idle 2-core VM, 8.6 ms at load 8.8). Tolerance:
+        # 1 ms slack + 10 ms (half an interval) for that. It does not grow with j - i, so a
+        # pair sent back to back (20 ms short) or a host paced 1 % too fast over these 60
+        # requests (12 ms) still fails.
         ts = sorted(r[0] for r in rows)
-        tol_ns = 6_000_000
+        tol_ns = 11_000_000
         worst = min((ts[j] - ts[i] - (j - i) * 20_000_000 for i in range(len(ts)) for j in range(i + 1, len(ts))),
                     default=0)
         check(worst >= -tol_ns, "server %d: never faster than 50/s (worst %.2f ms against the ideal spacing, "
-              "tolerance 6 ms)" % (i, worst / 1e6))
+              "tolerance 11 ms)" % (i, worst / 1e6))
         span = (ts[-1] - ts[0]) / 1e9
         check(span < (len(ts) - 1) * 0.020 * 1.5, "server %d: crawl kept up with the rate (%.2f s for %d requests)" % (i, span, len(ts)))
     ports = [int(m) for m in re.findall(r"host 127\.0\.0\.1:(\d+):", out)]
