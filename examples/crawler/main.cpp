@@ -501,7 +501,10 @@ private:
                 failure = "pace: " + ec.message();
                 break;
             }
-            if (clock_type::now() < h.paused_until) continue;   // paused while we queued: see above
+            if (clock_type::now() < h.paused_until) {   // paused while we queued: see above
+                slot.release();                        // other hosts need it more during the pause
+                continue;
+            }
             waited += clock_type::now() - t1;
             permit_waits_.push_back(std::chrono::duration<double>(waited).count());
             break;
