@@ -12,7 +12,10 @@
 //     build/examples/server --rate 5/s --burst 5 --access-log /tmp/access.log --seconds 30
 //
 // The first line on stdout is `listening on 127.0.0.1:PORT` (with --port 0, the default,
-// the kernel picks the port). The full contract is in the comment of print_usage() below.
+// the kernel picks the port); flags and endpoints are listed by --help (print_usage below).
+// --access-log FILE writes one flushed line per response, `<unix_time_ns> <client> <method>
+// <target> <status> <wait_us>`, stamped when the request was read (so that a test can
+// check the spacing of arrivals) and waited for a permit for wait_us.
 
 #include <sluice/sluice.hpp>
 
