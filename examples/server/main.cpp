@@ -472,7 +472,7 @@ private:
                 c.work = nullptr;
                 if (ec) co_return text(http::status::service_unavailable, "shutting down\n");
             }
-            co_return text(http::status::ok, "{\"ok\":true}\n", "application/json");
+            co_return text(http::status::ok, "{\"ok\":true}", "application/json");
         }
         co_return text(http::status::not_found, "not found\n");
     }
