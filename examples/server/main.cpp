@@ -1,0 +1,573 @@
+// sluice example: a rate-limited HTTP server (Boost.Beast, C++20 coroutines).
+//
+// Shows a per-client limit in a real async server: a keyed token bucket on the client
+// address (X-Forwarded-For only from a trusted proxy) answers 429 with Retry-After and the
+// IETF RateLimit-Policy / RateLimit headers, or, with --delay-ms, holds an over-limit
+// request for up to that long before giving up (nginx's `delay=`); a concurrency_limit caps
+// the requests being handled at once (503 beyond); /metrics reports it all in Prometheus
+// text format. One coroutine per connection; SIGINT/SIGTERM or --seconds shut it down
+// cleanly: the limiters are closed, so no request is left waiting for a permit.
+//
+//     build/examples/server --port 8080 --rate 10/s --burst 10 --delay-ms 500
+//     build/examples/server --rate 5/s --burst 5 --access-log /tmp/access.log --seconds 30
+//
+// The first line on stdout is `listening on 127.0.0.1:PORT` (with --port 0, the default,
+// the kernel picks the port); flags and endpoints are listed by --help (print_usage below).
+// --access-log FILE writes one flushed line per response, `<unix_time_ns> <client> <method>
+// <target> <status> <wait_us>`, stamped when the request was read (so that a test can
+// check the spacing of arrivals) and waited for a permit for wait_us.
+
+#include <sluice/sluice.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct options {
+    std::uint16_t port = 0;
+    std::string listen = "127.0.0.1";
+    std::string rate_text = "10/s";
+    sluice::rate rate = sluice::rate::per_second(10);
+    std::uint64_t burst = 10;
+    std::uint64_t delay_ms = 0;
+    std::uint64_t max_inflight = 256;
+    std::set<std::string, std::less<>> trusted;
+    std::uint64_t pages = 100;
+    std::uint64_t seconds = 0;
+    std::uint64_t threads = 1;
+    std::string access_log;
+};
+
+void print_usage()
+{
+    std::fputs(
+        "usage: server [--port N] [--listen ADDR] [--rate TEXT] [--burst N] [--delay-ms N]\n"
+        "              [--max-inflight N] [--trusted-proxy IP]... [--pages N] [--seconds N]\n"
+        "              [--threads N] [--access-log FILE]\n"
+        "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /)\n"
+        "  GET /api/<anything>   {\"ok\":true}; /api/work?ms=N answers after N ms\n"
+        "  GET /metrics          Prometheus text format, not limited\n",
+        stderr);
+}
+
+bool parse_uint(std::string_view s, std::uint64_t& out)
+{
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && p == s.data() + s.size() && !s.empty();
+}
+
+// Returns false (after printing why) on bad input: an example must not silently clamp.
+bool parse_args(int argc, char** argv, options& o)
+{
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (a == "--help" || a == "-h") {
+            print_usage();
+            std::exit(0);
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "server: %s needs a value (or is unknown)\n", argv[i]);
+            return false;
+        }
+        std::string_view v = argv[++i];
+        std::uint64_t n = 0;
+        bool ok = true;
+        if (a == "--port") {
+            ok = parse_uint(v, n) && n <= 65535;
+            o.port = static_cast<std::uint16_t>(n);
+        } else if (a == "--listen") {
+            o.listen = v;
+        } else if (a == "--rate") {
+            auto r = sluice::parse_rate(v);
+            if (!r) {
+                std::fprintf(stderr, "server: --rate %s: %s\n", argv[i], r.error().message().c_str());
+                return false;
+            }
+            o.rate = *r;
+            o.rate_text = v;
+        } else if (a == "--burst") {
+            ok = parse_uint(v, o.burst) && o.burst > 0;
+        } else if (a == "--delay-ms") {
+            ok = parse_uint(v, o.delay_ms) && o.delay_ms <= 3'600'000;
+        } else if (a == "--max-inflight") {
+            ok = parse_uint(v, o.max_inflight) && o.max_inflight > 0;
+        } else if (a == "--trusted-proxy") {
+            boost::system::error_code ec;
+            auto addr = asio::ip::make_address(v, ec);
+            ok = !ec;
+            if (ok) o.trusted.insert(addr.to_string());
+        } else if (a == "--pages") {
+            ok = parse_uint(v, o.pages) && o.pages > 0 && o.pages <= 10'000'000;
+        } else if (a == "--seconds") {
+            ok = parse_uint(v, o.seconds) && o.seconds <= 86'400 * 365;
+        } else if (a == "--threads") {
+            ok = parse_uint(v, o.threads) && o.threads > 0 && o.threads <= 256;
+        } else if (a == "--access-log") {
+            o.access_log = v;
+        } else {
+            std::fprintf(stderr, "server: unknown option %s\n", argv[i - 1]);
+            print_usage();
+            return false;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "server: bad value for %s: '%s'\n", argv[i - 1], argv[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+// Whole seconds, rounded up, as the RateLimit and Retry-After headers want them.
+std::int64_t ceil_seconds(std::chrono::nanoseconds d)
+{
+    if (d <= 0ns) return 0;
+    return (d.count() + 999'999'999) / 1'000'000'000;
+}
+
+// Counters shared by every connection (several threads with --threads).
+struct metrics {
+    std::atomic<std::uint64_t> admitted{0}, rejected{0}, delayed{0}, overloaded{0};
+    std::atomic<std::int64_t> queue_depth{0};
+
+    static constexpr std::array<double, 11> bounds{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+    std::array<std::atomic<std::uint64_t>, bounds.size()> buckets{};
+    std::atomic<std::uint64_t> wait_count{0}, wait_sum_ns{0};
+
+    void observe_wait(std::chrono::nanoseconds w)
+    {
+        double s = std::chrono::duration<double>(w).count();
+        for (std::size_t i = 0; i < bounds.size(); ++i)
+            if (s <= bounds[i]) buckets[i].fetch_add(1, std::memory_order_relaxed);   // cumulative, as Prometheus wants
+        wait_count.fetch_add(1, std::memory_order_relaxed);
+        wait_sum_ns.fetch_add(static_cast<std::uint64_t>(w.count()), std::memory_order_relaxed);
+    }
+};
+
+// One line per response, flushed at once so that a test can read it while we run.
+class access_log {
+public:
+    bool open(const std::string& path)
+    {
+        if (path.empty()) return true;
+        file_ = std::fopen(path.c_str(), "a");
+        return file_ != nullptr;
+    }
+    ~access_log()
+    {
+        if (file_) std::fclose(file_);
+    }
+
+    void write(std::int64_t unix_ns, std::string_view client, std::string_view method, std::string_view target,
+               unsigned status, std::int64_t wait_us)
+    {
+        if (!file_) return;
+        std::lock_guard lock(mutex_);
+        std::fprintf(file_, "%lld %.*s %.*s %.*s %u %lld\n", static_cast<long long>(unix_ns),
+                     static_cast<int>(client.size()), client.data(), static_cast<int>(method.size()), method.data(),
+                     static_cast<int>(target.size()), target.data(), status, static_cast<long long>(wait_us));
+        std::fflush(file_);
+    }
+
+private:
+    std::FILE* file_ = nullptr;
+    std::mutex mutex_;
+};
+
+using request = http::request<http::string_body>;
+using response = http::response<http::string_body>;
+
+// A live connection, known to the server so that shutdown can close it.
+struct connection {
+    explicit connection(tcp::socket s) : stream(std::move(s)) {}
+    beast::tcp_stream stream;
+    asio::steady_timer* work = nullptr;   // a running /api/work, cut short by shutdown
+};
+
+class server {
+public:
+    server(asio::io_context& io, options opts)
+        : io_(io),
+          opt_(std::move(opts)),
+          per_client_(io, keyed_opts(), opt_.rate, opt_.burst),
+          inflight_(io, opt_.max_inflight),
+          strand_(asio::make_strand(io)),
+          acceptor_(strand_),
+          signals_(strand_, SIGINT, SIGTERM),
+          deadline_(strand_)
+    {
+    }
+
+    bool start()
+    {
+        if (!log_.open(opt_.access_log)) {
+            std::fprintf(stderr, "server: cannot open access log %s: %s\n", opt_.access_log.c_str(), std::strerror(errno));
+            return false;
+        }
+        boost::system::error_code ec;
+        auto addr = asio::ip::make_address(opt_.listen, ec);
+        if (ec) {
+            std::fprintf(stderr, "server: bad --listen address %s\n", opt_.listen.c_str());
+            return false;
+        }
+        tcp::endpoint ep(addr, opt_.port);
+        acceptor_.open(ep.protocol(), ec);
+        if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+        if (!ec) acceptor_.bind(ep, ec);
+        if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+        if (ec) {
+            std::fprintf(stderr, "server: cannot listen on %s:%u: %s\n", opt_.listen.c_str(), opt_.port, ec.message().c_str());
+            return false;
+        }
+        std::printf("listening on %s:%u\n", opt_.listen.c_str(), acceptor_.local_endpoint().port());
+        std::fflush(stdout);
+
+        signals_.async_wait([this](boost::system::error_code e, int) {
+            if (!e) stop();
+        });
+        if (opt_.seconds > 0) {
+            deadline_.expires_after(std::chrono::seconds(opt_.seconds));
+            deadline_.async_wait([this](boost::system::error_code e) {
+                if (!e) stop();
+            });
+        }
+        asio::co_spawn(acceptor_.get_executor(), accept_loop(), asio::detached);
+        return true;
+    }
+
+private:
+    static sluice::keyed_options keyed_opts()
+    {
+        sluice::keyed_options k;
+        k.max_keys = 100'000;
+        return k;
+    }
+
+    // Called once, on strand_ (signal or deadline). Closing the limiters completes
+    // every request still waiting for a permit (error::closed, answered 503), closing the
+    // acceptor and the connections ends their coroutines: run() then returns by itself.
+    void stop()
+    {
+        if (stopping_.exchange(true)) return;
+        signals_.cancel();
+        deadline_.cancel();
+        boost::system::error_code ignored;
+        acceptor_.close(ignored);
+        per_client_.close();
+        inflight_.close();
+        std::lock_guard lock(conn_mutex_);
+        for (auto& weak : conns_) {
+            if (auto c = weak.lock()) {
+                // A connection's stream is used only on its strand, so close it there.
+                asio::post(c->stream.get_executor(), [c] {
+                    c->stream.socket().close();
+                    if (c->work) c->work->cancel();
+                });
+            }
+        }
+    }
+
+    asio::awaitable<void> accept_loop()
+    {
+        for (;;) {
+            auto [ec, sock] = co_await acceptor_.async_accept(asio::make_strand(io_), asio::as_tuple(asio::use_awaitable));
+            if (stopping_) co_return;
+            if (ec) {
+                if (ec == asio::error::operation_aborted) co_return;
+                continue;   // e.g. EMFILE: keep serving the connections we have
+            }
+            auto c = std::make_shared<connection>(std::move(sock));
+            {
+                std::lock_guard lock(conn_mutex_);
+                std::erase_if(conns_, [](auto& w) { return w.expired(); });
+                conns_.push_back(c);
+            }
+            auto ex = c->stream.get_executor();
+            asio::co_spawn(ex, session(std::move(c)), asio::detached);
+        }
+    }
+
+    asio::awaitable<void> session(std::shared_ptr<connection> c)
+    {
+        boost::system::error_code ec;
+        auto peer = c->stream.socket().remote_endpoint(ec);
+        if (ec) co_return;
+        const std::string peer_addr = peer.address().to_string();
+        beast::flat_buffer buf;
+        for (;;) {
+            request req;
+            c->stream.expires_after(60s);   // an idle keep-alive connection is dropped after this
+            auto [rec, n] = co_await http::async_read(c->stream, buf, req, asio::as_tuple(asio::use_awaitable));
+            (void)n;
+            if (rec || stopping_) break;
+            auto arrived = std::chrono::system_clock::now();
+            std::int64_t wait_us = 0;
+            std::string client = peer_addr;
+            auto res = co_await handle(*c, req, peer_addr, client, wait_us);
+            res.version(req.version());
+            res.keep_alive(req.keep_alive() && !stopping_);
+            res.set(http::field::server, "sluice-example");
+            res.prepare_payload();
+            log_.write(std::chrono::duration_cast<std::chrono::nanoseconds>(arrived.time_since_epoch()).count(), client,
+                       req.method_string(), req.target(), res.result_int(), wait_us);
+            c->stream.expires_after(30s);
+            auto [wec, m] = co_await http::async_write(c->stream, res, asio::as_tuple(asio::use_awaitable));
+            (void)m;
+            if (wec || !res.keep_alive()) break;
+        }
+        c->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+        c->stream.close();
+    }
+
+    // The client a limit applies to: the peer, or the last X-Forwarded-For entry (the one
+    // the trusted proxy itself appended) when the peer is a trusted proxy. Entries further
+    // left were written by the client and could be anything.
+    std::string client_of(const request& req, const std::string& peer) const
+    {
+        if (!opt_.trusted.contains(peer)) return peer;
+        auto it = req.find("X-Forwarded-For");
+        if (it == req.end()) return peer;
+        std::string_view v = it->value();
+        if (auto comma = v.rfind(','); comma != std::string_view::npos) v.remove_prefix(comma + 1);
+        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+        boost::system::error_code ec;
+        auto addr = asio::ip::make_address(v, ec);
+        return ec ? peer : addr.to_string();   // garbage in the header: fall back to the peer
+    }
+
+    void set_ratelimit_headers(response& res, std::uint64_t remaining, std::chrono::nanoseconds reset_after) const
+    {
+        auto window = std::chrono::nanoseconds(opt_.rate.interval().count() * static_cast<std::int64_t>(opt_.burst));
+        res.set("RateLimit-Policy", "\"default\";q=" + std::to_string(opt_.burst) + ";w=" + std::to_string(ceil_seconds(window)));
+        res.set("RateLimit", "\"default\";r=" + std::to_string(remaining) + ";t=" + std::to_string(ceil_seconds(reset_after)));
+    }
+
+    static response text(http::status s, std::string body, const char* type = "text/plain")
+    {
+        response res{s, 11};
+        res.set(http::field::content_type, type);
+        res.body() = std::move(body);
+        return res;
+    }
+
+    asio::awaitable<response> handle(connection& c, const request& req, const std::string& peer, std::string& client,
+                                     std::int64_t& wait_us)
+    {
+        std::string_view target = req.target();
+        std::string_view path = target.substr(0, target.find('?'));
+        if (path == "/metrics") co_return text(http::status::ok, render_metrics(), "text/plain; version=0.0.4");
+
+        // Overload first: a request over the global cap costs no permit of its client.
+        auto slot = inflight_.try_acquire();
+        if (!slot) {
+            metrics_.overloaded.fetch_add(1, std::memory_order_relaxed);
+            auto res = text(http::status::service_unavailable, "overloaded\n");
+            res.set(http::field::retry_after, "1");
+            co_return res;
+        }
+
+        client = client_of(req, peer);
+        auto d = per_client_.try_acquire(std::string_view(client));
+        std::uint64_t remaining = d.remaining;
+        auto reset_after = d.reset_after;
+        if (d.allowed) {
+            metrics_.admitted.fetch_add(1, std::memory_order_relaxed);
+        } else {
+            bool granted = false;
+            if (opt_.delay_ms > 0) {
+                auto t0 = std::chrono::steady_clock::now();
+                metrics_.queue_depth.fetch_add(1, std::memory_order_relaxed);
+                auto [ec] = co_await per_client_.async_acquire(std::string_view(client), 1,
+                                                               std::chrono::milliseconds(opt_.delay_ms),
+                                                               asio::as_tuple(asio::use_awaitable));
+                metrics_.queue_depth.fetch_sub(1, std::memory_order_relaxed);
+                auto waited = std::chrono::steady_clock::now() - t0;
+                if (!ec) {
+                    granted = true;
+                    wait_us = std::chrono::duration_cast<std::chrono::microseconds>(waited).count();
+                    metrics_.delayed.fetch_add(1, std::memory_order_relaxed);
+                    metrics_.observe_wait(waited);
+                    // The bucket was empty when we queued; our permit has been taken since:
+                    // it is still empty, and full one interval later than it was then.
+                    remaining = 0;
+                    reset_after = std::max<std::chrono::nanoseconds>(0ns, d.reset_after + opt_.rate.interval() - waited);
+                } else if (ec == sluice::error::closed) {
+                    auto res = text(http::status::service_unavailable, "shutting down\n");
+                    res.set(http::field::retry_after, "1");
+                    co_return res;
+                } else if (ec != sluice::error::would_exceed_timeout) {
+                    co_return text(http::status::internal_server_error, ec.message() + "\n");
+                }
+            }
+            if (!granted) {
+                metrics_.rejected.fetch_add(1, std::memory_order_relaxed);
+                auto res = text(http::status::too_many_requests, "too many requests\n");
+                res.set(http::field::retry_after, std::to_string(std::max<std::int64_t>(1, ceil_seconds(d.retry_after))));
+                set_ratelimit_headers(res, 0, reset_after);
+                co_return res;
+            }
+        }
+
+        response res = co_await route(c, path, target);
+        set_ratelimit_headers(res, remaining, reset_after);
+        co_return res;   // `slot` is given back here, once the work is done
+    }
+
+    asio::awaitable<response> route(connection& c, std::string_view path, std::string_view target)
+    {
+        if (path == "/") co_return text(http::status::ok, page(0, true), "text/html");
+        if (path.starts_with("/site/")) {
+            std::uint64_t i = 0;
+            if (parse_uint(path.substr(6), i) && i < opt_.pages) co_return text(http::status::ok, page(i, false), "text/html");
+            co_return text(http::status::not_found, "no such page\n");
+        }
+        if (path.starts_with("/api/")) {
+            if (path == "/api/work") {
+                std::uint64_t ms = 0;
+                auto q = target.find("ms=");
+                if (q != std::string_view::npos) {
+                    auto v = target.substr(q + 3);
+                    v = v.substr(0, v.find('&'));
+                    if (!parse_uint(v, ms) || ms > 60'000) co_return text(http::status::bad_request, "bad ms\n");
+                }
+                asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
+                c.work = &t;
+                if (stopping_) t.cancel();   // stop() ran before c.work was set: see it here
+                auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+                c.work = nullptr;
+                if (ec) co_return text(http::status::service_unavailable, "shutting down\n");
+            }
+            co_return text(http::status::ok, "{\"ok\":true}", "application/json");
+        }
+        co_return text(http::status::not_found, "not found\n");
+    }
+
+    // Page i links to i+1 (so every page is reachable from /site/0), and to two pages
+    // further away so that a crawler sees duplicates and a wide frontier.
+    std::string page(std::uint64_t i, bool index) const
+    {
+        const std::uint64_t n = opt_.pages;
+        std::vector<std::uint64_t> links;
+        if (index) {
+            for (std::uint64_t k = 0; k < std::min<std::uint64_t>(n, 5); ++k) links.push_back(k * n / 5);
+        } else {
+            links = {(i + 1) % n, (2 * i + 1) % n, (i * 7 + 3) % n};
+        }
+        std::string body = "<!doctype html>\n<html><head><title>";
+        body += index ? std::string("index") : "page " + std::to_string(i);
+        body += "</title></head><body>\n<h1>";
+        body += index ? std::string("sluice example site") : "page " + std::to_string(i);
+        body += "</h1>\n<ul>\n";
+        for (auto j : links) body += "<li><a href=\"/site/" + std::to_string(j) + "\">page " + std::to_string(j) + "</a></li>\n";
+        body += "</ul>\n</body></html>\n";
+        return body;
+    }
+
+    std::string render_metrics()
+    {
+        std::string m;
+        auto line = [&m](const std::string& s) { m += s + "\n"; };
+        auto u = [](auto v) { return std::to_string(v); };
+        line("# HELP sluice_requests_total Requests by what the limiters decided.");
+        line("# TYPE sluice_requests_total counter");
+        line("sluice_requests_total{result=\"admitted\"} " + u(metrics_.admitted.load()));
+        line("sluice_requests_total{result=\"rejected\"} " + u(metrics_.rejected.load()));
+        line("sluice_requests_total{result=\"delayed\"} " + u(metrics_.delayed.load()));
+        line("sluice_requests_total{result=\"overloaded\"} " + u(metrics_.overloaded.load()));
+        line("# HELP sluice_queue_depth Requests waiting for a permit now.");
+        line("# TYPE sluice_queue_depth gauge");
+        line("sluice_queue_depth " + u(metrics_.queue_depth.load()));
+        line("# HELP sluice_inflight Requests being handled now.");
+        line("# TYPE sluice_inflight gauge");
+        line("sluice_inflight " + u(inflight_.in_use()));
+        line("# HELP sluice_keys Clients tracked by the per-client limiter.");
+        line("# TYPE sluice_keys gauge");
+        line("sluice_keys " + u(per_client_.stats().keys));
+        line("# HELP sluice_wait_seconds Time delayed requests waited for a permit.");
+        line("# TYPE sluice_wait_seconds histogram");
+        char le[32];
+        for (std::size_t i = 0; i < metrics::bounds.size(); ++i) {
+            std::snprintf(le, sizeof le, "%g", metrics::bounds[i]);
+            line(std::string("sluice_wait_seconds_bucket{le=\"") + le + "\"} " + u(metrics_.buckets[i].load()));
+        }
+        auto count = metrics_.wait_count.load();
+        line("sluice_wait_seconds_bucket{le=\"+Inf\"} " + u(count));
+        char sum[64];
+        std::snprintf(sum, sizeof sum, "%.9f", static_cast<double>(metrics_.wait_sum_ns.load()) / 1e9);
+        line(std::string("sluice_wait_seconds_sum ") + sum);
+        line("sluice_wait_seconds_count " + u(count));
+        return m;
+    }
+
+    asio::io_context& io_;
+    options opt_;
+    access_log log_;
+    metrics metrics_;
+    sluice::keyed<sluice::token_bucket<>> per_client_;
+    sluice::concurrency_limit<> inflight_;
+    // The acceptor, the signals and the deadline share a strand, so that stop() never
+    // races the accept loop when the io_context runs several threads.
+    asio::strand<asio::io_context::executor_type> strand_;
+    tcp::acceptor acceptor_;
+    asio::signal_set signals_;
+    asio::steady_timer deadline_;
+    std::atomic<bool> stopping_{false};
+    std::mutex conn_mutex_;
+    std::vector<std::weak_ptr<connection>> conns_;
+};
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    options opt;
+    if (!parse_args(argc, argv, opt)) return 2;
+    try {
+        asio::io_context io(static_cast<int>(opt.threads));
+        server s(io, opt);
+        if (!s.start()) return 1;
+        std::vector<std::thread> pool;
+        for (std::uint64_t i = 1; i < opt.threads; ++i) pool.emplace_back([&io] { io.run(); });
+        io.run();
+        for (auto& t : pool) t.join();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "server: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,151 @@
+"""Helpers of the example tests: start the example binaries, talk raw HTTP/1.1 to them,
+and make sure no process outlives the test (stopped by pid on any exit)."""
+
+import atexit
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+_children = []
+
+
+def _cleanup():
+    for p in _children:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+atexit.register(_cleanup)
+# A test killed by meson's timeout gets SIGTERM: still stop the children.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+
+
+def spawn(args, **kw):
+    p = subprocess.Popen(args, **kw)
+    _children.append(p)
+    return p
+
+
+def start_server(server_bin, *args):
+    """Starts the example server on a free port; returns (process, port)."""
+    p = spawn([server_bin, "--port", "0", *args], stdout=subprocess.PIPE)
+    ready, _, _ = select.select([p.stdout], [], [], 10)
+    if not ready:
+        raise AssertionError("server did not print its port within 10 s")
+    line = p.stdout.readline().decode()
+    m = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)\n", line)
+    if not m:
+        raise AssertionError("unexpected first line: %r" % line)
+    return p, int(m.group(1))
+
+
+def stop(p, sig=signal.SIGTERM, timeout=5):
+    """Signals p and returns its exit code; fails if it does not exit within timeout."""
+    p.send_signal(sig)
+    return p.wait(timeout=timeout)
+
+
+def connect(port, source="127.0.0.1"):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    return s
+
+
+def request(path, headers=None):
+    h = "".join("%s: %s\r\n" % kv for kv in (headers or {}).items())
+    return ("GET %s HTTP/1.1\r\nHost: test\r\n%s\r\n" % (path, h)).encode()
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def header(self, name):
+        return self.headers.get(name.lower())
+
+
+def read_responses(sock, count):
+    """Reads `count` responses (Content-Length bodies) from one connection."""
+    buf = b""
+    out = []
+    while len(out) < count:
+        while b"\r\n\r\n" not in buf:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise AssertionError("connection closed after %d responses" % len(out))
+            buf += chunk
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for l in lines[1:]:
+            k, v = l.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        n = int(headers.get("content-length", "0"))
+        while len(buf) < n:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise AssertionError("connection closed inside a body")
+            buf += chunk
+        out.append(Response(status, headers, buf[:n]))
+        buf = buf[n:]
+    return out
+
+
+def get(port, path, headers=None, source="127.0.0.1"):
+    with connect(port, source) as s:
+        s.sendall(request(path, headers))
+        return read_responses(s, 1)[0]
+
+
+def metrics(port):
+    """The /metrics page as {name_with_labels: value}."""
+    r = get(port, "/metrics")
+    assert r.status == 200, r.status
+    out = {}
+    for line in r.body.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def read_log(path):
+    """Access log lines as (unix_ns, client, method, target, status, wait_us)."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            t, client, method, target, status, wait_us = line.split()
+            rows.append((int(t), client, method, target, int(status), int(wait_us)))
+    return rows
+
+
+def wait_until(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.01)
+    raise AssertionError("timed out waiting for " + what)
+
+
+failures = 0
+
+
+def check(cond, msg):
+    global failures
+    if cond:
+        print("ok   " + msg)
+    else:
+        failures += 1
+        print("FAIL " + msg)
+
+
+def finish():
+    print("%d check(s) failed" % failures if failures else "all checks passed")
+    sys.exit(1 if failures else 0)
