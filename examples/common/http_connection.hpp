@@ -1,0 +1,120 @@
+// One keep-alive HTTP/1.1 connection of the example clients (Boost.Beast), used by one
+// coroutine at a time: GET a target, get the response or the kind of failure back.
+#pragma once
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <chrono>
+#include <string>
+
+namespace examples {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+/// Where a request failed (none: a response, of any status, was read).
+enum class failure { none, connect, write, read, timeout };
+
+inline const char* to_string(failure f)
+{
+    switch (f) {
+    case failure::none: return "none";
+    case failure::connect: return "connect";
+    case failure::write: return "write";
+    case failure::read: return "read";
+    case failure::timeout: return "timeout";
+    }
+    return "?";
+}
+
+struct http_result {
+    failure fail = failure::none;
+    boost::system::error_code ec;
+    http::response<http::string_body> response;
+};
+
+class http_connection {
+public:
+    http_connection(asio::any_io_executor ex, asio::ip::tcp::endpoint endpoint, std::string host)
+        : stream_(std::move(ex)), endpoint_(endpoint), host_(std::move(host))
+    {
+    }
+
+    bool is_open() const noexcept { return open_; }
+
+    /// Opens the connection ahead of the first request.
+    asio::awaitable<boost::system::error_code> connect(std::chrono::steady_clock::duration timeout)
+    {
+        stream_.expires_after(timeout);
+        auto [ec] = co_await stream_.async_connect(endpoint_, asio::as_tuple(asio::use_awaitable));
+        if (ec) {
+            close();
+            co_return ec;
+        }
+        stream_.socket().set_option(asio::ip::tcp::no_delay(true));
+        open_ = true;
+        co_return ec;
+    }
+
+    /// GETs `target`, connecting first if needed; the whole exchange must end within
+    /// `timeout`. Never retries: a request is sent at most once, which a load generator
+    /// counting requests at the server relies on. On a failure the connection is closed
+    /// (the next get reconnects), as it is when the server does not keep it alive.
+    asio::awaitable<http_result> get(const std::string& target, std::chrono::steady_clock::duration timeout)
+    {
+        using asio::as_tuple, asio::use_awaitable;
+        http_result r;
+        stream_.expires_after(timeout);
+        if (!open_) {
+            if (auto ec = co_await connect(timeout); ec) co_return fail(r, failure::connect, ec);
+            stream_.expires_after(timeout);
+        }
+        http::request<http::empty_body> req{http::verb::get, target, 11};
+        req.set(http::field::host, host_);
+        req.set(http::field::user_agent, "sluice-example");
+        req.keep_alive(true);
+        if (auto [ec, n] = co_await http::async_write(stream_, req, as_tuple(use_awaitable)); ec)
+            co_return fail(r, failure::write, ec);
+        if (auto [ec, n] = co_await http::async_read(stream_, buffer_, r.response, as_tuple(use_awaitable)); ec)
+            co_return fail(r, failure::read, ec);
+        if (!r.response.keep_alive()) close();
+        co_return r;
+    }
+
+    void close()
+    {
+        boost::system::error_code ignored;
+        stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+        stream_.close();
+        buffer_.clear();
+        open_ = false;
+    }
+
+private:
+    http_result fail(http_result& r, failure where, boost::system::error_code ec)
+    {
+        r.fail = ec == beast::error::timeout ? failure::timeout : where;
+        r.ec = ec;
+        close();
+        return std::move(r);
+    }
+
+    beast::tcp_stream stream_;
+    asio::ip::tcp::endpoint endpoint_;
+    std::string host_;
+    beast::flat_buffer buffer_;
+    bool open_ = false;
+};
+
+} // namespace examples

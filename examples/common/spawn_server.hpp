@@ -1,0 +1,147 @@
+// Starts the example server (examples/server) as a child process for `--spawn-server`,
+// reads its port from its first stdout line and stops it by pid when done.
+#pragma once
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace examples {
+
+/// The default server binary: `server` in the directory of the running executable.
+inline std::string server_next_to_self()
+{
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return "server";
+    return (self.parent_path() / "server").string();
+}
+
+class spawned_server {
+public:
+    /// Runs `bin --port 0 args...` and waits (at most 10 s) for its
+    /// `listening on 127.0.0.1:PORT` line. nullptr, with the reason in `why`, on failure.
+    static std::unique_ptr<spawned_server> start(const std::string& bin, const std::vector<std::string>& args,
+                                                 std::string& why)
+    {
+        if (::access(bin.c_str(), X_OK) != 0) {
+            why = "cannot execute server binary '" + bin + "' (build it: meson compile -C build server, or pass --server-bin)";
+            return nullptr;
+        }
+        int fds[2];
+        if (::pipe(fds) != 0) {
+            why = std::string("pipe: ") + std::strerror(errno);
+            return nullptr;
+        }
+        std::vector<std::string> argv_s{bin, "--port", "0"};
+        argv_s.insert(argv_s.end(), args.begin(), args.end());
+        std::vector<char*> argv;
+        for (auto& a : argv_s) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        pid_t pid = ::fork();
+        if (pid < 0) {
+            why = std::string("fork: ") + std::strerror(errno);
+            return nullptr;
+        }
+        if (pid == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGTERM); // never outlive the client, even if it crashes
+            ::dup2(fds[1], STDOUT_FILENO);
+            ::close(fds[0]);
+            ::close(fds[1]);
+            ::execv(bin.c_str(), argv.data());
+            ::_exit(127);
+        }
+        ::close(fds[1]);
+        std::unique_ptr<spawned_server> s(new spawned_server(pid, fds[0]));
+        std::string line;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (line.find('\n') == std::string::npos) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            pollfd p{fds[0], POLLIN, 0};
+            if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+                why = "the server did not print its port within 10 s";
+                return nullptr;
+            }
+            char buf[256];
+            auto n = ::read(fds[0], buf, sizeof buf);
+            if (n <= 0) {
+                why = "the server exited before printing its port";
+                return nullptr;
+            }
+            line.append(buf, static_cast<std::size_t>(n));
+        }
+        line.resize(line.find('\n'));
+        constexpr std::string_view prefix = "listening on 127.0.0.1:";
+        if (line.rfind(prefix, 0) != 0) {
+            why = "unexpected first line from the server: '" + line + "'";
+            return nullptr;
+        }
+        s->port_ = static_cast<std::uint16_t>(std::atoi(line.c_str() + prefix.size()));
+        if (s->port_ == 0) {
+            why = "no port in '" + line + "'";
+            return nullptr;
+        }
+        // Whatever else the server prints must not fill the pipe and block it.
+        s->drain_ = std::thread([fd = fds[0]] {
+            char buf[4096];
+            while (::read(fd, buf, sizeof buf) > 0) {
+            }
+        });
+        return s;
+    }
+
+    spawned_server(const spawned_server&) = delete;
+    spawned_server& operator=(const spawned_server&) = delete;
+    ~spawned_server() { stop(); }
+
+    std::uint16_t port() const noexcept { return port_; }
+    pid_t pid() const noexcept { return pid_; }
+
+    /// SIGTERM, then SIGKILL if it has not exited within 5 s. Returns its exit status.
+    int stop()
+    {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGTERM);
+            int status = 0;
+            auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            while (::waitpid(pid_, &status, WNOHANG) == 0) {
+                if (std::chrono::steady_clock::now() > deadline) {
+                    ::kill(pid_, SIGKILL);
+                    ::waitpid(pid_, &status, 0);
+                    break;
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            status_ = status;
+            pid_ = -1;
+        }
+        if (drain_.joinable()) drain_.join(); // EOF once the server is gone
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+        return status_;
+    }
+
+private:
+    spawned_server(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+
+    pid_t pid_;
+    int fd_;
+    std::uint16_t port_ = 0;
+    int status_ = 0;
+    std::thread drain_;
+};
+
+} // namespace examples

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""End-to-end tests of api_client and loadgen against standin_server.py, a stand-in for
+the example server with the same contract. The assertions are on the server's log: what
+arrived when, not what the client says about itself.
+
+usage: test_clients.py CASE API_CLIENT LOADGEN STANDIN_SERVER
+Every case is bounded (an alarm after 50 s) and stops every process it started, also on
+failure.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+CASE, API_CLIENT, LOADGEN, STANDIN = sys.argv[1:5]
+procs = []
+tmp = tempfile.mkdtemp(prefix='sluice-examples-')
+
+
+class Timeout(Exception):
+    pass
+
+
+def on_alarm(*_):
+    raise Timeout('test case took more than 50 s')
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print('ok:', what)
+
+
+def start_standin(*args):
+    """Starts the stand-in server; returns (port, log path)."""
+    log = os.path.join(tmp, 'access-%d.log' % len(procs))
+    p = subprocess.Popen([sys.executable, STANDIN, '--port', '0', '--access-log', log, '--seconds', '60', *args],
+                         stdout=subprocess.PIPE, text=True)
+    procs.append(p)
+    line = p.stdout.readline().strip()
+    m = re.fullmatch(r'listening on 127\.0\.0\.1:(\d+)', line)
+    if not m:
+        raise AssertionError('stand-in server said %r' % line)
+    return int(m.group(1)), log
+
+
+def read_log(path):
+    """[(arrival s, response s, status, retry-after)], times relative to the first arrival."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            a, r, status, ra = line.rstrip("\n").split(" ", 3)
+            rows.append((int(a), int(r), int(status), ra))
+    rows.sort()
+    if not rows:
+        return rows
+    t0 = rows[0][0]
+    return [((a - t0) / 1e9, (r - t0) / 1e9, s, ra) for a, r, s, ra in rows]
+
+
+def run(cmd, expect_rc=0, env=None):
+    print('$', ' '.join(cmd), flush=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=40, env=env)
+    sys.stdout.write(res.stdout)
+    sys.stdout.write(res.stderr)
+    if expect_rc is not None:
+        check(res.returncode == expect_rc, '%s exits with %d (got %d)' % (os.path.basename(cmd[0]), expect_rc,
+                                                                          res.returncode))
+    return res
+
+
+def field(text, pattern):
+    m = re.search(pattern, text)
+    if not m:
+        raise AssertionError('no %r in the output' % pattern)
+    return float(m.group(1))
+
+
+# ---- api_client ---------------------------------------------------------------------------
+
+def api_client_converges():
+    # The server allows 20/s with a burst of 10; the client guesses 100/s. A client that
+    # did not adapt gets at most 20/s + 10 through: over 3 s at least 1 - 70/300 = 77 %
+    # 429s. The adapting one has learned the quota within the first half (the controller
+    # aims at a half-full quota, see adaptive_rate.hpp), so in the second half it should see
+    # (almost) none: at most 10 % is allowed for the 429s of a transient on a busy machine,
+    # and it must still use the quota (at least 12 of the 20 per second).
+    port, log = start_standin('--rate', '20/s', '--burst', '10')
+    out = run([API_CLIENT, '--url', 'http://127.0.0.1:%d/api/items' % port, '--rate', '100/s', '--seconds', '6',
+               '--concurrency', '4', '--quiet']).stdout
+    rows = read_log(log)
+    second = [r for r in rows if r[0] >= 3.0]
+    n429 = sum(1 for r in second if r[2] == 429)
+    ok = sum(1 for r in second if r[2] == 200)
+    share = n429 / max(1, len(second))
+    print('adaptive: %d requests, second half %d, 429 share there %.3f, 200s there %.1f/s' %
+          (len(rows), len(second), share, ok / 3))
+    check(share <= 0.10, 'adaptive client: 429 share in the second half %.3f <= 0.10' % share)
+    check(ok / 3 >= 12, 'adaptive client uses the quota: %.1f/s of 200s in the second half >= 12/s' % (ok / 3))
+    check(field(out, r'adaptations: (\d+)') >= 1, 'the client adapted its limiter')
+
+    port, log = start_standin('--rate', '20/s', '--burst', '10')
+    run([API_CLIENT, '--url', 'http://127.0.0.1:%d/api/items' % port, '--rate', '100/s', '--seconds', '3',
+         '--concurrency', '4', '--quiet', '--no-adapt'])
+    rows = read_log(log)
+    base = sum(1 for r in rows if r[2] == 429) / max(1, len(rows))
+    print('non-adaptive: %d requests, 429 share %.3f' % (len(rows), base))
+    check(base >= 0.5, 'non-adaptive baseline: 429 share %.3f >= 0.5 (77 %% expected)' % base)
+    check(share <= base / 5, 'adaptive share %.3f is at most a fifth of the baseline %.3f' % (share, base))
+
+
+def no_arrivals_during(rows, t429, pause, concurrency, what):
+    """After a 429 answered at t429, only requests already in flight may arrive before
+    t429 + pause: at most concurrency - 1 of them, all within 100 ms."""
+    during = [r for r in rows if t429 < r[0] < t429 + pause]
+    late = [r for r in during if r[0] > t429 + 0.1]
+    check(len(during) <= concurrency - 1 and not late,
+          '%s: %d arrivals during the %.1f s after the 429 at %.3f s (in flight only), none after 100 ms'
+          % (what, len(during), pause, t429))
+    after = [r for r in rows if t429 + pause <= r[0] < t429 + pause + 1]
+    return after
+
+
+def api_client_retry_after():
+    # No RateLimit fields; requests 30 and 90 get a 429 with Retry-After: 2.
+    port, log = start_standin('--rate', '1000/s', '--burst', '1000', '--no-headers', '--force-429', '30,90',
+                              '--force-retry-after', '2')
+    out = run([API_CLIENT, '--url', 'http://127.0.0.1:%d/api/items' % port, '--rate', '50/s', '--seconds', '6',
+               '--concurrency', '4']).stdout
+    rows = read_log(log)
+    rejected = [r for r in rows if r[2] == 429]
+    check(len(rejected) >= 1, '%d forced 429s seen' % len(rejected))
+    check(field(out, r'status 429: (\d+)') == len(rejected), 'the client counted the 429s the server sent')
+    after = no_arrivals_during(rows, rejected[0][1], 2.0, 4, 'Retry-After: 2')
+    check(len(after) > 0, 'the client resumed after Retry-After (%d requests in the next second)' % len(after))
+    for r in rejected[1:]:
+        no_arrivals_during(rows, r[1], 2.0, 4, 'Retry-After: 2')
+
+
+def api_client_garbage():
+    # Garbage RateLimit / RateLimit-Policy on every response, and two 429s whose
+    # Retry-After is garbage too: the client ignores the fields, pauses the default 1 s.
+    port, log = start_standin('--rate', '1000/s', '--burst', '1000', '--garbage', '--force-429', '10,40')
+    out = run([API_CLIENT, '--url', 'http://127.0.0.1:%d/api/items' % port, '--rate', '100/s', '--requests', '60',
+               '--concurrency', '4']).stdout
+    rows = read_log(log)
+    check(len(rows) == 60, 'the server saw all 60 requests (%d)' % len(rows))
+    check(field(out, r'sent: (\d+)') == 60, 'the client sent 60')
+    for r in (r for r in rows if r[2] == 429):
+        no_arrivals_during(rows, r[1], 1.0, 4, 'unusable Retry-After: default 1 s')
+
+    for args, message in [
+        (['--rate', 'fast'], 'a rate such as 100/s'),
+        (['--url', 'http://10.1.2.3:80/api'], 'loopback'),
+        (['--url', 'http://127.0.0.1/api'], 'port'),
+        (['--url', 'http://127.0.0.1:99999/api'], 'bad port'),
+        (['--concurrency', 'x'], 'not a valid number'),
+        (['--redis', '127.0.0.1:6379'], 'not built with Redis support yet'),
+        (['--spawn-server', '--server-bin', '/nonexistent/server'], 'cannot execute'),
+    ]:
+        cmd = [API_CLIENT, '--url', 'http://127.0.0.1:%d/api' % port] + args
+        res = run(cmd, expect_rc=None)
+        check(res.returncode in (1, 2) and message in res.stderr,
+              'api_client %s: exit %d with "%s"' % (' '.join(args), res.returncode, message))
+
+
+# ---- loadgen ------------------------------------------------------------------------------
+
+def loadgen_exact_count():
+    # Open loop: 200/s for 2 s is exactly 400 requests at the server, spaced 5 ms, so the
+    # first and last arrive 1.995 s apart.
+    port, log = start_standin('--rate', '100000/s', '--burst', '100000')
+    csv = os.path.join(tmp, 'run.csv')
+    png = os.path.join(tmp, 'run.png')
+    out = run([LOADGEN, '--url', 'http://127.0.0.1:%d/api/items' % port, '--rate', '200', '--seconds', '2',
+               '--connections', '4', '--csv', csv, '--plot', png]).stdout
+    rows = read_log(log)
+    check(len(rows) == 400, 'the server counted exactly 400 requests (%d)' % len(rows))
+    span = rows[-1][0] - rows[0][0]
+    check(1.9 <= span <= 2.1, 'they arrived over %.3f s (1.995 s on schedule)' % span)
+    check(re.search(r'sent: 400  completed: 400  errors: 0', out) is not None, 'loadgen reports 400 sent, no error')
+    with open(csv) as f:
+        lines = f.read().splitlines()
+    check(lines[0] == 'second,sent,completed,errors,achieved_rate,p50_ms,p99_ms', 'CSV header')
+    check(len(lines) - 1 >= 2, 'CSV has %d rows, one per second' % (len(lines) - 1))
+    check(sum(int(l.split(',')[2]) for l in lines[1:]) == 400, 'the CSV rows add up to 400 completed')
+    if shutil.which('gnuplot'):
+        with open(png, 'rb') as f:
+            check(f.read(8) == b'\x89PNG\r\n\x1a\n', 'gnuplot drew a PNG')
+    # Without gnuplot on the PATH: a clear message, and the load run still succeeds.
+    res = run([LOADGEN, '--url', 'http://127.0.0.1:%d/api/items' % port, '--rate', '50', '--seconds', '0.2',
+               '--quiet', '--plot', os.path.join(tmp, 'none.png')], env={'PATH': '/nonexistent'})
+    check('gnuplot not found' in res.stderr, 'missing gnuplot: a clear message, exit code 0')
+
+    for args, message in [
+        (['--rate', '0'], 'rate'),
+        (['--seconds', '-1'], 'must be positive'),
+        (['--url', 'http://192.168.0.1:80/'], 'loopback'),
+    ]:
+        res = run([LOADGEN, '--url', 'http://127.0.0.1:%d/api' % port] + args, expect_rc=None)
+        check(res.returncode == 2 and message in res.stderr,
+              'loadgen %s: exit %d with "%s"' % (' '.join(args), res.returncode, message))
+
+
+def loadgen_coordinated_omission():
+    # The 200th request stalls the whole server for 300 ms. Two connections, no more: the
+    # ~60 requests due during the stall queue in loadgen. Measured from their intended
+    # send times their latencies fall from 300 ms to 0 in 5 ms steps, so about 40 of the
+    # 400 exceed 100 ms (p90 ~ 105 ms) and 4 exceed 280 ms (p99 ~ 285 ms). Measured from
+    # the actual send (what coordinated omission reports) only the 2 requests caught on
+    # the connections see the stall: p99 stays small.
+    port, log = start_standin('--rate', '100000/s', '--burst', '100000', '--stall-at', '200', '--stall-ms', '300')
+    out = run([LOADGEN, '--url', 'http://127.0.0.1:%d/api/items' % port, '--rate', '200', '--seconds', '2',
+               '--connections', '2', '--max-connections', '2']).stdout
+    check(len(read_log(log)) == 400, 'the server counted exactly 400 requests')
+    lat = r'latency \(from intended send time\):\s+p50=\S+ p90=(\S+) p99=(\S+) p99.9=\S+ max=(\S+) ms'
+    svc = r'service time \(from actual send\):\s+p50=\S+ p90=\S+ p99=(\S+) p99.9=\S+ max=(\S+) ms'
+    m = re.search(lat, out)
+    if not m or not re.search(svc, out):
+        raise AssertionError('no latency lines in the output')
+    p90, p99, mx = float(m.group(1)), float(m.group(2)), float(m.group(3))
+    s = re.search(svc, out)
+    s99 = float(s.group(1))
+    check(280 <= mx <= 1500, 'max latency %.1f ms reflects the 300 ms stall' % mx)
+    check(p99 >= 200, 'p99 %.1f ms >= 200 ms: the requests scheduled during the stall count' % p99)
+    check(p90 >= 50, 'p90 %.1f ms >= 50 ms (about 105 ms expected)' % p90)
+    check(s99 < 100 and s99 < p99 / 2, 'service-time p99 %.1f ms hides the stall (what CO correction fixes)' % s99)
+    check(field(out, r'(\d+) requests queued at most') >= 30, 'requests queued while both connections stalled')
+
+
+CASES = {f.__name__: f for f in [api_client_converges, api_client_retry_after, api_client_garbage,
+                                 loadgen_exact_count, loadgen_coordinated_omission]}
+
+if __name__ == '__main__':
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(50)
+    status = 1
+    try:
+        CASES[CASE]()
+        status = 0
+    except (AssertionError, Timeout, subprocess.TimeoutExpired) as e:
+        print('FAIL:', e)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(status)
