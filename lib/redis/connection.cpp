@@ -294,8 +294,10 @@ private:
         argv.push_back(std::to_string(st->keys.size()));
         argv.insert(argv.end(), st->keys.begin(), st->keys.end());
         argv.insert(argv.end(), st->args.begin(), st->args.end());
-        submit_internal(argv, [self = shared_from_this(), st](error_code ec, reply r) {
-            if (!st->handler) return;   // cancelled
+        // Internal handlers hold the core weakly: they sit in ops_, inside the core.
+        submit_internal(argv, [w = weak_from_this(), st](error_code ec, reply r) {
+            auto self = w.lock();
+            if (!self || !st->handler) return;   // gone, or cancelled
             if (!ec && r.is_error() && starts_with(r.str, "NOSCRIPT") && !st->reloaded) {
                 // The server has not got the script (new, restarted, SCRIPT FLUSH): load it
                 // and evaluate again, pipelined, so the load precedes the retry.
@@ -379,8 +381,9 @@ private:
         // must count as a failed connect, not as a link whose first command times out.
         std::vector<std::string> hello{"PING"};
         if (!cfg_.password.empty()) hello = {"AUTH", cfg_.password};
-        submit_internal(hello, [self = shared_from_this(), gen = gen_](error_code ec, reply r) {
-            if (gen != self->gen_ || self->state_ != state::connecting) return;
+        submit_internal(hello, [w = weak_from_this(), gen = gen_](error_code ec, reply r) {
+            auto self = w.lock();
+            if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
             if (ec || r.is_error()) return self->reset_link();
             self->state_ = state::connected;
             self->connected_ = true;
