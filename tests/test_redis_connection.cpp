@@ -486,6 +486,23 @@ TEST_CASE("connection: destroyed with commands in flight, and io_context destroy
         c.async_exec({"PING"}, [](error_code, reply) {});
         io.run_one_for(10ms);
     }
+    {
+        // A coroutine that owns the connection waits on it: a cycle through the queue,
+        // broken when the io_context shuts down (LeakSanitizer checks).
+        srv.pause();
+        asio::io_context io;
+        auto c = std::make_shared<sluice::redis::connection>(io, srv.config());
+        bool resumed = false;
+        asio::co_spawn(io, [c, &resumed]() -> asio::awaitable<void> {
+            std::vector<std::string> ping{"PING"};
+            co_await c->async_exec(ping, asio::use_awaitable);
+            resumed = true;
+        }, asio::detached);
+        c.reset();
+        run_until(io, [] { return false; }, 50ms);
+        CHECK_FALSE(resumed);
+    }
+    srv.resume();
 }
 
 TEST_CASE("connection: on a strand, io_context run by two threads" * doctest::timeout(60))
