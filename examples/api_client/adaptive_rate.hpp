@@ -15,9 +15,10 @@ namespace ratelimit {
 
 /// A proportional-integral controller on the server's quota.
 ///
-/// The server's policy tells its long-run rate (q / w); the remaining share of the quota
-/// (r / q) tells whether the client is above it (draining) or below it (full). The client
-/// aims at a half-full quota: rate = gain * q/w * (0.5 + r/q), i.e. 1.5x the policy rate
+/// The server's policy tells its long-run rate (q / w); the share of the quota that a
+/// request found, f = (r + 1) / q after a 200 and r / q after a 429, tells whether the
+/// client is above it (draining) or below it (full). The client aims at a half-full
+/// quota: rate = gain * q/w * (0.5 + f), i.e. 1.5x the policy rate
 /// when the quota is full ("back up when the window refills"), 0.5x when it is empty. A
 /// half-full quota absorbs the jitter of the client's own sending without a 429. `gain`
 /// (the integral part) corrects the policy rate, which the draft's whole-second `w` makes
@@ -47,7 +48,7 @@ public:
     {
         double dt = 0;
         if (last_ != clock::time_point{})
-            dt = std::min(1.0, std::chrono::duration<double>(now - last_).count());
+            dt = std::clamp(std::chrono::duration<double>(now - last_).count(), 0.0, 1.0);
         else
             quiet_since_ = now;
         last_ = now;
@@ -58,8 +59,14 @@ public:
             for (const auto& cand : policies)
                 if (cand.name == l.name) p = &cand;
             double t, f = -1;
-            if (p && p->window) {
-                f = p->quota == 0 ? 0.0 : std::min(1.0, static_cast<double>(l.remaining) / static_cast<double>(p->quota));
+            if (p && p->window && p->quota <= 1) {
+                // With a quota of 1, r is 0 after every admitted request, at any pace: the
+                // fields say nothing beyond the policy, so the client keeps to it.
+                t = static_cast<double>(p->quota) / static_cast<double>(*p->window);
+            } else if (p && p->window) {
+                // The fill the request found: r is what is left after an admitted one took its share.
+                auto found = static_cast<double>(l.remaining) + (too_many_requests ? 0.0 : 1.0);
+                f = std::min(1.0, found / static_cast<double>(p->quota));
                 t = static_cast<double>(p->quota) / static_cast<double>(*p->window) * (0.5 + f);
             } else if (l.reset) {
                 t = static_cast<double>(l.remaining) / static_cast<double>(std::max<std::uint64_t>(*l.reset, 1));
@@ -74,8 +81,11 @@ public:
 
         double next = rate_;
         if (target >= 0) {
-            if (fill >= 0) gain_ = std::clamp(gain_ * std::exp((fill - 0.5) * dt), 0.25, 4.0);
-            if (too_many_requests) gain_ = std::max(0.25, gain_ * 0.75);
+            // No integration past a bound the rate is pinned at (anti-windup): a gain grown
+            // while the ceiling held the rate would take seconds of 429s to unwind.
+            bool pinned = (rate_ >= ceiling_ && fill > 0.5) || (rate_ <= floor_ && fill < 0.5);
+            if (fill >= 0 && !pinned) gain_ = std::clamp(gain_ * std::exp((fill - 0.5) * dt), min_gain, max_gain);
+            if (too_many_requests) gain_ = std::max(min_gain, gain_ * 0.75);
             next = (fill >= 0 ? gain_ : 1.0) * target;
             quiet_since_ = now;
         } else if (too_many_requests) {
@@ -98,6 +108,9 @@ public:
     std::uint64_t adaptations() const noexcept { return adaptations_; }
 
 private:
+    // A policy of 2 per 0.04 s is announced as q=2;w=1: the gain must be able to find 25x.
+    static constexpr double min_gain = 1.0 / 64, max_gain = 64;
+
     double rate_, floor_, ceiling_;
     double gain_ = 1.0;
     clock::time_point last_{};

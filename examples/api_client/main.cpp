@@ -26,6 +26,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -323,7 +324,7 @@ int main(int argc, char** argv)
     auto initial = rate_arg("--rate", o.rate);
     auto floor = rate_arg("--min-rate", o.min_rate);
     if (!initial || !floor) return 2;
-    double ceiling = initial->per_second() * 10;
+    double ceiling = std::min(initial->per_second() * 10, 1e9); // 1e9/s: the finest sluice::rate
     if (!o.max_rate.empty()) {
         auto m = rate_arg("--max-rate", o.max_rate);
         if (!m) return 2;

@@ -147,13 +147,14 @@ TEST_SUITE_BEGIN("adaptive_rate");
 namespace {
 
 // A token bucket server (rate, burst) as the spec's example server describes itself, and a
-// client sending evenly at the controller's rate; returns the share of rejected requests
-// in the last `tail` seconds of `seconds`.
+// client sending evenly at the controller's rate; counts the rejected requests in the last
+// `tail` seconds of each run.
 struct simulation {
     double server_rate, burst;
     double tokens;
     adaptive_rate ctl;
     std::uint64_t sent = 0, rejected = 0, tail_sent = 0, tail_rejected = 0;
+    double t = 0, last = 0; // simulated time, kept across runs
 
     simulation(double rate, double b, double initial)
         : server_rate(rate), burst(b), tokens(b), ctl(initial, 1, initial * 10)
@@ -164,8 +165,9 @@ struct simulation {
     {
         adaptive_rate::clock::time_point now{};
         now += 1s; // not the epoch, which means "never" to the controller
-        double t = 0, last = 0;
-        while (t < seconds) {
+        const double end = t + seconds;
+        seconds = end;
+        while (t < end) {
             t += 1.0 / ctl.rate();
             tokens = std::min(burst, tokens + (t - last) * server_rate);
             last = t;
@@ -203,6 +205,29 @@ TEST_CASE("converges to a quota below the initial guess, with almost no rejectio
     }
 }
 
+TEST_CASE("a tiny burst whose whole-second window understates the rate 25x: the gain finds it")
+{
+    simulation s(50, 2, 100); // announced q=2;w=1
+    s.run(30, 10);
+    CHECK(s.ctl.rate() > 35);
+    CHECK(s.ctl.rate() < 65);
+    CHECK(static_cast<double>(s.tail_rejected) <= 0.05 * static_cast<double>(s.tail_sent));
+}
+
+TEST_CASE("no wind-up at the ceiling: once the quota shrinks, the rate follows within seconds")
+{
+    simulation s(1000, 100, 50); // ceiling 500/s, far below the quota: pinned at the ceiling
+    s.run(10, 1);
+    CHECK(s.ctl.rate() == doctest::Approx(500));
+    s.server_rate = 20;
+    s.burst = 10;
+    s.tokens = std::min(s.tokens, 10.0);
+    s.tail_sent = s.tail_rejected = 0;
+    s.run(10, 5);
+    CHECK(s.ctl.rate() < 30);
+    CHECK(static_cast<double>(s.tail_rejected) <= 0.05 * static_cast<double>(s.tail_sent));
+}
+
 TEST_CASE("backs up when the quota refills: a guess far below the quota grows")
 {
     simulation s(50, 10, 5);
@@ -215,9 +240,20 @@ TEST_CASE("several policies: the most restrictive binds")
 {
     adaptive_rate ctl(100, 1, 1000);
     auto now = adaptive_rate::clock::time_point{} + 1s;
-    // A: 50/s, half full -> 50/s. B: 10/s, half full -> 10/s.
-    ctl.on_response(now, {{"a", 100, 2}, {"b", 10, 1}}, {{"a", 50, 1}, {"b", 5, 1}}, false);
+    // A: 50/s, found half full (49 left + this one) -> 50/s. B: 10/s, found half full -> 10/s.
+    ctl.on_response(now, {{"a", 100, 2}, {"b", 10, 1}}, {{"a", 49, 1}, {"b", 4, 1}}, false);
     CHECK(ctl.rate() == doctest::Approx(10));
+    // Now A (10/s) is nearly empty, B full: A binds at about half its rate, 5.1/s.
+    ctl.on_response(now + 10ms, {{"a", 100, 10}, {"b", 10, 1}}, {{"a", 0, 10}, {"b", 9, 0}}, false);
+    CHECK(ctl.rate() == doctest::Approx(5.1).epsilon(0.02));
+}
+
+TEST_CASE("a quota of 1 leaves r at 0 after every request: the client keeps to q / w, not the floor")
+{
+    adaptive_rate ctl(100, 0.1, 1000);
+    auto now = adaptive_rate::clock::time_point{} + 1s;
+    for (int i = 0; i < 100; ++i) ctl.on_response(now + i * 200ms, {{"default", 1, 1}}, {{"default", 0, 1}}, false);
+    CHECK(ctl.rate() == doctest::Approx(1));
 }
 
 TEST_CASE("without RateLimit fields: a 429 halves the rate, quiet seconds bring it back, within bounds")

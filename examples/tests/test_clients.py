@@ -114,11 +114,12 @@ def api_client_converges():
 
 def no_arrivals_during(rows, t429, pause, concurrency, what):
     """After a 429 answered at t429, only requests already in flight may arrive before
-    t429 + pause: at most concurrency - 1 of them, all within 100 ms."""
+    t429 + pause: at most concurrency - 1 of them, and soon (within 0.5 s, generous for a
+    loaded machine; a client that ignored the pause would send 50 a second)."""
     during = [r for r in rows if t429 < r[0] < t429 + pause]
-    late = [r for r in during if r[0] > t429 + 0.1]
+    late = [r for r in during if r[0] > t429 + 0.5]
     check(len(during) <= concurrency - 1 and not late,
-          '%s: %d arrivals during the %.1f s after the 429 at %.3f s (in flight only), none after 100 ms'
+          '%s: %d arrivals during the %.1f s after the 429 at %.3f s (in flight only), none after 0.5 s'
           % (what, len(during), pause, t429))
     after = [r for r in rows if t429 + pause <= r[0] < t429 + pause + 1]
     return after
@@ -151,6 +152,18 @@ def api_client_garbage():
     check(field(out, r'sent: (\d+)') == 60, 'the client sent 60')
     for r in (r for r in rows if r[2] == 429):
         no_arrivals_during(rows, r[1], 1.0, 4, 'unusable Retry-After: default 1 s')
+
+    # --spawn-server, with the stand-in as the server binary: one command, the server gone after.
+    res = run([API_CLIENT, '--spawn-server', '--server-bin', STANDIN, '--server-rate', '1000/s', '--server-burst',
+               '1000', '--requests', '20', '--rate', '200/s', '--quiet'])
+    check(field(res.stdout, r'status 200: (\d+)') == 20, '--spawn-server: 20 answered')
+    pid = int(field(res.stderr, r'\(pid (\d+)\)'))
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    check(not alive, '--spawn-server: the server (pid %d) was stopped' % pid)
 
     for args, message in [
         (['--rate', 'fast'], 'a rate such as 100/s'),
@@ -227,7 +240,7 @@ def loadgen_coordinated_omission():
     check(280 <= mx <= 1500, 'max latency %.1f ms reflects the 300 ms stall' % mx)
     check(p99 >= 200, 'p99 %.1f ms >= 200 ms: the requests scheduled during the stall count' % p99)
     check(p90 >= 50, 'p90 %.1f ms >= 50 ms (about 105 ms expected)' % p90)
-    check(s99 < 100 and s99 < p99 / 2, 'service-time p99 %.1f ms hides the stall (what CO correction fixes)' % s99)
+    check(s99 < p99 / 2, 'service-time p99 %.1f ms hides the stall (what CO correction fixes)' % s99)
     check(field(out, r'(\d+) requests queued at most') >= 30, 'requests queued while both connections stalled')
 
 
