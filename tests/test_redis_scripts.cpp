@@ -57,18 +57,19 @@ reply_ptr eval(redisContext* c, std::string_view script, const std::string& key,
 
 struct verdict {
     bool granted = false;
-    std::int64_t wait = 0, remaining = 0, reset = 0, now = 0, state = 0;
+    std::int64_t wait = 0, remaining = 0, reset = 0, now = 0, state = 0, taken = 0;
 };
 
 verdict parse(const reply_ptr& r)
 {
     INFO("reply type ", r->type, (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
     REQUIRE(r->type == REDIS_REPLY_ARRAY);
-    REQUIRE(r->elements == 6);
-    for (std::size_t i = 0; i < 6; ++i)
+    REQUIRE((r->elements == 6 || r->elements == 7));
+    for (std::size_t i = 0; i < r->elements; ++i)
         REQUIRE(r->element[i]->type == REDIS_REPLY_INTEGER);
     return {r->element[0]->integer == 1, r->element[1]->integer, r->element[2]->integer,
-            r->element[3]->integer, r->element[4]->integer, r->element[5]->integer};
+            r->element[3]->integer, r->element[4]->integer, r->element[5]->integer,
+            r->elements == 7 ? r->element[6]->integer : 0};
 }
 
 std::string error_text(const reply_ptr& r)
@@ -245,6 +246,31 @@ TEST_CASE("GCRA reservation: FIFO slots, max_wait, refund only while nothing dep
     // A refund never fills the bucket beyond its burst.
     auto late = refund(1, c4.state, t + 1'000'000);
     CHECK_FALSE(late.granted);   // the key expired or the bucket is full already
+}
+
+TEST_CASE("GCRA script, mode lease: takes what the bucket holds up to the lease size, at least n, never the future" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    auto lease = [&](std::int64_t n, std::int64_t size, std::int64_t now) {
+        return parse(eval(c, sluice::redis::lua::gcra, "l", {"100", "10", num(n), num(size), "lease", num(now)}));
+    };
+    std::int64_t t = 50'000;
+    auto a = lease(1, 4, t);
+    CHECK(a.granted);
+    CHECK(a.taken == 4);
+    CHECK(a.remaining == 6);
+    auto b = lease(1, 8, t);
+    CHECK(b.taken == 6);   // what is left
+    auto no = lease(1, 8, t);
+    CHECK_FALSE(no.granted);
+    CHECK(no.taken == 0);
+    CHECK(no.wait == 100);
+    auto later = lease(2, 1, t + 250);
+    CHECK(later.granted);
+    CHECK(later.taken == 2);   // at least n
+    // Nothing beyond the rate over the whole walk: 10 + 250 / 100 permits.
+    CHECK(a.taken + b.taken + later.taken <= 12);
 }
 
 TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * doctest::timeout(60))
