@@ -2,7 +2,7 @@
 // API: the GCRA script decides exactly as policy::gcra, and the sliding log script as
 // policy::sliding_log, on the same arrivals (fed through the test-only now_us argument);
 // bad arguments and wrong-type keys give error replies.
-#include "redis_server_local.hpp"
+#include "redis_support.hpp"
 
 #include <sluice/policy/gcra.hpp>
 #include <sluice/policy/sliding_log.hpp>
@@ -82,9 +82,17 @@ std::string num(std::int64_t v) { return std::to_string(v); }
 
 struct server_fixture {
     redis_server server;
-    context_ptr ctx{server.connect()};
+    context_ptr ctx{connect(server.port())};
 
-    server_fixture() { REQUIRE(ctx != nullptr); }
+    static redisContext* connect(std::uint16_t port)
+    {
+        timeval tv{2, 0};
+        redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
+        if (c && !c->err) redisSetTimeout(c, tv);
+        return c;
+    }
+
+    server_fixture() { REQUIRE((ctx != nullptr && ctx->err == 0)); }
 };
 
 // Runs `steps` random arrivals against the script and a local policy::gcra with the same

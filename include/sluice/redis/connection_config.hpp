@@ -1,0 +1,31 @@
+// Settings of one Redis connection.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace sluice::redis {
+
+struct connection_config {
+    /// A numeric address or a name (resolved with getaddrinfo, which blocks: prefer IPs).
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 6379;
+
+    /// TCP connect plus the handshake (PING, or AUTH when a password is set).
+    std::chrono::milliseconds connect_timeout{1000};
+
+    /// A reply later than this fails its command with error::timed_out and resets the
+    /// link: in a pipeline a reply cannot be skipped.
+    std::chrono::milliseconds command_timeout{1000};
+
+    /// Wait before reconnecting after a failure, doubling up to reconnect_max; back to
+    /// reconnect_min once a connection is up again.
+    std::chrono::milliseconds reconnect_min{50};
+    std::chrono::milliseconds reconnect_max{2000};
+
+    /// AUTH <password> as the handshake when not empty.
+    std::string password;
+};
+
+} // namespace sluice::redis
