@@ -532,4 +532,81 @@ TEST_CASE("redis token bucket: a server answering nonsense is protocol_error" * 
     stub.join();
 }
 
+TEST_CASE("redis token bucket: leasing hands out reserved permits locally and gives unused ones back on close" * doctest::timeout(60))
+{
+    live l;
+    redis::limiter_options lo;
+    lo.lease_size = 5;
+    redis::token_bucket<redis::connection> leasing(l.conn, sluice::rate::per_second(10), 10, lo);
+    redis::token_bucket<redis::connection> plain(l.conn, sluice::rate::per_second(10), 10);
+
+    // One round trip reserves 5: this request takes one, four stay with the process.
+    auto first = std::make_shared<try_result>();
+    leasing.async_try_acquire("lk", 1, try_recorder(first));
+    REQUIRE(run_until(l.io, [&] { return first->calls == 1; }));
+    CHECK(first->d.allowed);
+    CHECK(leasing.leased() == 4);
+    auto state = l.server.command({"GET", "{sluice:lk}"}).str;
+    // The next four are answered locally: Redis does not change.
+    for (int i = 0; i < 4; ++i) {
+        auto r = std::make_shared<try_result>();
+        leasing.async_try_acquire("lk", 1, try_recorder(r));
+        REQUIRE(run_until(l.io, [&] { return r->calls == 1; }));
+        CHECK(r->d.allowed);
+    }
+    CHECK(leasing.leased() == 0);
+    CHECK(l.server.command({"GET", "{sluice:lk}"}).str == state);
+
+    // Another lease, then close(): the unused permits go back.
+    auto again = std::make_shared<try_result>();
+    leasing.async_try_acquire("lk", 1, try_recorder(again));
+    REQUIRE(run_until(l.io, [&] { return again->calls == 1; }));
+    CHECK(again->d.allowed);
+    CHECK(leasing.leased() == 4);
+    leasing.close();
+    run_for(l.io, 50ms);
+    auto probe = std::make_shared<try_result>();
+    plain.async_try_acquire("lk", 1, try_recorder(probe));
+    REQUIRE(run_until(l.io, [&] { return probe->calls == 1; }));
+    CHECK(probe->d.allowed);
+    CHECK(probe->d.remaining >= 3);   // 10 - 6 used - 1 now, plus what refilled
+}
+
+TEST_CASE("redis token bucket: leasing never admits more than the rate over the run" * doctest::timeout(60))
+{
+    live l;
+    redis::connection conn2(l.io, l.server.config());
+    REQUIRE(wait_connected(l.io, conn2));
+    redis::limiter_options lo;
+    lo.lease_size = 4;
+    const double rate = 200;
+    const std::uint64_t burst = 8;
+    redis::token_bucket<redis::connection> a(l.conn, sluice::rate::per_second(rate), burst, lo);
+    redis::token_bucket<redis::connection> b(conn2, sluice::rate::per_second(rate), burst, lo);
+    long admitted = 0, attempts = 0;
+    int inflight = 0;
+    auto end = std::chrono::steady_clock::now() + 1000ms;
+    std::function<void(redis::token_bucket<redis::connection>&)> issue = [&](auto& tb) {
+        ++attempts;
+        ++inflight;
+        tb.async_try_acquire("lr", 1, [&](error_code ec, sluice::decision d) {
+            --inflight;
+            CHECK_FALSE(ec);
+            if (d.allowed) ++admitted;
+            if (std::chrono::steady_clock::now() < end) issue(tb);
+        });
+    };
+    auto start = std::chrono::steady_clock::now();
+    for (int c = 0; c < 4; ++c) {
+        issue(a);
+        issue(b);
+    }
+    REQUIRE(run_until(l.io, [&] { return inflight == 0; }, 5000ms));
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    MESSAGE("leasing: admitted ", admitted, " in ", secs, " s, ", attempts, " attempts");
+    CHECK(static_cast<double>(admitted) <= rate * secs + static_cast<double>(burst));
+    CHECK(static_cast<double>(admitted) >= rate * 0.8);
+    CHECK(attempts > admitted * 10);   // most answers were local
+}
+
 TEST_SUITE_END();

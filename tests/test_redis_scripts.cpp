@@ -256,31 +256,6 @@ TEST_CASE("GCRA reservation: FIFO slots, max_wait, refund only while nothing dep
     CHECK_FALSE(late.granted);   // the key expired or the bucket is full already
 }
 
-TEST_CASE("GCRA script, mode lease: takes what the bucket holds up to the lease size, at least n, never the future" * doctest::timeout(60))
-{
-    server_fixture f;
-    auto* c = f.ctx.get();
-    auto lease = [&](std::int64_t n, std::int64_t size, std::int64_t now) {
-        return parse(eval(c, sluice::redis::lua::gcra, "l", {"100", "10", num(n), num(size), "lease", num(now)}));
-    };
-    std::int64_t t = 50'000;
-    auto a = lease(1, 4, t);
-    CHECK(a.granted);
-    CHECK(a.taken == 4);
-    CHECK(a.remaining == 6);
-    auto b = lease(1, 8, t);
-    CHECK(b.taken == 6);   // what is left
-    auto no = lease(1, 8, t);
-    CHECK_FALSE(no.granted);
-    CHECK(no.taken == 0);
-    CHECK(no.wait == 100);
-    auto later = lease(2, 1, t + 250);
-    CHECK(later.granted);
-    CHECK(later.taken == 2);   // at least n
-    // Nothing beyond the rate over the whole walk: 10 + 250 / 100 permits.
-    CHECK(a.taken + b.taken + later.taken <= 12);
-}
-
 TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * doctest::timeout(60))
 {
     server_fixture f;

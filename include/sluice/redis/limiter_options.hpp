@@ -42,17 +42,19 @@ struct limiter_options {
     /// Options of the local fallback limiter (one token bucket per key).
     keyed_options fallback;
 
-    /// Leasing (0: off): async_try_acquire takes up to lease_size permits of the bucket a
-    /// round trip (never from the future) and hands them out locally; a refusal is cached
-    /// locally until its retry_after; while one lease request of a key is in flight, other
-    /// tries of that key are refused locally. Permits held locally are what other
-    /// processes cannot use meanwhile: over any time window, the processes together admit
-    /// at most rate x window + burst + (lease_size - 1) per process. async_acquire is not
-    /// affected.
+    /// Leasing (0: off): async_try_acquire reserves up to lease_size permits of a key
+    /// (at most the burst, at most lease_ttl ahead) in one round trip, and hands them out
+    /// locally, one interval apart, each no earlier than its slot on the server: no
+    /// over-admission in any window, and no round trip while this process holds a permit
+    /// or a refusal is in force (both answered locally). While a lease request of a key
+    /// is in flight, other tries of that key are refused locally. Slots reserved and not
+    /// used are lost to the others (under-admission), at most lease_size per process.
+    /// async_acquire is not affected.
     std::uint64_t lease_size = 0;
 
-    /// Leased permits unused after this long are dropped (never returned late); on
-    /// close() unused ones are given back where nothing later depends on them.
+    /// How far ahead a lease may reserve, and how long after its slot a leased permit may
+    /// still be handed out (later it is dropped). On close() unused permits are given back
+    /// where nothing later depends on them.
     std::chrono::milliseconds lease_ttl{250};
 };
 

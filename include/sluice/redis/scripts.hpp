@@ -27,7 +27,7 @@ namespace sluice::redis::lua {
 ///       offset from it);
 ///   [5] the state after the call (GCRA: z, the instant the bucket is empty; the refund
 ///       script compares it). 0 for the sliding log.
-///   [6] (GCRA) permits taken: n, or more in mode "lease", 0 when refused.
+///   [6] (GCRA) permits taken: n when granted, 0 when refused.
 ///
 /// The optional last argument `now_us` replaces the server's TIME. It exists ONLY for
 /// tests, which feed the same arrivals to a script and to a local policy; a limiter never
@@ -46,9 +46,6 @@ namespace sluice::redis::lua {
 /// mode "try": grant now or refuse (max_wait_us is ignored). mode "reserve": commit the
 /// earliest slot for n permits when its wait is at most max_wait_us (FIFO: each
 /// reservation queues behind the previous ones), else refuse and consume nothing.
-/// mode "lease": as "try", but when n are granted take as many of the permits in the
-/// bucket as max_wait_us says (the lease size), at least n: the client hands them out
-/// locally. Never takes permits from the future.
 inline constexpr std::string_view gcra = R"lua(
 local LIM = 2251799813685248
 local function fmt(x) return string.format('%.0f', x) end
@@ -65,8 +62,8 @@ burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
 n, e = int_arg(3, 'n', 1, LIM) if e then return e end
 max_wait, e = int_arg(4, 'max_wait_us', 0, LIM) if e then return e end
 local mode = ARGV[5]
-if mode ~= 'try' and mode ~= 'reserve' and mode ~= 'lease' then
-  return redis.error_reply('ERR sluice: mode must be try, reserve or lease, got ' .. tostring(mode))
+if mode ~= 'try' and mode ~= 'reserve' then
+  return redis.error_reply('ERR sluice: mode must be try or reserve, got ' .. tostring(mode))
 end
 if n > burst then return redis.error_reply('ERR sluice: n exceeds the burst') end
 local tau = interval * burst
@@ -111,19 +108,12 @@ local function reset(zz)
 end
 local nz = z + n * interval
 local wait = nz - now
-if (mode ~= 'reserve' and wait > 0) or (mode == 'reserve' and wait > max_wait) then
+if (mode == 'try' and wait > 0) or (mode == 'reserve' and wait > max_wait) then
   return {0, wait, avail(z), reset(z), now, z, 0}
-end
-local taken = n
-if mode == 'lease' then
-  taken = avail(z)
-  if taken > max_wait then taken = max_wait end
-  if taken < n then taken = n end
-  nz = z + taken * interval
 end
 redis.call('SET', KEYS[1], fmt(nz), 'PX', fmt(math.ceil((nz + tau - now) / 1000) + extra_ttl))
 if wait < 0 then wait = 0 end
-return {1, wait, avail(nz), reset(nz), now, nz, taken}
+return {1, wait, avail(nz), reset(nz), now, nz, n}
 )lua";
 
 /// Gives back a GCRA reservation of n permits, compare-and-set style: only when the

@@ -174,22 +174,35 @@ public:
     };
 
     bool leasing() const noexcept { return opts_.lease_size > 0; }
-    std::string lease_arg() const { return std::to_string(opts_.lease_size); }
 
-    // Leasing: decides locally from the permits this process holds for `key`, or from a
-    // refusal still in force; false when this request is to fetch a lease.
+    // How many permits a lease request for n reserves: lease_size, at least n, at most
+    // the burst (a reservation never holds more than the bucket).
+    std::uint64_t lease_count(std::uint64_t n) const noexcept
+    {
+        std::uint64_t k = std::max<std::uint64_t>(opts_.lease_size, n);
+        return std::min<std::uint64_t>(k, burst_);
+    }
+
+    // How far ahead a lease may reserve: lease_ttl, in whole us.
+    std::string lease_horizon_arg() const
+    {
+        return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(opts_.lease_ttl).count());
+    }
+
+    // Leasing: decides locally from the permits this process has reserved for `key`, or
+    // from a refusal still in force; false when this request is to fetch a lease.
     bool lease_take(const std::string& key, std::uint64_t n, decision& d)
     {
         std::int64_t t = now();
         std::lock_guard lock(mutex_);
         lease& e = leases_[key];
-        if (e.permits > 0 && t >= e.expires)
-            e.permits = 0;   // held too long: dropped, never used late
         d = decision{};
-        if (e.permits >= n) {
-            e.permits -= n;
-            d.allowed = true;
-            d.remaining = e.permits;
+        if (e.permits > 0 && (e.permits < n || t > last_due(e) + ttl_ns())) {
+            // Held too long (or too few for this request): dropped, never used late.
+            e.permits = 0;
+        }
+        if (e.permits > 0) {
+            lease_take_locked(e, n, t, d);
             return true;
         }
         if (t < e.retry_at) {
@@ -197,32 +210,37 @@ public:
             return true;
         }
         if (e.fetching) {
-            // One lease request per key at a time; it will hold at most what it asked for.
-            d.retry_after = std::chrono::microseconds{interval_us_};
+            // One lease request per key at a time.
+            d.retry_after = std::chrono::nanoseconds{spacing_ns()};
             return true;
         }
         e.fetching = true;
         return false;
     }
 
-    // The reply to a lease request made for n permits.
-    decision lease_fill(const std::string& key, std::uint64_t n, const verdict& v)
+    // The reply to a lease request (a reservation of k = lease_count(n) permits, the last
+    // usable v.wait_us from now) made for a request of n.
+    decision lease_fill(const std::string& key, std::uint64_t n, std::uint64_t k, const verdict& v)
     {
         std::int64_t t = now();
         std::lock_guard lock(mutex_);
         lease& e = leases_[key];
         e.fetching = false;
         if (!v.granted) {
-            e.retry_at = t + v.wait_us * 1000;
-            return to_decision(v);
+            // Refused: the reservation would have been more than lease_ttl ahead.
+            std::int64_t ahead = v.wait_us * 1000 - ttl_ns();
+            e.retry_at = t + std::max(ahead, spacing_ns());
+            decision d = to_decision(v);
+            d.retry_after = std::chrono::nanoseconds{e.retry_at - t};
+            return d;
         }
-        std::uint64_t taken = static_cast<std::uint64_t>(v.taken);
-        e.permits += taken > n ? taken - n : 0;
-        e.expires = t + std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.lease_ttl).count();
+        // The k slots are spaced one interval apart and end at the reserved instant;
+        // measured from the reply, so never earlier than the server's.
+        e.permits = k;
+        e.next_due = t + v.wait_us * 1000 - static_cast<std::int64_t>(k - 1) * spacing_ns();
         e.state = v.state;
         decision d;
-        d.allowed = true;
-        d.remaining = e.permits;
+        lease_take_locked(e, n, t, d);
         return d;
     }
 
@@ -239,7 +257,7 @@ public:
         std::lock_guard lock(mutex_);
         std::uint64_t sum = 0;
         for (const auto& [k, e] : leases_)
-            if (t < e.expires) sum += e.permits;
+            if (e.permits > 0 && t <= last_due(e) + ttl_ns()) sum += e.permits;
         return sum;
     }
 
@@ -257,7 +275,7 @@ public:
             for (waiting_timer* w : waiting_)
                 w->timer_.cancel();
             for (auto& [k, e] : leases_)
-                if (e.permits > 0 && t < e.expires)
+                if (e.permits > 0 && t <= last_due(e) + ttl_ns())
                     unused.emplace_back(k, e);
             leases_.clear();
         }
@@ -270,6 +288,28 @@ private:
     static std::int64_t now() noexcept
     {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    }
+
+    std::int64_t spacing_ns() const noexcept { return interval_us_ * 1000; }
+    std::int64_t ttl_ns() const noexcept { return std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.lease_ttl).count(); }
+
+    struct lease;
+    std::int64_t last_due(const lease& e) const noexcept
+    {
+        return e.next_due + static_cast<std::int64_t>(e.permits - 1) * spacing_ns();
+    }
+
+    void lease_take_locked(lease& e, std::uint64_t n, std::int64_t t, decision& d) noexcept
+    {
+        std::int64_t due = e.next_due + static_cast<std::int64_t>(n - 1) * spacing_ns();
+        if (due <= t) {
+            e.permits -= n;
+            e.next_due = due + spacing_ns();
+            d.allowed = true;
+            d.remaining = e.permits;
+        } else {
+            d.retry_after = std::chrono::nanoseconds{due - t};
+        }
     }
 
     std::int64_t probe_ns() const noexcept
@@ -326,8 +366,8 @@ private:
     std::atomic<std::uint64_t> redis_errors_{0};
 
     struct lease {
-        std::uint64_t permits = 0;   // leased, not handed out yet
-        std::int64_t expires = 0;    // Clock ns: held permits are dropped from then on
+        std::uint64_t permits = 0;   // reserved, not handed out yet
+        std::int64_t next_due = 0;   // Clock ns: when the next of them may be used (then one per interval)
         std::int64_t retry_at = 0;   // Clock ns: refused locally until then
         std::int64_t state = 0;      // the bucket's state after our last lease (refund)
         bool fetching = false;

@@ -66,8 +66,11 @@ struct try_op {
                 sent_us = system_now_us();
                 Core& c = *core;
                 std::vector<std::string> keys{key};
-                std::vector<std::string> args{c.interval_arg(), c.burst_arg(), std::to_string(n),
-                                              leasing ? c.lease_arg() : std::string("0"), leasing ? "lease" : "try"};
+                // A lease reserves lease_count(n) permits at most lease_ttl ahead.
+                std::vector<std::string> args{c.interval_arg(), c.burst_arg(),
+                                              std::to_string(leasing ? c.lease_count(n) : n),
+                                              leasing ? c.lease_horizon_arg() : std::string("0"),
+                                              leasing ? "reserve" : "try"};
                 c.client().async_eval(c.gcra_script(), std::move(keys), std::move(args), std::move(self));
                 return;
             }
@@ -92,7 +95,7 @@ struct try_op {
             ec = e;
         } else if (v) {
             core->on_reply(*v, sent_us);
-            d = leasing ? core->lease_fill(key, n, *v) : to_decision(*v);
+            d = leasing ? core->lease_fill(key, n, core->lease_count(n), *v) : to_decision(*v);
             core->count(d.allowed, false);
         } else {
             core->on_error();
