@@ -463,6 +463,54 @@ TEST_CASE("redis token bucket: failure policies while Redis is away" * doctest::
     CHECK(local.stats().degraded);
 }
 
+TEST_CASE("redis token bucket: a server that stops answering is timed out, then the fallback decides" * doctest::timeout(60))
+{
+    redis_server server;
+    asio::io_context io;
+    auto cfg = server.config();
+    cfg.command_timeout = 200ms;
+    redis::connection conn(io, cfg);
+    REQUIRE(wait_connected(io, conn));
+    redis::token_bucket<redis::connection> tb(conn, sluice::rate::per_second(100), 5);
+    server.pause();
+    auto start = std::chrono::steady_clock::now();
+    auto t = std::make_shared<try_result>();
+    auto a = std::make_shared<acq_result>();
+    tb.async_try_acquire("p", 1, try_recorder(t));
+    tb.async_acquire("p", 1, 1s, acq_recorder(a));
+    REQUIRE(run_until(io, [&] { return t->calls && a->calls; }, 3000ms));
+    CHECK(std::chrono::steady_clock::now() - start < 1500ms);
+    CHECK_FALSE(t->ec);
+    CHECK(t->d.allowed);   // the local share
+    CHECK_FALSE(a->ec);
+    CHECK(tb.stats().degraded);
+    CHECK(tb.stats().fallback_decisions == 2);
+    server.resume();
+}
+
+TEST_CASE("redis token bucket: bad construction parameters throw" * doctest::timeout(60))
+{
+    asio::io_context io;
+    redis::connection conn(io, redis::connection_config{});
+    using tb = redis::token_bucket<redis::connection>;
+    auto code = [&](auto&& f) {
+        try {
+            f();
+        } catch (const boost::system::system_error& e) {
+            return e.code();
+        }
+        return error_code{};
+    };
+    CHECK(code([&] { tb(conn, sluice::rate::per_second(1), 0); }) == sluice::error::invalid_burst);
+    // One permit in 100 years: beyond the scripts' 2^51 us.
+    CHECK(code([&] { tb(conn, sluice::rate::every(std::chrono::hours(24 * 365 * 100)), 1); }) == sluice::error::invalid_rate);
+    CHECK(code([&] { tb(conn, sluice::rate::every(std::chrono::hours(24 * 365)), 100); }) == sluice::error::invalid_burst);
+    redis::limiter_options o;
+    o.expected_nodes = 0;
+    CHECK(code([&] { tb(conn, sluice::rate::per_second(1), 1, o); }) == sluice::error::invalid_option);
+    CHECK_FALSE(code([&] { tb(conn, sluice::rate::per_second(1e6), 1000); }));
+}
+
 TEST_CASE("redis token bucket: a wrong-type key is backend_error" * doctest::timeout(60))
 {
     live l;
