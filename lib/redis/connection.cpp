@@ -18,6 +18,9 @@
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/query.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -33,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 #include <strings.h>
 
 namespace sluice::redis::detail {
@@ -158,6 +162,19 @@ public:
             });
         }
         send_evalsha(st);
+    }
+
+    // The io_context is going away: drop what is queued without running it, as Asio does
+    // with its own operations. Queued handlers may own the connection (a coroutine frame
+    // holding it): dropping them here is what breaks such cycles.
+    void shutdown()
+    {
+        state_ = state::closed;
+        connected_ = false;
+        destroying_ = true;
+        if (ac_) redisAsyncFree(ac_);
+        auto dropped = std::move(ops_);
+        dropped.clear();
     }
 
     void close()
@@ -294,8 +311,10 @@ private:
         argv.push_back(std::to_string(st->keys.size()));
         argv.insert(argv.end(), st->keys.begin(), st->keys.end());
         argv.insert(argv.end(), st->args.begin(), st->args.end());
-        submit_internal(argv, [self = shared_from_this(), st](error_code ec, reply r) {
-            if (!st->handler) return;   // cancelled
+        // Internal handlers hold the core weakly: they sit in ops_, inside the core.
+        submit_internal(argv, [w = weak_from_this(), st](error_code ec, reply r) {
+            auto self = w.lock();
+            if (!self || !st->handler) return;   // gone, or cancelled
             if (!ec && r.is_error() && starts_with(r.str, "NOSCRIPT") && !st->reloaded) {
                 // The server has not got the script (new, restarted, SCRIPT FLUSH): load it
                 // and evaluate again, pipelined, so the load precedes the retry.
@@ -379,8 +398,9 @@ private:
         // must count as a failed connect, not as a link whose first command times out.
         std::vector<std::string> hello{"PING"};
         if (!cfg_.password.empty()) hello = {"AUTH", cfg_.password};
-        submit_internal(hello, [self = shared_from_this(), gen = gen_](error_code ec, reply r) {
-            if (gen != self->gen_ || self->state_ != state::connecting) return;
+        submit_internal(hello, [w = weak_from_this(), gen = gen_](error_code ec, reply r) {
+            auto self = w.lock();
+            if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
             if (ec || r.is_error()) return self->reset_link();
             self->state_ = state::connected;
             self->connected_ = true;
@@ -508,10 +528,46 @@ private:
     std::deque<std::shared_ptr<op>> ops_;
 };
 
+namespace {
+
+// Knows the live connections of one execution context, to shut them down with it.
+class connection_registry : public asio::execution_context::service {
+public:
+    inline static asio::execution_context::id id;
+
+    explicit connection_registry(asio::execution_context& ctx) : service(ctx) {}
+
+    void add(const std::shared_ptr<connection_impl>& c)
+    {
+        std::lock_guard lock(mutex_);
+        std::erase_if(live_, [](const auto& w) { return w.expired(); });
+        live_.push_back(c);
+    }
+
+private:
+    void shutdown() override
+    {
+        std::vector<std::shared_ptr<connection_impl>> alive;
+        {
+            std::lock_guard lock(mutex_);
+            for (auto& w : live_)
+                if (auto c = w.lock()) alive.push_back(std::move(c));
+            live_.clear();
+        }
+        for (auto& c : alive) c->shutdown();
+    }
+
+    std::mutex mutex_;
+    std::vector<std::weak_ptr<connection_impl>> live_;
+};
+
+} // namespace
+
 std::shared_ptr<connection_impl> make_connection(const asio::any_io_executor& ex,
                                                  connection_config cfg)
 {
     auto c = std::make_shared<connection_impl>(ex, std::move(cfg));
+    asio::use_service<connection_registry>(asio::query(ex, asio::execution::context)).add(c);
     asio::dispatch(ex, [c] { c->start(); });
     return c;
 }

@@ -1,0 +1,362 @@
+// Redis Cluster routing on top of one connection_impl per master.
+//
+// Each request is a small coroutine on the cluster's executor: look the slot up, send to
+// the owner, follow MOVED (and refresh the map) or ASK (ASKING first), at most a few hops.
+// The user's handler is held apart from the coroutine so that per-operation cancellation
+// can complete it at once; the coroutine's result is then dropped.
+#include <sluice/redis/detail/cluster_impl.hpp>
+
+#include <sluice/error.hpp>
+#include <sluice/redis/hash_slot.hpp>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <charconv>
+#include <map>
+#include <optional>
+#include <tuple>
+
+namespace sluice::redis::detail {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using result = std::tuple<error_code, reply>;
+
+namespace {
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::uint16_t no_owner = 0xffff;
+constexpr int max_hops = 5;
+
+asio::awaitable<result> node_exec(std::shared_ptr<connection_impl> c, std::vector<std::string> argv)
+{
+    return asio::async_initiate<decltype(use_tuple), void(error_code, reply)>(
+        [c](auto h, std::vector<std::string> argv) {
+            exec(c, std::move(argv), exec_handler(std::move(h)));
+        },
+        use_tuple, std::move(argv));
+}
+
+asio::awaitable<result> node_eval(std::shared_ptr<connection_impl> c, const script& s,
+                                  std::vector<std::string> keys, std::vector<std::string> args)
+{
+    return asio::async_initiate<decltype(use_tuple), void(error_code, reply)>(
+        [c, s](auto h, std::vector<std::string> keys, std::vector<std::string> args) {
+            eval(c, s, std::move(keys), std::move(args), exec_handler(std::move(h)));
+        },
+        use_tuple, std::move(keys), std::move(args));
+}
+
+// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" -> (slot, "127.0.0.1:6381")
+std::optional<std::pair<std::uint16_t, std::string>> redirect(const std::string& err,
+                                                              std::string_view kind)
+{
+    if (err.size() <= kind.size() + 1 || err.compare(0, kind.size(), kind) != 0
+        || err[kind.size()] != ' ')
+        return std::nullopt;
+    auto rest = std::string_view(err).substr(kind.size() + 1);
+    auto sp = rest.find(' ');
+    if (sp == std::string_view::npos) return std::nullopt;
+    unsigned slot = 0;
+    auto [p, ec] = std::from_chars(rest.data(), rest.data() + sp, slot);
+    if (ec != std::errc() || p != rest.data() + sp || slot >= cluster_slots) return std::nullopt;
+    auto addr = std::string(rest.substr(sp + 1));
+    if (addr.empty() || addr.find(':') == std::string::npos) return std::nullopt;
+    return std::pair{static_cast<std::uint16_t>(slot), std::move(addr)};
+}
+
+} // namespace
+
+class cluster_impl : public std::enable_shared_from_this<cluster_impl> {
+public:
+    cluster_impl(const asio::any_io_executor& ex, connection_config seed)
+        : ex_(ex), cfg_(std::move(seed)), refreshed_(ex), owner_(cluster_slots, no_owner)
+    {
+        refreshed_.expires_at(asio::steady_timer::time_point::max());
+        seed_ = cfg_.host + ":" + std::to_string(cfg_.port);
+    }
+
+    void start() { spawn_refresh(); }
+
+    void exec(std::vector<std::string> argv, exec_handler h)
+    {
+        if (closed_) return deliver(std::move(h), make_error_code(error::closed));
+        if (argv.empty()) return deliver(std::move(h), make_error_code(error::invalid_option));
+        request rq;
+        if (argv.size() > 1) rq.slot = key_slot(argv[1]);
+        rq.argv = std::move(argv);
+        launch(std::move(rq), std::move(h));
+    }
+
+    void eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
+              exec_handler h)
+    {
+        if (closed_) return deliver(std::move(h), make_error_code(error::closed));
+        request rq;
+        if (!keys.empty()) rq.slot = key_slot(keys.front());
+        rq.s = s;
+        rq.keys = std::move(keys);
+        rq.args = std::move(args);
+        launch(std::move(rq), std::move(h));
+    }
+
+    void close()
+    {
+        if (closed_) return;
+        closed_ = true;
+        for (auto& [addr, c] : nodes_) detail::close(c);
+        refreshed_.cancel();
+    }
+
+    std::string owner_of(std::uint16_t slot) const
+    {
+        auto i = owner_.at(slot);
+        return i == no_owner ? std::string() : addrs_[i];
+    }
+
+    asio::any_io_executor executor() const { return ex_; }
+
+private:
+    struct request {
+        std::vector<std::string> argv;   // async_exec
+        std::optional<script> s;         // async_eval
+        std::vector<std::string> keys;
+        std::vector<std::string> args;
+        std::optional<std::uint16_t> slot;   // none: any node
+    };
+
+    struct pending {
+        exec_handler handler;
+        asio::cancellation_slot slot;
+    };
+
+    void deliver(exec_handler h, error_code ec, reply r = {})
+    {
+        asio::post(ex_, asio::append(std::move(h), ec, std::move(r)));
+    }
+
+    void launch(request rq, exec_handler h)
+    {
+        auto p = std::make_shared<pending>(pending{std::move(h), {}});
+        auto slot = p->handler.get_cancellation_slot();
+        if (slot.is_connected()) {
+            p->slot = slot;
+            slot.assign([w = std::weak_ptr<pending>(p), self = weak_from_this()](
+                            asio::cancellation_type t) {
+                if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial))
+                    == asio::cancellation_type::none)
+                    return;
+                auto p = w.lock();
+                auto c = self.lock();
+                if (p && c && p->handler)
+                    c->deliver(std::move(p->handler), asio::error::operation_aborted);
+            });
+        }
+        asio::co_spawn(ex_, run(shared_from_this(), std::move(rq)),
+                       [self = shared_from_this(), p](std::exception_ptr e, result res) {
+                           if (!p->handler) return;   // cancelled meanwhile
+                           p->slot.clear();
+                           auto& [ec, r] = res;
+                           if (e) ec = error::protocol_error;
+                           self->deliver(std::move(p->handler), ec, std::move(r));
+                       });
+    }
+
+    static asio::awaitable<result> run(std::shared_ptr<cluster_impl> self, request rq)
+    {
+        result res{make_error_code(error::backend_unavailable), reply{}};
+        std::string ask;
+        for (int hop = 0; hop <= max_hops; ++hop) {
+            if (self->closed_) co_return result{make_error_code(error::closed), reply{}};
+            std::string addr = ask;
+            if (addr.empty()) {
+                if (!self->has_map_) co_await self->refresh();
+                if (self->closed_) co_return result{make_error_code(error::closed), reply{}};
+                addr = rq.slot ? self->owner_of(*rq.slot) : self->any_node();
+                if (addr.empty()) co_return res;   // backend_unavailable: no map
+            }
+            auto c = self->node(addr);
+            if (!ask.empty()) {
+                // Adjacent on that link: both are dispatched in order on one executor.
+                std::vector<std::string> asking{"ASKING"};
+                detail::exec(c, std::move(asking), exec_handler([](error_code, reply) {}));
+                if (rq.s) {
+                    // EVAL, not EVALSHA: a NOSCRIPT retry would lose the ASKING before it.
+                    std::vector<std::string> argv{"EVAL", rq.s->source(),
+                                                  std::to_string(rq.keys.size())};
+                    argv.insert(argv.end(), rq.keys.begin(), rq.keys.end());
+                    argv.insert(argv.end(), rq.args.begin(), rq.args.end());
+                    res = co_await node_exec(c, std::move(argv));
+                } else {
+                    res = co_await node_exec(c, rq.argv);
+                }
+            } else if (rq.s) {
+                res = co_await node_eval(c, *rq.s, rq.keys, rq.args);
+            } else {
+                res = co_await node_exec(c, rq.argv);
+            }
+            ask.clear();
+            auto& [ec, r] = res;
+            if ((ec && ec != error::backend_error) || !r.is_error()) break;
+            if (auto to = redirect(r.str, "MOVED")) {
+                self->set_owner(to->first, to->second);
+                self->spawn_refresh();
+                continue;
+            }
+            if (auto to = redirect(r.str, "ASK")) {
+                ask = to->second;
+                continue;
+            }
+            break;
+        }
+        auto& [ec, r] = res;
+        if (rq.s && !ec && r.is_error()) ec = error::backend_error;   // as async_eval
+        co_return res;
+    }
+
+    // ---- the slot map ---------------------------------------------------------------------
+
+    void spawn_refresh()
+    {
+        if (refreshing_ || closed_) return;
+        asio::co_spawn(ex_, [](std::shared_ptr<cluster_impl> self) -> asio::awaitable<void> {
+            co_await self->refresh();
+        }(shared_from_this()), asio::detached);
+    }
+
+    // One CLUSTER SLOTS at a time; requests that need the map meanwhile wait for it.
+    asio::awaitable<void> refresh()
+    {
+        if (refreshing_) {
+            co_await refreshed_.async_wait(asio::as_tuple(asio::use_awaitable));
+            co_return;
+        }
+        refreshing_ = true;
+        std::vector<std::string> candidates{seed_};
+        for (const auto& a : addrs_)
+            if (a != seed_) candidates.push_back(a);
+        for (const auto& a : candidates) {
+            if (closed_) break;
+            std::vector<std::string> cmd{"CLUSTER", "SLOTS"};   // gcc 12: no braces in co_await
+            auto [ec, r] = co_await node_exec(node(a), std::move(cmd));
+            if (!ec && r.type == reply::kind::array && apply(r)) break;
+        }
+        refreshing_ = false;
+        refreshed_.cancel();   // wakes the waiters; the expiry stays at "never"
+    }
+
+    bool apply(const reply& slots)
+    {
+        std::vector<std::uint16_t> next(cluster_slots, no_owner);
+        bool any = false;
+        for (const auto& range : slots.elements) {
+            if (range.type != reply::kind::array || range.elements.size() < 3) continue;
+            const auto& lo = range.elements[0];
+            const auto& hi = range.elements[1];
+            const auto& master = range.elements[2];
+            if (lo.type != reply::kind::integer || hi.type != reply::kind::integer
+                || master.type != reply::kind::array || master.elements.size() < 2
+                || lo.integer < 0 || hi.integer >= cluster_slots || lo.integer > hi.integer)
+                continue;
+            std::string host = master.elements[0].str;
+            if (host.empty()) host = cfg_.host;   // "": the node we asked
+            auto idx = intern(host + ":" + std::to_string(master.elements[1].integer));
+            for (auto s = lo.integer; s <= hi.integer; ++s) next[static_cast<std::size_t>(s)] = idx;
+            any = true;
+        }
+        if (!any) return false;
+        owner_ = std::move(next);
+        has_map_ = true;
+        return true;
+    }
+
+    void set_owner(std::uint16_t slot, const std::string& addr)
+    {
+        owner_[slot] = intern(addr);
+        has_map_ = true;
+    }
+
+    std::uint16_t intern(const std::string& addr)
+    {
+        for (std::size_t i = 0; i < addrs_.size(); ++i)
+            if (addrs_[i] == addr) return static_cast<std::uint16_t>(i);
+        addrs_.push_back(addr);
+        return static_cast<std::uint16_t>(addrs_.size() - 1);
+    }
+
+    std::string any_node() const
+    {
+        for (auto i : owner_)
+            if (i != no_owner) return addrs_[i];
+        return {};
+    }
+
+    // One connection per node, made on first use with the seed's settings.
+    std::shared_ptr<connection_impl> node(const std::string& addr)
+    {
+        auto it = nodes_.find(addr);
+        if (it != nodes_.end()) return it->second;
+        auto cfg = cfg_;
+        auto colon = addr.rfind(':');
+        cfg.host = addr.substr(0, colon);
+        unsigned port = 0;
+        std::from_chars(addr.data() + colon + 1, addr.data() + addr.size(), port);
+        cfg.port = static_cast<std::uint16_t>(port);
+        auto c = make_connection(ex_, std::move(cfg));
+        nodes_.emplace(addr, c);
+        return c;
+    }
+
+    asio::any_io_executor ex_;
+    connection_config cfg_;
+    std::string seed_;
+    asio::steady_timer refreshed_;
+    bool refreshing_ = false;
+    bool has_map_ = false;
+    bool closed_ = false;
+    std::vector<std::uint16_t> owner_;   // slot -> index into addrs_
+    std::vector<std::string> addrs_;
+    std::map<std::string, std::shared_ptr<connection_impl>> nodes_;
+};
+
+std::shared_ptr<cluster_impl> make_cluster(const asio::any_io_executor& ex, connection_config seed)
+{
+    auto c = std::make_shared<cluster_impl>(ex, std::move(seed));
+    asio::dispatch(ex, [c] { c->start(); });
+    return c;
+}
+
+void exec(const std::shared_ptr<cluster_impl>& c, std::vector<std::string> argv, exec_handler h)
+{
+    asio::dispatch(c->executor(), [c, argv = std::move(argv), h = std::move(h)]() mutable {
+        c->exec(std::move(argv), std::move(h));
+    });
+}
+
+void eval(const std::shared_ptr<cluster_impl>& c, const script& s,
+          std::vector<std::string> keys, std::vector<std::string> args, exec_handler h)
+{
+    asio::dispatch(c->executor(), [c, s, keys = std::move(keys), args = std::move(args),
+                                   h = std::move(h)]() mutable {
+        c->eval(s, std::move(keys), std::move(args), std::move(h));
+    });
+}
+
+void close(const std::shared_ptr<cluster_impl>& c)
+{
+    asio::dispatch(c->executor(), [c] { c->close(); });
+}
+
+std::string slot_owner(const cluster_impl& c, std::uint16_t slot) { return c.owner_of(slot); }
+
+} // namespace sluice::redis::detail
