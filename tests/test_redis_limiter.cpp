@@ -4,6 +4,7 @@
 // policies), wrong-type keys and garbage replies.
 #include "redis_support.hpp"
 
+#include <sluice/redis/cluster.hpp>
 #include <sluice/redis/connection.hpp>
 #include <sluice/redis/token_bucket.hpp>
 
@@ -655,6 +656,48 @@ TEST_CASE("redis token bucket: leasing never admits more than the rate over the 
     CHECK(static_cast<double>(admitted) <= rate * secs + static_cast<double>(burst));
     CHECK(static_cast<double>(admitted) >= rate * 0.8);
     CHECK(attempts > admitted * 10);   // most answers were local
+}
+
+TEST_CASE("redis token bucket over a Redis Cluster: hash-tagged keys routed to their masters" * doctest::timeout(120))
+{
+    sluice_test::redis_cluster cl;
+    asio::io_context io;
+    redis::cluster c(io, cl.config());
+    // Warm up: the client fetches the slot map.
+    bool up = false;
+    for (int attempt = 0; attempt < 100 && !up; ++attempt) {
+        bool done = false;
+        c.async_exec({"SET", "{sluice:warm}", "1"}, [&](error_code ec, sluice::redis::reply rep) {
+            up = !ec && !rep.is_error();
+            done = true;
+        });
+        run_until(io, [&] { return done; });
+        if (!up) std::this_thread::sleep_for(20ms);
+    }
+    REQUIRE(up);
+    redis::token_bucket<redis::cluster> tb(c, sluice::rate::per_second(1), 2);
+    const int keys = 30;
+    std::vector<std::shared_ptr<try_result>> r;
+    for (int k = 0; k < keys; ++k)
+        for (int i = 0; i < 3; ++i) {
+            r.push_back(std::make_shared<try_result>());
+            tb.async_try_acquire("user" + std::to_string(k), 1, try_recorder(r.back()));
+        }
+    REQUIRE(run_until(io, [&] {
+        for (auto& x : r) if (x->calls == 0) return false;
+        return true;
+    }, 10000ms));
+    for (int k = 0; k < keys; ++k) {
+        CHECK_FALSE(r[k * 3]->ec);
+        CHECK(r[k * 3]->d.allowed);
+        CHECK(r[k * 3 + 1]->d.allowed);
+        CHECK_FALSE(r[k * 3 + 2]->d.allowed);
+    }
+    int masters_used = 0;
+    for (std::size_t i = 0; i < cl.size(); ++i)
+        if (cl.node(i).command({"DBSIZE"}).integer > 0) ++masters_used;
+    CHECK(masters_used >= 2);
+    CHECK(tb.stats().redis_errors == 0);
 }
 
 TEST_SUITE_END();
