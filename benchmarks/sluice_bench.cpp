@@ -21,6 +21,10 @@ extern std::string fanout_waiter;   // scenario_fanout.cpp: --waiter coroutine|c
 int run_keyed(const options& o);    // scenario_keyed.cpp
 extern std::int64_t keyed_keys;     // scenario_keyed.cpp: --keys K
 extern std::string keyed_dist;      // scenario_keyed.cpp: --dist uniform|zipf
+#ifdef SLUICE_BENCH_REDIS
+int run_shared(const options& o);   // scenario_shared.cpp
+extern std::int64_t shared_lease;   // scenario_shared.cpp: --lease N
+#endif
 
 namespace {
 
@@ -38,6 +42,9 @@ constexpr scenario_entry scenarios[] = {
     {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor]"},
     {"pace", run_pace, "--n N --rate R [--strict]"},
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
+#ifdef SLUICE_BENCH_REDIS
+    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N]"},
+#endif
 };
 
 [[noreturn]] void usage_error(const std::string& msg)
@@ -138,6 +145,9 @@ options parse(int argc, char** argv)
         else if (key == "waiter") fanout_waiter = value;   // fanout (not in options)
         else if (key == "keys") parse_int(key, value, keyed_keys);
         else if (key == "dist") keyed_dist = value;
+#ifdef SLUICE_BENCH_REDIS
+        else if (key == "lease") parse_int(key, value, shared_lease);
+#endif
         else usage_error("unknown flag --" + std::string(key));
     }
     return o;

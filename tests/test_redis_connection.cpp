@@ -18,6 +18,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <future>
 #include <optional>
@@ -286,6 +287,37 @@ TEST_CASE("connection: a listener that never answers is a connect timeout" * doc
     CHECK_FALSE(c.connected());
 }
 
+TEST_CASE("connection: reconnection backs off exponentially up to reconnect_max" * doctest::timeout(30))
+{
+    // A listener that accepts and hangs up at once: every attempt fails its handshake.
+    asio::io_context io;
+    asio::ip::tcp::acceptor rude(io, {asio::ip::make_address("127.0.0.1"), 0});
+    std::vector<std::chrono::steady_clock::time_point> accepts;
+    std::function<void()> accept_one = [&] {
+        rude.async_accept([&](error_code ec, asio::ip::tcp::socket s) {
+            if (ec) return;
+            accepts.push_back(std::chrono::steady_clock::now());
+            s.close();
+            accept_one();
+        });
+    };
+    accept_one();
+    auto cfg = fast({});
+    cfg.port = rude.local_endpoint().port();
+    cfg.reconnect_min = 50ms;
+    cfg.reconnect_max = 400ms;
+    sluice::redis::connection c(io, cfg);
+    REQUIRE(run_until(io, [&] { return accepts.size() >= 7; }, 10s));
+    CHECK_FALSE(c.connected());
+    // Timers never fire early: each gap is at least its backoff (50, 100, 200, 400, 400 ms).
+    std::vector<std::chrono::milliseconds> nominal{50ms, 100ms, 200ms, 400ms, 400ms, 400ms};
+    for (std::size_t i = 0; i < nominal.size(); ++i) {
+        auto gap = std::chrono::duration_cast<std::chrono::milliseconds>(accepts[i + 1] - accepts[i]);
+        CHECK(gap >= nominal[i]);
+        CHECK(gap < nominal[i] + 300ms);   // and capped: no runaway doubling
+    }
+}
+
 TEST_CASE("connection: a stalled server times out, the link is reset and recovers" * doctest::timeout(60))
 {
     sluice_test::redis_server srv;
@@ -503,34 +535,6 @@ TEST_CASE("connection: destroyed with commands in flight, and io_context destroy
         CHECK_FALSE(resumed);
     }
     srv.resume();
-}
-
-TEST_CASE("connection: on a strand, io_context run by two threads" * doctest::timeout(60))
-{
-    sluice_test::redis_server srv;
-    asio::io_context io;
-    auto strand = asio::make_strand(io);
-    sluice::redis::basic_connection<asio::strand<asio::io_context::executor_type>> c(strand, srv.config());
-    constexpr int workers = 8, per = 500;
-    std::atomic<int> ok{0}, finished{0};
-    for (int w = 0; w < workers; ++w)
-        asio::co_spawn(strand, [&, w]() -> asio::awaitable<void> {
-            std::string key = "w" + std::to_string(w);
-            for (int i = 0; i < per; ++i) {
-                std::vector<std::string> incr{"INCR", key};
-                auto [ec, r] = co_await c.async_exec(incr, asio::as_tuple(asio::use_awaitable));
-                if (!ec && r.integer == i + 1) ++ok;
-            }
-            ++finished;
-        }, asio::detached);
-    std::thread t1([&] { io.run_for(30s); });
-    std::thread t2([&] { io.run_for(30s); });
-    auto done = sluice_test::wait_until([&] { return finished == workers; }, 30000ms);
-    c.close();
-    t1.join();
-    t2.join();
-    CHECK(done);
-    CHECK(ok == workers * per);
 }
 
 TEST_SUITE_END();

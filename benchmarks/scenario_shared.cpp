@@ -1,0 +1,245 @@
+// Scenario `shared` (protocol v1 addition, see shared/peers/README.md): --procs P
+// processes, each with --concurrency C callers, make non-blocking acquire attempts for
+// --seconds D against ONE redis::token_bucket of --rate Q per second, burst 1, on a
+// redis-server that this scenario starts on 127.0.0.1:--port and stops by its pid.
+// Processes are forked from this one; all start and stop at the same wall-clock instants.
+// Each caller issues its next attempt when the previous one completes.
+//
+// --lease N (a sluice addition): the limiters lease up to N permits a round trip and
+// answer locally while a lease lasts or a refusal holds (limiter_options::lease_size).
+//
+// Prints one JSON line: scenario, procs, concurrency, rate, seconds, lease, admitted,
+// allowed = Q*D + 1, over_admission = (admitted - allowed) / allowed, decisions_per_s,
+// attempts, redis_errors, fallback_decisions, round_trip_us (the median of the processes'
+// last round trips).
+#include "bench_common.hpp"
+
+#include <sluice/redis/connection.hpp>
+#include <sluice/redis/token_bucket.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include <hiredis/hiredis.h>
+
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sluice_bench {
+
+std::int64_t shared_lease = 0;   // --lease N
+
+namespace {
+
+namespace asio = boost::asio;
+namespace redis = sluice::redis;
+using steady = std::chrono::steady_clock;
+
+bool ping(int port)
+{
+    timeval tv{0, 200'000};
+    redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c) return false;
+    bool ok = false;
+    if (!c->err) {
+        redisSetTimeout(c, tv);
+        if (auto* r = static_cast<redisReply*>(redisCommand(c, "PING"))) {
+            ok = r->type == REDIS_REPLY_STATUS;
+            freeReplyObject(r);
+        }
+    }
+    redisFree(c);
+    return ok;
+}
+
+// redis-server on 127.0.0.1:port, no persistence; stopped by its pid.
+class server {
+public:
+    explicit server(int port) : port_(port)
+    {
+        if (ping(port))
+            throw std::runtime_error("something already answers on 127.0.0.1:" + std::to_string(port));
+        std::string p = std::to_string(port);
+        pid_ = ::fork();
+        if (pid_ < 0) throw std::runtime_error("fork failed");
+        if (pid_ == 0) {
+            if (!std::freopen("/dev/null", "w", stdout)) ::_exit(126);
+            ::execlp("redis-server", "redis-server", "--port", p.c_str(), "--bind", "127.0.0.1", "--save", "",
+                     "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+        auto end = steady::now() + std::chrono::seconds(10);
+        while (!ping(port)) {
+            int status = 0;
+            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+                pid_ = -1;
+                throw std::runtime_error("redis-server exited (port " + p + " taken?)");
+            }
+            if (steady::now() > end) {
+                stop();
+                throw std::runtime_error("redis-server did not answer in 10 s");
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+    ~server() { stop(); }
+
+    void stop()
+    {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGTERM);
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+        pid_ = -1;
+    }
+
+private:
+    int port_;
+    pid_t pid_ = -1;
+};
+
+struct child_result {
+    std::int64_t admitted = 0;
+    std::int64_t attempts = 0;
+    std::int64_t redis_errors = 0;
+    std::int64_t fallback = 0;
+    std::int64_t rtt_us = 0;
+    std::int64_t ok = 0;
+};
+
+child_result run_child(const options& o, std::chrono::system_clock::time_point start_at)
+{
+    child_result res;
+    asio::io_context io(1);
+    redis::connection_config cfg;
+    cfg.port = static_cast<std::uint16_t>(o.port);
+    redis::connection conn(io, cfg);
+    auto give_up = steady::now() + std::chrono::seconds(10);
+    while (!conn.connected() && steady::now() < give_up) {
+        io.restart();
+        io.run_for(std::chrono::milliseconds(5));
+    }
+    if (!conn.connected()) return res;
+    redis::limiter_options lo;
+    lo.prefix = "bench";
+    lo.on_failure = redis::failure_policy::fail_closed;   // a failing run shows as errors
+    lo.lease_size = static_cast<std::uint64_t>(shared_lease);
+    redis::token_bucket<redis::connection> tb(conn, sluice::rate::per_second(o.rate), 1, lo);
+
+    std::this_thread::sleep_until(start_at);
+    auto end = steady::now() + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
+    std::int64_t admitted = 0, attempts = 0;
+    int inflight = 0;
+    std::function<void()> issue = [&] {
+        ++attempts;
+        ++inflight;
+        tb.async_try_acquire("shared", 1, [&](boost::system::error_code ec, sluice::decision d) {
+            --inflight;
+            if (!ec && d.allowed) ++admitted;
+            if (steady::now() < end) issue();
+        });
+    };
+    for (int c = 0; c < o.concurrency; ++c) issue();
+    // The connection keeps the io_context busy: run until the last attempt is answered.
+    auto deadline = end + std::chrono::seconds(5);
+    while (inflight > 0 && steady::now() < deadline) {
+        io.restart();
+        io.run_for(std::chrono::milliseconds(10));
+    }
+    auto s = tb.stats();
+    res.admitted = admitted;
+    res.attempts = attempts;
+    res.redis_errors = static_cast<std::int64_t>(s.redis_errors);
+    res.fallback = static_cast<std::int64_t>(s.fallback_decisions);
+    res.rtt_us = s.last_round_trip.count();
+    res.ok = 1;
+    tb.close();
+    conn.close();
+    return res;
+}
+
+} // namespace
+
+int run_shared(const options& o)
+{
+    if (o.procs < 1 || o.concurrency < 1 || !(o.rate > 0) || !(o.seconds > 0) || o.port < 1 || o.port > 65535 ||
+        shared_lease < 0) {
+        std::fprintf(stderr, "sluice-bench: shared: --procs, --concurrency, --rate, --seconds and --port must be positive, --lease >= 0\n");
+        return 2;
+    }
+    server srv(o.port);
+    auto start_at = std::chrono::system_clock::now() + std::chrono::milliseconds(500 + 50 * o.procs);
+    std::vector<pid_t> kids;
+    std::vector<int> pipes;
+    for (int p = 0; p < o.procs; ++p) {
+        int fds[2];
+        if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+        pid_t pid = ::fork();
+        if (pid < 0) throw std::runtime_error("fork failed");
+        if (pid == 0) {
+            ::close(fds[0]);
+            child_result r;
+            try {
+                r = run_child(o, start_at);
+            } catch (...) {
+            }
+            bool sent = ::write(fds[1], &r, sizeof r) == static_cast<ssize_t>(sizeof r);
+            ::_exit(sent ? 0 : 3);
+        }
+        ::close(fds[1]);
+        kids.push_back(pid);
+        pipes.push_back(fds[0]);
+    }
+    child_result sum;
+    std::vector<std::int64_t> rtts;
+    int failed = 0;
+    for (int p = 0; p < o.procs; ++p) {
+        child_result r;
+        if (::read(pipes[static_cast<std::size_t>(p)], &r, sizeof r) != static_cast<ssize_t>(sizeof r) || !r.ok)
+            ++failed;
+        ::close(pipes[static_cast<std::size_t>(p)]);
+        int status = 0;
+        ::waitpid(kids[static_cast<std::size_t>(p)], &status, 0);
+        sum.admitted += r.admitted;
+        sum.attempts += r.attempts;
+        sum.redis_errors += r.redis_errors;
+        sum.fallback += r.fallback;
+        rtts.push_back(r.rtt_us);
+    }
+    srv.stop();
+    std::sort(rtts.begin(), rtts.end());
+    double allowed = o.rate * o.seconds + 1;
+    json_line()
+        .add("scenario", "shared")
+        .add("procs", o.procs)
+        .add("concurrency", o.concurrency)
+        .add("rate", o.rate)
+        .add("seconds", o.seconds)
+        .add("lease", static_cast<long long>(shared_lease))
+        .add("admitted", static_cast<long long>(sum.admitted))
+        .add("allowed", allowed)
+        .add("over_admission", (static_cast<double>(sum.admitted) - allowed) / allowed)
+        .add("decisions_per_s", static_cast<double>(sum.attempts) / o.seconds)
+        .add("attempts", static_cast<long long>(sum.attempts))
+        .add("redis_errors", static_cast<long long>(sum.redis_errors))
+        .add("fallback_decisions", static_cast<long long>(sum.fallback))
+        .add("round_trip_us", static_cast<long long>(rtts[rtts.size() / 2]))
+        .add("failed_procs", failed)
+        .emit();
+    return failed == 0 ? 0 : 1;
+}
+
+} // namespace sluice_bench

@@ -1,0 +1,381 @@
+// Shared state of a Redis token bucket: the scripts and their fixed arguments, the
+// health of the link (Redis or the failure policy), the local fallback, the timers of
+// waiting requests (so that close() can wake them) and the counters.
+#pragma once
+
+#include <sluice/error.hpp>
+#include <sluice/keyed.hpp>
+#include <sluice/rate.hpp>
+#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/limiter_options.hpp>
+#include <sluice/redis/scripts.hpp>
+#include <sluice/redis/script.hpp>
+#include <sluice/token_bucket.hpp>
+
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace sluice::redis::detail {
+
+inline std::int64_t system_now_us() noexcept
+{
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+template <class Client, class Clock>
+class bucket_core : public std::enable_shared_from_this<bucket_core<Client, Clock>> {
+public:
+    using executor_type = typename Client::executor_type;
+    using timer_type = boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, executor_type>;
+    using fallback_type = keyed<token_bucket<Clock, executor_type>>;
+
+    bucket_core(Client& client, rate r, std::uint64_t burst, limiter_options opts)
+        : client_(client),
+          gcra_(std::string(lua::gcra)),
+          refund_(std::string(lua::gcra_refund)),
+          opts_(check(std::move(opts))),
+          interval_us_(to_us(r, burst)),
+          burst_(burst),
+          interval_arg_(std::to_string(interval_us_)),
+          burst_arg_(std::to_string(burst)),
+          fallback_(client.get_executor(), opts_.fallback, fallback_rate(interval_us_, opts_.expected_nodes),
+                    std::max<std::uint64_t>(1, burst / opts_.expected_nodes))
+    {
+    }
+
+    Client& client() noexcept { return client_; }
+    fallback_type& fallback() noexcept { return fallback_; }
+    const limiter_options& options() const noexcept { return opts_; }
+    const script& gcra_script() const noexcept { return gcra_; }
+    const std::string& interval_arg() const noexcept { return interval_arg_; }
+    const std::string& burst_arg() const noexcept { return burst_arg_; }
+    std::int64_t interval_us() const noexcept { return interval_us_; }
+    std::uint64_t burst() const noexcept { return burst_; }
+
+    std::string key_for(std::string_view key) const
+    {
+        std::string k;
+        k.reserve(opts_.prefix.size() + key.size() + 3);
+        k += '{';
+        k += opts_.prefix;
+        k += ':';
+        k += key;
+        k += '}';
+        return k;
+    }
+
+    // The error of a request that cannot be sent at all.
+    boost::system::error_code check(std::uint64_t n) const noexcept
+    {
+        if (closed_.load(std::memory_order_acquire)) return error::closed;
+        if (n == 0) return error::invalid_count;
+        if (n > burst_) return error::exceeds_burst;
+        return {};
+    }
+
+    bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+
+    // Whether this request goes to Redis: always while healthy; while degraded, one
+    // request per probe_interval (the probe), the others to the failure policy.
+    bool route() noexcept
+    {
+        if (!degraded_.load(std::memory_order_relaxed))
+            return true;
+        std::int64_t t = now();
+        std::int64_t next = next_probe_.load(std::memory_order_relaxed);
+        return t >= next && next_probe_.compare_exchange_strong(next, t + probe_ns(), std::memory_order_relaxed);
+    }
+
+    // Redis could not be reached (or did not answer in time): switch to the failure policy.
+    void on_unavailable() noexcept
+    {
+        redis_errors_.fetch_add(1, std::memory_order_relaxed);
+        if (!degraded_.exchange(true, std::memory_order_relaxed))
+            next_probe_.store(now() + probe_ns(), std::memory_order_relaxed);
+    }
+
+    void on_error() noexcept { redis_errors_.fetch_add(1, std::memory_order_relaxed); }
+
+    // A well-formed reply: Redis is back, and its clock is sampled.
+    void on_reply(const verdict& v, std::int64_t sent_us) noexcept
+    {
+        degraded_.store(false, std::memory_order_relaxed);
+        std::int64_t recv = system_now_us();
+        offset_us_.store(v.now_us - (sent_us + (recv - sent_us) / 2), std::memory_order_relaxed);
+        rtt_us_.store(recv - sent_us, std::memory_order_relaxed);
+    }
+
+    void count(bool admitted, bool fallback) noexcept
+    {
+        (admitted ? admitted_ : rejected_).fetch_add(1, std::memory_order_relaxed);
+        if (fallback) fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    limiter_stats stats() const noexcept
+    {
+        limiter_stats s;
+        s.admitted = admitted_.load(std::memory_order_relaxed);
+        s.rejected = rejected_.load(std::memory_order_relaxed);
+        s.decisions = s.admitted + s.rejected;
+        s.fallback_decisions = fallback_decisions_.load(std::memory_order_relaxed);
+        s.redis_errors = redis_errors_.load(std::memory_order_relaxed);
+        s.clock_offset = std::chrono::microseconds{offset_us_.load(std::memory_order_relaxed)};
+        s.last_round_trip = std::chrono::microseconds{rtt_us_.load(std::memory_order_relaxed)};
+        s.degraded = degraded_.load(std::memory_order_relaxed);
+        return s;
+    }
+
+    // Gives a reservation back in Redis where nothing later depends on it (fire and
+    // forget: a refund that fails only leaves the permits consumed).
+    void refund(const std::string& key, std::uint64_t n, std::int64_t state)
+    {
+        client_.async_eval(refund_, {key}, {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)},
+                           [self = this->shared_from_this()](boost::system::error_code ec, auto&&) {
+                               if (ec) self->on_error();
+                           });
+    }
+
+    // A waiting request's timer, known to the core while it waits so that close() can
+    // wake it. Owned by the operation; unregisters itself.
+    class waiting_timer {
+    public:
+        explicit waiting_timer(std::shared_ptr<bucket_core> core)
+            : core_(std::move(core)), timer_(core_->client().get_executor())
+        {
+            std::lock_guard lock(core_->mutex_);
+            core_->waiting_.insert(this);
+        }
+        waiting_timer(const waiting_timer&) = delete;
+        waiting_timer& operator=(const waiting_timer&) = delete;
+        ~waiting_timer()
+        {
+            std::lock_guard lock(core_->mutex_);
+            core_->waiting_.erase(this);
+        }
+        timer_type& timer() noexcept { return timer_; }
+
+    private:
+        friend class bucket_core;
+        std::shared_ptr<bucket_core> core_;
+        timer_type timer_;
+    };
+
+    bool leasing() const noexcept { return opts_.lease_size > 0; }
+
+    // How many permits a lease request for n reserves: lease_size, at least n, at most
+    // the burst (a reservation never holds more than the bucket).
+    std::uint64_t lease_count(std::uint64_t n) const noexcept
+    {
+        std::uint64_t k = std::max<std::uint64_t>(opts_.lease_size, n);
+        return std::min<std::uint64_t>(k, burst_);
+    }
+
+    // How far ahead a lease may reserve: lease_ttl, in whole us.
+    std::string lease_horizon_arg() const
+    {
+        return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(opts_.lease_ttl).count());
+    }
+
+    // Leasing: decides locally from the permits this process has reserved for `key`, or
+    // from a refusal still in force; false when this request is to fetch a lease.
+    bool lease_take(const std::string& key, std::uint64_t n, decision& d)
+    {
+        std::int64_t t = now();
+        std::lock_guard lock(mutex_);
+        lease& e = leases_[key];
+        d = decision{};
+        if (e.permits > 0 && (e.permits < n || t > last_due(e) + ttl_ns())) {
+            // Held too long (or too few for this request): dropped, never used late.
+            e.permits = 0;
+        }
+        if (e.permits > 0) {
+            lease_take_locked(e, n, t, d);
+            return true;
+        }
+        if (t < e.retry_at) {
+            d.retry_after = std::chrono::nanoseconds{e.retry_at - t};
+            return true;
+        }
+        if (e.fetching) {
+            // One lease request per key at a time.
+            d.retry_after = std::chrono::nanoseconds{spacing_ns()};
+            return true;
+        }
+        e.fetching = true;
+        return false;
+    }
+
+    // The reply to a lease request (a reservation of k = lease_count(n) permits, the last
+    // usable v.wait_us from now) made for a request of n.
+    decision lease_fill(const std::string& key, std::uint64_t n, std::uint64_t k, const verdict& v)
+    {
+        std::int64_t t = now();
+        std::lock_guard lock(mutex_);
+        lease& e = leases_[key];
+        e.fetching = false;
+        if (!v.granted) {
+            // Refused: the reservation would have been more than lease_ttl ahead.
+            std::int64_t ahead = v.wait_us * 1000 - ttl_ns();
+            e.retry_at = t + std::max(ahead, spacing_ns());
+            decision d = to_decision(v);
+            d.retry_after = std::chrono::nanoseconds{e.retry_at - t};
+            return d;
+        }
+        // The k slots are spaced one interval apart and end at the reserved instant;
+        // measured from the reply, so never earlier than the server's.
+        e.permits = k;
+        e.next_due = t + v.wait_us * 1000 - static_cast<std::int64_t>(k - 1) * spacing_ns();
+        e.state = v.state;
+        decision d;
+        lease_take_locked(e, n, t, d);
+        return d;
+    }
+
+    void lease_failed(const std::string& key)
+    {
+        std::lock_guard lock(mutex_);
+        leases_[key].fetching = false;
+    }
+
+    // Permits leased and not used yet, all keys together.
+    std::uint64_t leased() const
+    {
+        std::int64_t t = now();
+        std::lock_guard lock(mutex_);
+        std::uint64_t sum = 0;
+        for (const auto& [k, e] : leases_)
+            if (e.permits > 0 && t <= last_due(e) + ttl_ns()) sum += e.permits;
+        return sum;
+    }
+
+    // Wakes every waiting request (they complete with error::closed and give their
+    // reservations back), gives unused leases back and closes the fallback; later
+    // requests fail with error::closed.
+    void close()
+    {
+        if (closed_.exchange(true, std::memory_order_acq_rel))
+            return;
+        std::vector<std::pair<std::string, lease>> unused;
+        {
+            std::int64_t t = now();
+            std::lock_guard lock(mutex_);
+            for (waiting_timer* w : waiting_)
+                w->timer_.cancel();
+            for (auto& [k, e] : leases_)
+                if (e.permits > 0 && t <= last_due(e) + ttl_ns())
+                    unused.emplace_back(k, e);
+            leases_.clear();
+        }
+        for (auto& [k, e] : unused)
+            refund(k, e.permits, e.state);
+        fallback_.close();
+    }
+
+private:
+    static std::int64_t now() noexcept
+    {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    }
+
+    std::int64_t spacing_ns() const noexcept { return interval_us_ * 1000; }
+    std::int64_t ttl_ns() const noexcept { return std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.lease_ttl).count(); }
+
+    struct lease;
+    std::int64_t last_due(const lease& e) const noexcept
+    {
+        return e.next_due + static_cast<std::int64_t>(e.permits - 1) * spacing_ns();
+    }
+
+    void lease_take_locked(lease& e, std::uint64_t n, std::int64_t t, decision& d) noexcept
+    {
+        std::int64_t due = e.next_due + static_cast<std::int64_t>(n - 1) * spacing_ns();
+        if (due <= t) {
+            e.permits -= n;
+            e.next_due = due + spacing_ns();
+            d.allowed = true;
+            d.remaining = e.permits;
+        } else {
+            d.retry_after = std::chrono::nanoseconds{due - t};
+        }
+    }
+
+    std::int64_t probe_ns() const noexcept
+    {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.probe_interval).count();
+    }
+
+    static limiter_options check(limiter_options o)
+    {
+        if (o.expected_nodes == 0 || o.probe_interval.count() <= 0)
+            throw boost::system::system_error(make_error_code(error::invalid_option));
+        return o;
+    }
+
+    // The server counts in whole microseconds: the interval is rounded up (never faster
+    // than asked), and the scripts' limit on burst * interval applies.
+    static std::int64_t to_us(rate r, std::uint64_t burst)
+    {
+        std::int64_t ns = r.interval().count();
+        std::int64_t us = ns / 1000 + (ns % 1000 != 0 ? 1 : 0);
+        if (us > lua::max_span_us)
+            throw boost::system::system_error(make_error_code(error::invalid_rate));
+        if (burst == 0 || burst > static_cast<std::uint64_t>(lua::max_span_us / us))
+            throw boost::system::system_error(make_error_code(error::invalid_burst));
+        return us;
+    }
+
+    static rate fallback_rate(std::int64_t interval_us, std::uint64_t nodes)
+    {
+        std::int64_t ns = interval_us * 1000;
+        if (nodes > static_cast<std::uint64_t>(INT64_MAX / ns))
+            throw boost::system::system_error(make_error_code(error::invalid_option));
+        return rate::every(std::chrono::nanoseconds{ns * static_cast<std::int64_t>(nodes)});
+    }
+
+    Client& client_;
+    script gcra_;
+    script refund_;
+    limiter_options opts_;
+    std::int64_t interval_us_;
+    std::uint64_t burst_;
+    std::string interval_arg_;
+    std::string burst_arg_;
+    fallback_type fallback_;
+
+    std::atomic<bool> closed_{false};
+    std::atomic<bool> degraded_{false};
+    std::atomic<std::int64_t> next_probe_{0};
+    std::atomic<std::int64_t> offset_us_{0};
+    std::atomic<std::int64_t> rtt_us_{0};
+    std::atomic<std::uint64_t> admitted_{0};
+    std::atomic<std::uint64_t> rejected_{0};
+    std::atomic<std::uint64_t> fallback_decisions_{0};
+    std::atomic<std::uint64_t> redis_errors_{0};
+
+    struct lease {
+        std::uint64_t permits = 0;   // reserved, not handed out yet
+        std::int64_t next_due = 0;   // Clock ns: when the next of them may be used (then one per interval)
+        std::int64_t retry_at = 0;   // Clock ns: refused locally until then
+        std::int64_t state = 0;      // the bucket's state after our last lease (refund)
+        bool fetching = false;
+    };
+
+    mutable std::mutex mutex_;
+    std::unordered_set<waiting_timer*> waiting_;
+    std::unordered_map<std::string, lease> leases_;
+};
+
+} // namespace sluice::redis::detail

@@ -1,0 +1,246 @@
+// The Lua scripts the Redis limiters run: GCRA (token bucket) with reservations, the
+// refund of a reservation, and a sliding window log.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace sluice::redis::lua {
+
+/// Every time and duration in the scripts is an integer number of microseconds on the
+/// Redis server's clock (`TIME`): one clock for every process and host, and no client
+/// clock in any decision. Lua numbers are doubles, exact for integers below 2^53, so the
+/// scripts refuse (an error reply, nothing changed) any argument that could take a value
+/// there: interval_us * burst and max_wait_us are at most 2^51 us (71 years) each, and
+/// now + interval_us * burst + max_wait_us must stay below 2^53. Every number handed to a
+/// Redis command is formatted with "%.0f" (Lua's default "%.14g" would round a 16-digit
+/// timestamp).
+///
+/// Replies are arrays of six integers (seven for the GCRA script):
+///   [0] 1 when granted (committed), 0 when not;
+///   [1] wait: when granted, how long until the permits may be used (0: now; > 0: a
+///       reservation in the future); when refused, how long until the same request would
+///       be granted (retry_after), > 0;
+///   [2] remaining: permits that could be granted at once after this call;
+///   [3] reset_after: how long until the limiter is back to full and idle;
+///   [4] now: the server's time used for the decision (the client estimates its clock
+///       offset from it);
+///   [5] the state after the call (GCRA: z, the instant the bucket is empty; the refund
+///       script compares it). 0 for the sliding log.
+///   [6] (GCRA) permits taken: n when granted, 0 when refused.
+///
+/// The optional last argument `now_us` replaces the server's TIME. It exists ONLY for
+/// tests, which feed the same arrivals to a script and to a local policy; a limiter never
+/// sends it. Keys written under it get 60 s more TTL, so that a simulated clock that runs
+/// slower than the real one never sees a key expire before its state is back to fresh.
+///
+/// Keys expire (PX) once their state is back to that of a new limiter, never earlier, so
+/// an idle key costs nothing and expiry never hands out extra permits.
+///
+/// Since Redis 5 scripts replicate their effects, not the script; Redis 7 does so always,
+/// so reading TIME before writing is allowed (tests/test_redis_scripts.cpp checks it on
+/// the server it starts).
+
+/// GCRA, as policy::gcra with no slack. KEYS[1]: z, an integer string.
+/// ARGV: interval_us, burst, n, max_wait_us, mode, [now_us].
+/// mode "try": grant now or refuse (max_wait_us is ignored). mode "reserve": commit the
+/// earliest slot for n permits when its wait is at most max_wait_us (FIFO: each
+/// reservation queues behind the previous ones), else refuse and consume nothing.
+inline constexpr std::string_view gcra = R"lua(
+local LIM = 2251799813685248
+local function fmt(x) return string.format('%.0f', x) end
+local function int_arg(i, name, lo, hi)
+  local v = tonumber(ARGV[i])
+  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
+    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
+  end
+  return v
+end
+local interval, burst, n, max_wait, e
+interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
+burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+n, e = int_arg(3, 'n', 1, LIM) if e then return e end
+max_wait, e = int_arg(4, 'max_wait_us', 0, LIM) if e then return e end
+local mode = ARGV[5]
+if mode ~= 'try' and mode ~= 'reserve' then
+  return redis.error_reply('ERR sluice: mode must be try or reserve, got ' .. tostring(mode))
+end
+if n > burst then return redis.error_reply('ERR sluice: n exceeds the burst') end
+local tau = interval * burst
+if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
+local now
+local extra_ttl = 0
+if ARGV[6] ~= nil and ARGV[6] ~= '' then
+  now, e = int_arg(6, 'now_us', -LIM, LIM) if e then return e end
+  extra_ttl = 60000
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+if now + tau + max_wait >= 9007199254740992 then
+  return redis.error_reply('ERR sluice: now + interval_us * burst + max_wait_us exceeds 2^53 us')
+end
+local raw = redis.pcall('GET', KEYS[1])
+if type(raw) == 'table' and raw.err then
+  return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ': ' .. raw.err)
+end
+local z = now - tau
+if raw then
+  local v = tonumber(raw)
+  if v == nil or v ~= math.floor(v) then
+    return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ' does not hold an integer')
+  end
+  if v > z then z = v end
+end
+local function avail(zz)
+  if zz >= now then return 0 end
+  local lag = now - zz
+  if lag > tau then lag = tau end
+  local k = math.floor(lag / interval)
+  if k * interval > lag then k = k - 1 end
+  if k > burst then k = burst end
+  return k
+end
+local function reset(zz)
+  local r = zz + tau - now
+  if r < 0 then return 0 end
+  return r
+end
+local nz = z + n * interval
+local wait = nz - now
+if (mode == 'try' and wait > 0) or (mode == 'reserve' and wait > max_wait) then
+  return {0, wait, avail(z), reset(z), now, z, 0}
+end
+redis.call('SET', KEYS[1], fmt(nz), 'PX', fmt(math.ceil((nz + tau - now) / 1000) + extra_ttl))
+if wait < 0 then wait = 0 end
+return {1, wait, avail(nz), reset(nz), now, nz, n}
+)lua";
+
+/// Gives back a GCRA reservation of n permits, compare-and-set style: only when the
+/// state still equals `expected_z` (the state right after that reservation), so that no
+/// later reservation depended on it; otherwise changes nothing. The bucket never ends up
+/// fuller than its burst. KEYS[1]: as gcra. ARGV: interval_us, burst, n, expected_z,
+/// [now_us]. Reply: [0] 1 when refunded, [1] how far z moved back (us), [2] 0, [3] 0,
+/// [4] now, [5] the state after the call.
+inline constexpr std::string_view gcra_refund = R"lua(
+local LIM = 2251799813685248
+local function fmt(x) return string.format('%.0f', x) end
+local function int_arg(i, name, lo, hi)
+  local v = tonumber(ARGV[i])
+  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
+    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
+  end
+  return v
+end
+local interval, burst, n, expected, e
+interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
+burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+n, e = int_arg(3, 'n', 1, LIM) if e then return e end
+expected, e = int_arg(4, 'expected_z', -LIM, 2 * LIM) if e then return e end
+local tau = interval * burst
+if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
+local now
+local extra_ttl = 0
+if ARGV[5] ~= nil and ARGV[5] ~= '' then
+  now, e = int_arg(5, 'now_us', -LIM, LIM) if e then return e end
+  extra_ttl = 60000
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local raw = redis.pcall('GET', KEYS[1])
+if type(raw) == 'table' and raw.err then
+  return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ': ' .. raw.err)
+end
+if not raw then return {0, 0, 0, 0, now, 0} end
+local z = tonumber(raw)
+if z == nil or z ~= math.floor(z) then
+  return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ' does not hold an integer')
+end
+if z ~= expected then return {0, 0, 0, 0, now, z} end
+local nz = z - n * interval
+if nz < now - tau then nz = now - tau end
+if nz >= z then return {0, 0, 0, 0, now, z} end
+local ttl = math.ceil((nz + tau - now) / 1000) + extra_ttl
+if ttl > 0 then
+  redis.call('SET', KEYS[1], fmt(nz), 'PX', fmt(ttl))
+else
+  redis.call('DEL', KEYS[1])
+end
+return {1, z - nz, 0, 0, now, nz}
+)lua";
+
+/// Sliding window log, as policy::sliding_log: at no instant t do more than `limit`
+/// permits carry timestamps in (t - window, t]. KEYS[1]: a sorted set of permits scored
+/// by their timestamp; members are "stamp:k", unique because all permits of one stamp
+/// are added and removed together. Stamps never go back: a server clock that steps back
+/// (a failover) stamps at the newest stamp seen, which can only delay later grants.
+/// ARGV: limit (1..2^24), window_us, n, [now_us]. Never reserves ahead.
+inline constexpr std::string_view sliding_log = R"lua(
+local LIM = 2251799813685248
+local function fmt(x) return string.format('%.0f', x) end
+local function int_arg(i, name, lo, hi)
+  local v = tonumber(ARGV[i])
+  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
+    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
+  end
+  return v
+end
+local limit, window, n, e
+limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
+window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
+n, e = int_arg(3, 'n', 1, LIM) if e then return e end
+if n > limit then return redis.error_reply('ERR sluice: n exceeds the limit') end
+local now
+local extra_ttl = 0
+if ARGV[4] ~= nil and ARGV[4] ~= '' then
+  now, e = int_arg(4, 'now_us', -LIM, LIM) if e then return e end
+  extra_ttl = 60000
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+if now + 2 * window >= 9007199254740992 then
+  return redis.error_reply('ERR sluice: now + 2 * window_us exceeds 2^53 us')
+end
+local key = KEYS[1]
+local r = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', fmt(now - window))
+if type(r) == 'table' and r.err then
+  return redis.error_reply('ERR sluice: key ' .. key .. ': ' .. r.err)
+end
+local count = redis.call('ZCARD', key)
+local newest = now - window
+local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if last[2] then newest = tonumber(last[2]) end
+if count + n > limit then
+  local idx = count + n - limit - 1
+  local nth = redis.call('ZRANGE', key, idx, idx, 'WITHSCORES')
+  local reset = newest + window - now
+  if reset < 0 then reset = 0 end
+  return {0, tonumber(nth[2]) + window - now, limit - count, reset, now, 0}
+end
+local stamp = now
+if newest > stamp then stamp = newest end
+local base = redis.call('ZCOUNT', key, fmt(stamp), fmt(stamp))
+local s = fmt(stamp)
+local i = 1
+while i <= n do
+  local args = {}
+  local j = 0
+  while i <= n and j < 1000 do
+    args[#args + 1] = s
+    args[#args + 1] = s .. ':' .. fmt(base + i)
+    i = i + 1
+    j = j + 1
+  end
+  redis.call('ZADD', key, unpack(args))
+end
+local reset = stamp + window - now
+redis.call('PEXPIRE', key, fmt(math.ceil(reset / 1000) + extra_ttl))
+return {1, 0, limit - count - n, reset, now, 0}
+)lua";
+
+/// The largest interval_us * burst, max_wait_us and window_us the scripts accept: 2^51 us.
+inline constexpr std::int64_t max_span_us = std::int64_t{1} << 51;
+
+} // namespace sluice::redis::lua

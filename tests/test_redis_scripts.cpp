@@ -1,0 +1,346 @@
+// The Lua scripts of the Redis limiters on a real redis-server, through hiredis' sync
+// API: the GCRA script decides exactly as policy::gcra, and the sliding log script as
+// policy::sliding_log, on the same arrivals (fed through the test-only now_us argument);
+// bad arguments and wrong-type keys give error replies.
+#include "redis_support.hpp"
+
+#include <sluice/policy/gcra.hpp>
+#include <sluice/policy/sliding_log.hpp>
+#include <sluice/redis/scripts.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using sluice_test::redis_server;
+using namespace std::chrono_literals;
+
+struct reply_deleter {
+    void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
+
+struct context_deleter {
+    void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+using context_ptr = std::unique_ptr<redisContext, context_deleter>;
+
+reply_ptr command(redisContext* c, const std::vector<std::string>& argv)
+{
+    std::vector<const char*> ptrs;
+    std::vector<std::size_t> lens;
+    for (const auto& a : argv) {
+        ptrs.push_back(a.data());
+        lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
+    REQUIRE(r != nullptr);
+    return reply_ptr(r);
+}
+
+reply_ptr eval(redisContext* c, std::string_view script, const std::string& key, std::vector<std::string> args)
+{
+    std::vector<std::string> argv{"EVAL", std::string(script), "1", key};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return command(c, argv);
+}
+
+struct verdict {
+    bool granted = false;
+    std::int64_t wait = 0, remaining = 0, reset = 0, now = 0, state = 0, taken = 0;
+};
+
+verdict parse(const reply_ptr& r)
+{
+    INFO("reply type ", r->type, (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+    REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    REQUIRE((r->elements == 6 || r->elements == 7));
+    for (std::size_t i = 0; i < r->elements; ++i)
+        REQUIRE(r->element[i]->type == REDIS_REPLY_INTEGER);
+    return {r->element[0]->integer == 1, r->element[1]->integer, r->element[2]->integer,
+            r->element[3]->integer, r->element[4]->integer, r->element[5]->integer,
+            r->elements == 7 ? r->element[6]->integer : 0};
+}
+
+std::string error_text(const reply_ptr& r)
+{
+    REQUIRE(r->type == REDIS_REPLY_ERROR);
+    return std::string(r->str, r->len);
+}
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+struct server_fixture {
+    redis_server server;
+    context_ptr ctx{connect(server.port())};
+
+    static redisContext* connect(std::uint16_t port)
+    {
+        timeval tv{2, 0};
+        redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
+        if (c && !c->err) redisSetTimeout(c, tv);
+        return c;
+    }
+
+    server_fixture() { REQUIRE((ctx != nullptr && ctx->err == 0)); }
+};
+
+// Runs `steps` random arrivals against the script and a local policy::gcra with the same
+// interval and burst (times in whole microseconds), comparing every decision.
+void gcra_equality(redisContext* c, const std::string& key, std::int64_t interval_us, std::uint64_t burst,
+                   std::uint32_t seed, int steps)
+{
+    INFO("interval_us ", interval_us, " burst ", burst, " seed ", seed);
+    sluice::policy::gcra local(sluice::rate::every(std::chrono::microseconds(interval_us)), burst);
+    std::mt19937_64 rng(seed);
+    std::int64_t now = 1'000'000'000;   // us
+    std::uint64_t max_n = std::min<std::uint64_t>(burst, std::max<std::uint64_t>(8, burst / 10));
+    struct last_reservation {
+        std::uint64_t n;
+        std::int64_t z;
+    };
+    std::vector<last_reservation> refundable;
+    int granted = 0, refused = 0, refunds = 0;
+    for (int i = 0; i < steps; ++i) {
+        // Mostly short steps around the interval, sometimes an idle gap back to full.
+        std::uint64_t r = rng() % 100;
+        if (r < 3)
+            now += interval_us * static_cast<std::int64_t>(burst) * static_cast<std::int64_t>(1 + rng() % 3);
+        else if (r < 50)
+            now += static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(2 * interval_us + 1));
+        // else: the same instant
+
+        std::uint64_t n = 1 + rng() % max_n;
+        std::int64_t now_ns = now * 1000;
+        std::uint64_t op = rng() % 10;
+        if (op < 5) {
+            auto v = parse(eval(c, sluice::redis::lua::gcra, key,
+                                {num(interval_us), num(static_cast<std::int64_t>(burst)), num(static_cast<std::int64_t>(n)), "0", "try", num(now)}));
+            auto d = local.try_acquire(n, now_ns);
+            INFO("step ", i, " try n ", n, " now ", now);
+            REQUIRE(!d.error);
+            REQUIRE(v.granted == d.allowed);
+            CHECK(v.now == now);
+            CHECK(v.wait * 1000 == d.retry_after.count());
+            CHECK(static_cast<std::uint64_t>(v.remaining) == d.remaining);
+            CHECK(v.reset * 1000 == d.reset_after.count());
+            if (v.granted) {
+                CHECK(v.state * 1000 == local.empty_at());
+                refundable.push_back({n, v.state});
+                ++granted;
+            } else {
+                ++refused;
+            }
+        } else if (op < 9) {
+            std::int64_t max_wait = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(interval_us * static_cast<std::int64_t>(burst) * 2 + 1));
+            auto v = parse(eval(c, sluice::redis::lua::gcra, key,
+                                {num(interval_us), num(static_cast<std::int64_t>(burst)), num(static_cast<std::int64_t>(n)), num(max_wait), "reserve", num(now)}));
+            auto res = local.reserve(n, now_ns, max_wait * 1000);
+            INFO("step ", i, " reserve n ", n, " now ", now, " max_wait ", max_wait);
+            REQUIRE(v.granted == res.granted);
+            CHECK(v.wait * 1000 == std::max<std::int64_t>(res.at - now_ns, 0));
+            if (v.granted) {
+                CHECK(v.state * 1000 == local.empty_at());
+                refundable.push_back({n, v.state});
+                ++granted;
+            } else {
+                CHECK(res.error == sluice::error::would_exceed_timeout);
+                ++refused;
+            }
+        } else if (!refundable.empty()) {
+            // Refund the latest grant, or an older one (which must then change nothing
+            // when something later depends on it).
+            std::size_t pick = rng() % 2 == 0 ? refundable.size() - 1 : rng() % refundable.size();
+            auto [rn, rz] = refundable[pick];
+            refundable.erase(refundable.begin() + static_cast<std::ptrdiff_t>(pick));
+            auto v = parse(eval(c, sluice::redis::lua::gcra_refund, key,
+                                {num(interval_us), num(static_cast<std::int64_t>(burst)), num(static_cast<std::int64_t>(rn)), num(rz), num(now)}));
+            std::int64_t moved = 0;
+            if (local.empty_at() == rz * 1000)
+                moved = local.refund(rn, now_ns);
+            INFO("step ", i, " refund n ", rn, " z ", rz, " now ", now);
+            CHECK(v.granted == (moved > 0));
+            CHECK(v.wait * 1000 == moved);
+            if (v.granted) ++refunds;
+        }
+    }
+    // The walk exercised both outcomes (and refunds where it could).
+    CHECK(granted > 0);
+    CHECK(refused > 0);
+    MESSAGE("granted ", granted, " refused ", refused, " refunds ", refunds);
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("redis");
+
+TEST_CASE("scripts may read TIME before writing, and the GCRA state expires once fresh" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto v = parse(eval(f.ctx.get(), sluice::redis::lua::gcra, "t:time", {"1000", "5", "1", "0", "try"}));
+    CHECK(v.granted);
+    CHECK(v.remaining == 4);
+    CHECK(v.reset == 1000);
+    auto t = command(f.ctx.get(), {"TIME"});
+    REQUIRE(t->type == REDIS_REPLY_ARRAY);
+    std::int64_t server_now = std::stoll(t->element[0]->str) * 1'000'000 + std::stoll(t->element[1]->str);
+    CHECK(v.now <= server_now);
+    CHECK(v.now > server_now - 5'000'000);
+    // The key lives only until the bucket is full again: 1 ms here.
+    auto ttl = command(f.ctx.get(), {"PTTL", "t:time"});
+    REQUIRE(ttl->type == REDIS_REPLY_INTEGER);
+    CHECK(ttl->integer <= 1);
+    std::this_thread::sleep_for(20ms);
+    auto exists = command(f.ctx.get(), {"EXISTS", "t:time"});
+    CHECK(exists->integer == 0);
+
+    // The value is written exactly (16 digits, no %.14g rounding).
+    auto v2 = parse(eval(f.ctx.get(), sluice::redis::lua::gcra, "t:exact", {"1", "1000000", "1", "0", "try"}));
+    auto raw = command(f.ctx.get(), {"GET", "t:exact"});
+    REQUIRE(raw->type == REDIS_REPLY_STRING);
+    CHECK(std::stoll(std::string(raw->str, raw->len)) == v2.state);
+}
+
+TEST_CASE("GCRA script decides as policy::gcra on the same arrivals" * doctest::timeout(120))
+{
+    server_fixture f;
+    gcra_equality(f.ctx.get(), "eq:b1", 1000, 1, 1, 3000);
+    gcra_equality(f.ctx.get(), "eq:b5", 333, 5, 2, 3000);
+    gcra_equality(f.ctx.get(), "eq:b1000", 7, 1000, 3, 3000);
+    gcra_equality(f.ctx.get(), "eq:slow", 1'000'000, 3, 4, 2000);
+    gcra_equality(f.ctx.get(), "eq:b64", 1, 64, 5, 3000);
+}
+
+TEST_CASE("GCRA reservation: FIFO slots, max_wait, refund only while nothing depends on it" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    auto reserve = [&](std::int64_t n, std::int64_t max_wait, std::int64_t now) {
+        return parse(eval(c, sluice::redis::lua::gcra, "r", {"100", "2", num(n), num(max_wait), "reserve", num(now)}));
+    };
+    auto refund = [&](std::int64_t n, std::int64_t z, std::int64_t now) {
+        return parse(eval(c, sluice::redis::lua::gcra_refund, "r", {"100", "2", num(n), num(z), num(now)}));
+    };
+    std::int64_t t = 10'000;
+    CHECK(reserve(2, 0, t).wait == 0);   // the burst
+    auto a = reserve(1, 1000, t);
+    CHECK(a.granted);
+    CHECK(a.wait == 100);
+    auto b = reserve(1, 1000, t);
+    CHECK(b.wait == 200);
+    // Too far: refused, nothing consumed.
+    auto no = reserve(2, 399, t);
+    CHECK_FALSE(no.granted);
+    CHECK(no.wait == 400);
+    CHECK(reserve(1, 1000, t).wait == 300);
+    // `a` is no longer the latest: its refund changes nothing.
+    CHECK_FALSE(refund(1, a.state, t).granted);
+    // The latest one can go back, and then `b` (now the latest) too.
+    auto c3 = reserve(1, 1000, t);
+    CHECK(c3.wait == 400);
+    CHECK(refund(1, c3.state, t).granted);
+    auto c4 = reserve(1, 1000, t);
+    CHECK(c4.wait == 400);   // the slot was given back
+    // A refund never fills the bucket beyond its burst.
+    auto late = refund(1, c4.state, t + 1'000'000);
+    CHECK_FALSE(late.granted);   // the key expired or the bucket is full already
+}
+
+TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    auto err = [&](const std::string& key, std::vector<std::string> args) {
+        return error_text(eval(c, sluice::redis::lua::gcra, key, std::move(args)));
+    };
+    CHECK(err("k", {"4503599627370496", "1", "1", "0", "try"}).find("interval_us") != std::string::npos);
+    CHECK(err("k", {"1000000000", "10000000", "1", "0", "try"}).find("2^51") != std::string::npos);
+    CHECK(err("k", {"0", "1", "1", "0", "try"}).find("interval_us") != std::string::npos);
+    CHECK(err("k", {"1.5", "1", "1", "0", "try"}).find("interval_us") != std::string::npos);
+    CHECK(err("k", {"x", "1", "1", "0", "try"}).find("interval_us") != std::string::npos);
+    CHECK(err("k", {"10", "0", "1", "0", "try"}).find("burst") != std::string::npos);
+    CHECK(err("k", {"10", "2", "3", "0", "try"}).find("exceeds the burst") != std::string::npos);
+    CHECK(err("k", {"10", "2", "1", "-1", "reserve"}).find("max_wait_us") != std::string::npos);
+    CHECK(err("k", {"10", "2", "1", "0", "later"}).find("mode") != std::string::npos);
+    CHECK(err("k", {"10", "2"}).find("n must") != std::string::npos);
+
+    command(c, {"RPUSH", "list", "x"});
+    CHECK(err("list", {"10", "2", "1", "0", "try"}).find("WRONGTYPE") != std::string::npos);
+    CHECK(error_text(eval(c, sluice::redis::lua::gcra_refund, "list", {"10", "2", "1", "5"})).find("WRONGTYPE") != std::string::npos);
+    CHECK(error_text(eval(c, sluice::redis::lua::sliding_log, "list", {"10", "1000", "1"})).find("WRONGTYPE") != std::string::npos);
+    command(c, {"SET", "text", "abc"});
+    CHECK(err("text", {"10", "2", "1", "0", "try"}).find("integer") != std::string::npos);
+    // Nothing was changed by the refusals.
+    auto type = command(c, {"TYPE", "list"});
+    CHECK(std::string(type->str) == "list");
+    CHECK(command(c, {"EXISTS", "k"})->integer == 0);
+}
+
+TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds the limit in any window" * doctest::timeout(120))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    struct cfg {
+        std::uint64_t limit;
+        std::int64_t window_us;
+        std::uint32_t seed;
+    };
+    for (cfg k : {cfg{1, 1000, 1}, cfg{5, 10'000, 2}, cfg{100, 50'000, 3}}) {
+        INFO("limit ", k.limit, " window ", k.window_us);
+        std::string key = "log:" + std::to_string(k.limit);
+        sluice::policy::sliding_log local(k.limit, std::chrono::microseconds(k.window_us));
+        std::mt19937_64 rng(k.seed);
+        std::int64_t now = 5'000'000;
+        std::deque<std::int64_t> admitted;   // one entry per permit
+        int granted = 0, refused = 0;
+        for (int i = 0; i < 2000; ++i) {
+            std::uint64_t r = rng() % 100;
+            if (r < 3) now += k.window_us * 2;
+            else if (r < 60) now += static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(k.window_us / static_cast<std::int64_t>(k.limit) * 2 + 1));
+            std::uint64_t n = 1 + rng() % std::min<std::uint64_t>(k.limit, 4);
+            auto v = parse(eval(c, sluice::redis::lua::sliding_log, key,
+                                {num(static_cast<std::int64_t>(k.limit)), num(k.window_us), num(static_cast<std::int64_t>(n)), num(now)}));
+            auto d = local.try_acquire(n, now * 1000);
+            INFO("step ", i, " n ", n, " now ", now);
+            REQUIRE(v.granted == d.allowed);
+            CHECK(v.wait * 1000 == d.retry_after.count());
+            CHECK(static_cast<std::uint64_t>(v.remaining) == d.remaining);
+            CHECK(v.reset * 1000 == d.reset_after.count());
+            if (v.granted) {
+                ++granted;
+                for (std::uint64_t j = 0; j < n; ++j) admitted.push_back(now);
+                // Permits in (now - window, now]: at most limit.
+                auto in_window = std::count_if(admitted.begin(), admitted.end(),
+                                               [&](std::int64_t s) { return s > now - k.window_us; });
+                CHECK(static_cast<std::uint64_t>(in_window) <= k.limit);
+                while (!admitted.empty() && admitted.front() <= now - k.window_us) admitted.pop_front();
+            } else {
+                ++refused;
+            }
+        }
+        CHECK(granted > 0);
+        CHECK(refused > 0);
+        // The set holds no more than limit members: unique members per permit.
+        CHECK(command(c, {"ZCARD", key})->integer <= static_cast<long long>(k.limit));
+    }
+
+    // Many permits at one instant: every one is its own member.
+    for (int i = 0; i < 10; ++i)
+        CHECK(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "2", "7000000"})).granted);
+    CHECK(command(c, {"ZCARD", "same"})->integer == 20);
+    CHECK_FALSE(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "1", "7000000"})).granted);
+    CHECK(error_text(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "0", "1"})).find("window_us") != std::string::npos);
+    CHECK(error_text(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "10", "21"})).find("exceeds the limit") != std::string::npos);
+}
+
+TEST_SUITE_END();
