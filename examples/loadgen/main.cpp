@@ -149,16 +149,25 @@ struct generator {
         for (std::uint64_t i = 0; i < total; ++i) {
             auto [ec] = co_await bucket.async_acquire(1, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
             if (ec || stopping) break;
-            if (i == 0) start_clock();
-            dispatch(request{i, t0 + pace_rate.interval() * static_cast<std::int64_t>(i)});
+            auto now = clock_type::now();
+            if (i == 0) start_clock(now);
+            // The bucket grants on a grid of `interval`, never early; the first grant came
+            // a little late, so the grid's origin is the earliest grant_i - i x interval.
+            // An intended time is thus never after the actual grant.
+            auto slot = t0 + pace_rate.interval() * static_cast<std::int64_t>(i);
+            if (now < slot) {
+                t0 -= slot - now;
+                slot = now;
+            }
+            dispatch(request{i, slot});
         }
         scheduling_done = true;
         maybe_finish();
     }
 
-    void start_clock()
+    void start_clock(clock_type::time_point now)
     {
-        t0 = clock_type::now();
+        t0 = now;
         asio::co_spawn(io, tick(), asio::detached);
     }
 
@@ -297,9 +306,10 @@ struct generator {
     }
 };
 
-int run_gnuplot(const std::string& csv, const std::string& png, double rate)
+int run_gnuplot(const std::string& csv, const std::string& png, double rate, double seconds)
 {
-    std::string script = "set terminal pngcairo size 1000,600 noenhanced; set output '" + png +
+    std::string script = std::string(seconds <= 30 ? "set xtics 1;" : "") +
+                         "set terminal pngcairo size 1000,600 noenhanced; set output '" + png +
                          "'; set datafile separator ','; set key autotitle columnhead top left; set grid;"
                          "set title 'loadgen: achieved rate and latency (from intended send time)';"
                          "set xlabel 'second'; set ylabel 'requests/s'; set y2label 'latency (ms)';"
@@ -459,7 +469,7 @@ int main(int argc, char** argv)
         }
     }
     if (!o.plot.empty()) {
-        int rc = run_gnuplot(o.csv, o.plot, r->per_second());
+        int rc = run_gnuplot(o.csv, o.plot, r->per_second(), o.seconds);
         if (rc == 127)
             std::fprintf(stderr, "loadgen: --plot: gnuplot not found; install it (Debian: apt-get install gnuplot-nox) "
                                  "or plot %s yourself\n", o.csv.c_str());

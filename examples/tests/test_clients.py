@@ -195,6 +195,12 @@ def loadgen_exact_count():
     span = rows[-1][0] - rows[0][0]
     check(1.9 <= span <= 2.1, 'they arrived over %.3f s (1.995 s on schedule)' % span)
     check(re.search(r'sent: 400  completed: 400  errors: 0', out) is not None, 'loadgen reports 400 sent, no error')
+    # Every request's latency from its intended time is at least its service time, so
+    # every percentile is too (an intended time after the actual send would break this).
+    lat = re.search(r'latency \(from intended send time\):\s+p50=(\S+) p90=(\S+) p99=(\S+)', out)
+    svc = re.search(r'service time \(from actual send\):\s+p50=(\S+) p90=(\S+) p99=(\S+)', out)
+    check(all(float(lat.group(i)) >= float(svc.group(i)) for i in (1, 2, 3)),
+          'latency from the intended time >= service time at p50, p90, p99')
     with open(csv) as f:
         lines = f.read().splitlines()
     check(lines[0] == 'second,sent,completed,errors,achieved_rate,p50_ms,p99_ms', 'CSV header')
