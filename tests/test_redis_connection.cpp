@@ -141,6 +141,33 @@ TEST_CASE("connection: command round trip, every reply kind" * doctest::timeout(
     CHECK(r->first == sluice::error::invalid_option);
 }
 
+TEST_CASE("connection: AUTH as the handshake; a wrong password never connects" * doctest::timeout(30))
+{
+    sluice_test::redis_server srv({"--requirepass", "s3cret"});
+    asio::io_context io;
+    auto cfg = fast(srv.config());
+    cfg.password = "s3cret";
+    sluice::redis::connection good(io, cfg);
+    auto r = exec(io, good, {"SET", "k", "v"});
+    REQUIRE(r);
+    CHECK_FALSE(r->first);
+    CHECK(r->second.str == "OK");
+    CHECK(good.connected());
+
+    cfg.password = "wrong";
+    sluice::redis::connection bad(io, cfg);
+    r = exec(io, bad, {"GET", "k"});
+    REQUIRE(r);
+    CHECK(r->first == sluice::error::backend_unavailable);
+    CHECK_FALSE(bad.connected());
+
+    cfg.password.clear();   // PING without AUTH: NOAUTH, the handshake fails too
+    sluice::redis::connection none(io, cfg);
+    r = exec(io, none, {"GET", "k"});
+    REQUIRE(r);
+    CHECK(r->first == sluice::error::backend_unavailable);
+}
+
 TEST_CASE("connection: an error reply is a reply, not an error_code" * doctest::timeout(30))
 {
     sluice_test::redis_server srv;

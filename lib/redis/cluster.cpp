@@ -207,6 +207,9 @@ private:
             }
             ask.clear();
             auto& [ec, r] = res;
+            // A master that went away may have been failed over: look again for the next
+            // requests (this one fails: it may have run).
+            if (ec == error::backend_unavailable) self->spawn_refresh();
             if ((ec && ec != error::backend_error) || !r.is_error()) break;
             if (auto to = redirect(r.str, "MOVED")) {
                 self->set_owner(to->first, to->second);

@@ -294,9 +294,17 @@ private:
         if (ops_.empty()) return;
         auto o = std::move(ops_.front());
         ops_.pop_front();
+        if (o.get() == handshake_) {
+            handshake_ = nullptr;
+            // Known now, not when the handshake's handler runs: replies that came in the
+            // same read (NOAUTH...) belong to a link that never was up.
+            refused_ = !r || r->type == REDIS_REPLY_ERROR;
+        }
         if (!o->handler || destroying_) return;
         o->slot.clear();
-        if (r)
+        if (refused_)
+            deliver(std::move(o->handler), r == nullptr ? link_error_ : error::backend_unavailable);
+        else if (r)
             deliver(std::move(o->handler), {}, convert(r));
         else
             deliver(std::move(o->handler), link_error_);
@@ -398,6 +406,8 @@ private:
         // must count as a failed connect, not as a link whose first command times out.
         std::vector<std::string> hello{"PING"};
         if (!cfg_.password.empty()) hello = {"AUTH", cfg_.password};
+        handshake_ = nullptr;
+        refused_ = false;
         submit_internal(hello, [w = weak_from_this(), gen = gen_](error_code ec, reply r) {
             auto self = w.lock();
             if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
@@ -407,6 +417,7 @@ private:
             self->backoff_ = self->cfg_.reconnect_min;
             self->link_timer_.cancel();
         });
+        if (!ops_.empty()) handshake_ = ops_.back().get();
 
         link_timer_.expires_after(cfg_.connect_timeout);
         link_timer_.async_wait([self = shared_from_this(), gen = gen_](error_code ec) {
@@ -479,6 +490,7 @@ private:
         s.read_armed_ = s.write_armed_ = false;
         if (s.socket_.is_open()) s.socket_.release();
         s.ac_ = nullptr;
+        s.handshake_ = nullptr;
         ++s.gen_;
     }
 
@@ -524,6 +536,8 @@ private:
     bool read_armed_ = false, write_armed_ = false;
     bool cmd_timer_armed_ = false;
     bool destroying_ = false;
+    const op* handshake_ = nullptr;   // identity only, while its reply is due
+    bool refused_ = false;            // the handshake failed: nothing on this link counts
     error link_error_ = error::backend_unavailable;
     std::deque<std::shared_ptr<op>> ops_;
 };
