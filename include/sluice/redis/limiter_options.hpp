@@ -49,7 +49,8 @@ struct limiter_options {
     /// no round trip while this process holds a due permit or a refusal is in force. While
     /// a reservation of a key is in flight and none is due, tries of that key are refused
     /// locally. Slots reserved and not used are lost to the others (under-admission), at
-    /// most lease_size per process. async_acquire is not affected.
+    /// most lease_size per process. async_acquire is not affected. Each key used with
+    /// leasing keeps a small entry in the limiter until close().
     std::uint64_t lease_size = 0;
 
     /// How far ahead a lease may reserve, and how long after its slot a leased permit may
