@@ -42,14 +42,15 @@ struct limiter_options {
     /// Options of the local fallback limiter (one token bucket per key).
     keyed_options fallback;
 
-    /// Leasing (0: off): async_try_acquire reserves up to lease_size permits of a key
-    /// (at most the burst, at most lease_ttl ahead) in one round trip, and hands them out
-    /// locally, one interval apart, each no earlier than its slot on the server: no
-    /// over-admission in any window, and no round trip while this process holds a permit
-    /// or a refusal is in force (both answered locally). While a lease request of a key
-    /// is in flight, other tries of that key are refused locally. Slots reserved and not
-    /// used are lost to the others (under-admission), at most lease_size per process.
-    /// async_acquire is not affected.
+    /// Leasing (0: off): async_try_acquire keeps up to lease_size permits of a key
+    /// reserved ahead in Redis (reserving up to lease_size, at most the burst, a round trip,
+    /// at most lease_ttl ahead; topped up in the background) and hands them out locally,
+    /// each no earlier than its slot on the server: no over-admission in any window, and
+    /// no round trip while this process holds a due permit or a refusal is in force. While
+    /// a reservation of a key is in flight and none is due, tries of that key are refused
+    /// locally. Slots reserved and not used are lost to the others (under-admission), at
+    /// most lease_size per process. async_acquire is not affected. Each key used with
+    /// leasing keeps a small entry in the limiter until close().
     std::uint64_t lease_size = 0;
 
     /// How far ahead a lease may reserve, and how long after its slot a leased permit may

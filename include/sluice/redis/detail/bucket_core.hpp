@@ -18,6 +18,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -189,37 +191,38 @@ public:
         return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(opts_.lease_ttl).count());
     }
 
+    enum class lease_step { local, local_prefetch, fetch };
+
     // Leasing: decides locally from the permits this process has reserved for `key`, or
-    // from a refusal still in force; false when this request is to fetch a lease.
-    bool lease_take(const std::string& key, std::uint64_t n, decision& d)
+    // from a refusal still in force (`local`; `local_prefetch` when the caller is also to
+    // reserve more in the background); `fetch` when this request is to reserve.
+    lease_step lease_take(const std::string& key, std::uint64_t n, decision& d)
     {
         std::int64_t t = now();
         std::lock_guard lock(mutex_);
         lease& e = leases_[key];
         d = decision{};
-        if (e.permits > 0 && (e.permits < n || t > last_due(e) + ttl_ns())) {
-            // Held too long (or too few for this request): dropped, never used late.
-            e.permits = 0;
-        }
-        if (e.permits > 0) {
-            lease_take_locked(e, n, t, d);
-            return true;
+        while (!e.dues.empty() && e.dues.front() + ttl_ns() < t)
+            e.dues.pop_front();   // held too long: dropped, never used late
+        if (e.dues.size() >= n) {
+            take_locked(e, n, t, d);
+            return claim_prefetch_locked(e, t) ? lease_step::local_prefetch : lease_step::local;
         }
         if (t < e.retry_at) {
             d.retry_after = std::chrono::nanoseconds{e.retry_at - t};
-            return true;
+            return lease_step::local;
         }
         if (e.fetching) {
-            // One lease request per key at a time.
+            // One reservation per key in flight at a time.
             d.retry_after = std::chrono::nanoseconds{spacing_ns()};
-            return true;
+            return lease_step::local;
         }
         e.fetching = true;
-        return false;
+        return lease_step::fetch;
     }
 
-    // The reply to a lease request (a reservation of k = lease_count(n) permits, the last
-    // usable v.wait_us from now) made for a request of n.
+    // The reply to a reservation of k permits made by a request for n (n = 0: a
+    // background prefetch): the slots, one interval apart, end v.wait_us from now.
     decision lease_fill(const std::string& key, std::uint64_t n, std::uint64_t k, const verdict& v)
     {
         std::int64_t t = now();
@@ -228,26 +231,58 @@ public:
         e.fetching = false;
         if (!v.granted) {
             // Refused: the reservation would have been more than lease_ttl ahead.
-            std::int64_t ahead = v.wait_us * 1000 - ttl_ns();
-            e.retry_at = t + std::max(ahead, spacing_ns());
+            e.retry_at = t + std::max(v.wait_us * 1000 - ttl_ns(), spacing_ns());
             decision d = to_decision(v);
             d.retry_after = std::chrono::nanoseconds{e.retry_at - t};
             return d;
         }
-        // The k slots are spaced one interval apart and end at the reserved instant;
-        // measured from the reply, so never earlier than the server's.
-        e.permits = k;
-        e.next_due = t + v.wait_us * 1000 - static_cast<std::int64_t>(k - 1) * spacing_ns();
+        // Measured from the reply, so never earlier than the server's slots; kept in order.
+        std::int64_t due = t + v.wait_us * 1000 - static_cast<std::int64_t>(k - 1) * spacing_ns();
+        // Slots already past were in the bucket: usable now (and held from now for lease_ttl).
+        for (std::uint64_t i = 0; i < k; ++i, due += spacing_ns())
+            e.dues.push_back(std::max({due, t, e.dues.empty() ? t : e.dues.back()}));
         e.state = v.state;
         decision d;
-        lease_take_locked(e, n, t, d);
+        if (n > 0)
+            take_locked(e, n, t, d);
         return d;
+    }
+
+    // After a reservation: true when the caller is to top the lease up in the background.
+    bool lease_claim_prefetch(const std::string& key)
+    {
+        std::int64_t t = now();
+        std::lock_guard lock(mutex_);
+        return claim_prefetch_locked(leases_[key], t);
     }
 
     void lease_failed(const std::string& key)
     {
         std::lock_guard lock(mutex_);
         leases_[key].fetching = false;
+    }
+
+    // Reserves lease_count(1) more permits of `key` in the background.
+    void prefetch(std::string key)
+    {
+        std::uint64_t k = lease_count(1);
+        std::int64_t sent = system_now_us();
+        client_.async_eval(gcra_, {key}, {interval_arg_, burst_arg_, std::to_string(k), lease_horizon_arg(), "reserve"},
+                           [self = this->shared_from_this(), key, k, sent](boost::system::error_code ec, auto&& r) {
+                               auto v = ec ? std::nullopt : parse_verdict(r);
+                               if (!v) {
+                                   self->lease_failed(key);
+                                   if (ec == error::backend_unavailable || ec == error::timed_out)
+                                       self->on_unavailable();
+                                   else
+                                       self->on_error();
+                                   return;
+                               }
+                               self->on_reply(*v, sent);
+                               self->lease_fill(key, 0, k, *v);
+                               if (v->granted && self->lease_claim_prefetch(key))
+                                   self->prefetch(key);
+                           });
     }
 
     // Permits leased and not used yet, all keys together.
@@ -257,7 +292,8 @@ public:
         std::lock_guard lock(mutex_);
         std::uint64_t sum = 0;
         for (const auto& [k, e] : leases_)
-            if (e.permits > 0 && t <= last_due(e) + ttl_ns()) sum += e.permits;
+            for (std::int64_t due : e.dues)
+                if (due + ttl_ns() >= t) ++sum;
         return sum;
     }
 
@@ -275,12 +311,12 @@ public:
             for (waiting_timer* w : waiting_)
                 w->timer_.cancel();
             for (auto& [k, e] : leases_)
-                if (e.permits > 0 && t <= last_due(e) + ttl_ns())
+                if (!e.dues.empty() && t <= e.dues.back() + ttl_ns())
                     unused.emplace_back(k, e);
             leases_.clear();
         }
         for (auto& [k, e] : unused)
-            refund(k, e.permits, e.state);
+            refund(k, e.dues.size(), e.state);
         fallback_.close();
     }
 
@@ -294,19 +330,21 @@ private:
     std::int64_t ttl_ns() const noexcept { return std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.lease_ttl).count(); }
 
     struct lease;
-    std::int64_t last_due(const lease& e) const noexcept
+    bool claim_prefetch_locked(lease& e, std::int64_t t) const noexcept
     {
-        return e.next_due + static_cast<std::int64_t>(e.permits - 1) * spacing_ns();
+        if (e.fetching || t < e.retry_at || e.dues.size() >= opts_.lease_size)
+            return false;
+        e.fetching = true;
+        return true;
     }
 
-    void lease_take_locked(lease& e, std::uint64_t n, std::int64_t t, decision& d) noexcept
+    void take_locked(lease& e, std::uint64_t n, std::int64_t t, decision& d) noexcept
     {
-        std::int64_t due = e.next_due + static_cast<std::int64_t>(n - 1) * spacing_ns();
+        std::int64_t due = e.dues[n - 1];
         if (due <= t) {
-            e.permits -= n;
-            e.next_due = due + spacing_ns();
+            e.dues.erase(e.dues.begin(), e.dues.begin() + static_cast<std::ptrdiff_t>(n));
             d.allowed = true;
-            d.remaining = e.permits;
+            d.remaining = e.dues.size();
         } else {
             d.retry_after = std::chrono::nanoseconds{due - t};
         }
@@ -366,9 +404,8 @@ private:
     std::atomic<std::uint64_t> redis_errors_{0};
 
     struct lease {
-        std::uint64_t permits = 0;   // reserved, not handed out yet
-        std::int64_t next_due = 0;   // Clock ns: when the next of them may be used (then one per interval)
-        std::int64_t retry_at = 0;   // Clock ns: refused locally until then
+        std::deque<std::int64_t> dues;   // Clock ns: when each reserved permit may be used
+        std::int64_t retry_at = 0;       // Clock ns: refused locally until then
         std::int64_t state = 0;      // the bucket's state after our last lease (refund)
         bool fetching = false;
     };

@@ -55,7 +55,10 @@ struct try_op {
         if (!ec) {
             if (core->route()) {
                 if (core->leasing()) {
-                    if (core->lease_take(key, n, d)) {
+                    auto step = core->lease_take(key, n, d);
+                    if (step != Core::lease_step::fetch) {
+                        if (step == Core::lease_step::local_prefetch)
+                            core->prefetch(key);
                         core->count(d.allowed, false);
                         posted = true;
                         boost::asio::post(std::move(self));
@@ -96,6 +99,8 @@ struct try_op {
         } else if (v) {
             core->on_reply(*v, sent_us);
             d = leasing ? core->lease_fill(key, n, core->lease_count(n), *v) : to_decision(*v);
+            if (leasing && v->granted && core->lease_claim_prefetch(key))
+                core->prefetch(key);
             core->count(d.allowed, false);
         } else {
             core->on_error();
