@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Installs the dependencies, configures and builds sluice, then runs the pacing demo:
-#   scripts/demo.sh                          # --rate 200 --seconds 3
-#   scripts/demo.sh --rate 1000 --seconds 5  # any pace_demo flags
+# Installs the dependencies, configures and builds sluice, then runs the main demo: the
+# example crawler against two example HTTP servers it starts on 127.0.0.1 (two "hosts"),
+# each limiting clients to 30/s with a burst of 10, while the crawler paces itself to
+# 40/s per host: it gets some 429s, pauses each host for its Retry-After, and finishes
+# all 200 pages, with a live progress line and a summary (about 5 s).
+#   scripts/demo.sh                                      # the scenario above
+#   scripts/demo.sh --per-host-rate 20/s --max-pages 50  # any crawler flags instead
+#   scripts/demo.sh pace --rate 1000 --seconds 5         # the pacing demo (pace_demo)
 # Works from any directory; idempotent. SLUICE_BUILD_DIR selects the build directory
 # (default: build, relative to the repository root).
 set -euo pipefail
@@ -17,7 +22,14 @@ else
   meson setup "$build" -Dexamples=true
 fi
 
-meson compile -C "$build" examples/pace_demo
+if [[ ${1:-} == pace ]]; then
+  shift
+  meson compile -C "$build" examples/pace_demo
+  (($# > 0)) || set -- --rate 200 --seconds 3
+  exec "$build/examples/pace_demo" "$@"
+fi
 
-(($# > 0)) || set -- --rate 200 --seconds 3
-exec "$build/examples/pace_demo" "$@"
+meson compile -C "$build" examples/server examples/crawler
+(($# > 0)) || set -- --spawn-servers 2 --per-host-rate 40/s \
+  --server-args "--pages 100 --rate 30/s --burst 10"
+exec "$build/examples/crawler" "$@"

@@ -15,6 +15,8 @@ packages=(
   libbenchmark-dev
   redis-server
   libhiredis-dev
+  python3
+  gnuplot-nox
 )
 
 missing=()
