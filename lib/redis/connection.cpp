@@ -8,8 +8,10 @@
 // - Our hiredis callbacks never call back into hiredis and never run user code: they move
 //   the reply out and post. Everything that frees the context (timeouts, close, a failed
 //   handshake) therefore runs from our own handlers, never inside a hiredis callback.
-// - Every Asio handler holds a shared_ptr to the core and the link generation it was
-//   armed for; a handler of an older link does nothing.
+// - Every Asio handler holds a weak_ptr to the core and the link generation it was armed
+//   for; a handler of an older link, or of a core that is gone, does nothing. Weak, because
+//   io_uring keeps the operations of a released descriptor until its service is destroyed:
+//   a strong reference would destroy the core (and its timers) after their services.
 #include <sluice/redis/detail/connection_impl.hpp>
 
 #include <sluice/error.hpp>
@@ -290,7 +292,7 @@ private:
     // command when it frees the context, so the front entry is always the one answered.
     void complete_front(const redisReply* r)
     {
-        assert(!ops_.empty());
+        assert(!ops_.empty() || destroying_);
         if (ops_.empty()) return;
         auto o = std::move(ops_.front());
         ops_.pop_front();
@@ -355,7 +357,9 @@ private:
         if (cmd_timer_armed_ || ops_.empty()) return;
         cmd_timer_armed_ = true;
         cmd_timer_.expires_at(ops_.front()->deadline);
-        cmd_timer_.async_wait([self = shared_from_this()](error_code) {
+        cmd_timer_.async_wait([w = weak_from_this()](error_code) {
+            auto self = w.lock();
+            if (!self) return;
             self->cmd_timer_armed_ = false;
             self->on_cmd_timer();
         });
@@ -420,8 +424,9 @@ private:
         if (!ops_.empty()) handshake_ = ops_.back().get();
 
         link_timer_.expires_after(cfg_.connect_timeout);
-        link_timer_.async_wait([self = shared_from_this(), gen = gen_](error_code ec) {
-            if (ec || gen != self->gen_ || self->state_ != state::connecting) return;
+        link_timer_.async_wait([w = weak_from_this(), gen = gen_](error_code ec) {
+            auto self = w.lock();
+            if (!self || ec || gen != self->gen_ || self->state_ != state::connecting) return;
             self->reset_link();
         });
     }
@@ -450,8 +455,9 @@ private:
         state_ = state::backoff;
         link_timer_.expires_after(backoff_);
         backoff_ = std::min(backoff_ * 2, std::max(cfg_.reconnect_max, cfg_.reconnect_min));
-        link_timer_.async_wait([self = shared_from_this(), seq = ++backoff_seq_](error_code ec) {
-            if (ec || seq != self->backoff_seq_ || self->state_ != state::backoff) return;
+        link_timer_.async_wait([w = weak_from_this(), seq = ++backoff_seq_](error_code ec) {
+            auto self = w.lock();
+            if (!self || ec || seq != self->backoff_seq_ || self->state_ != state::backoff) return;
             self->connect();
         });
     }
@@ -500,8 +506,9 @@ private:
         bool& armed = read ? read_armed_ : write_armed_;
         if (armed || !ac_) return;
         armed = true;
-        socket_.async_wait(w, [self = shared_from_this(), gen = gen_, read](error_code ec) {
-            if (gen != self->gen_) return;
+        socket_.async_wait(w, [wp = weak_from_this(), gen = gen_, read](error_code ec) {
+            auto self = wp.lock();
+            if (!self || gen != self->gen_) return;
             (read ? self->read_armed_ : self->write_armed_) = false;
             if (ec == asio::error::operation_aborted) return;
             self->on_ready(read);
