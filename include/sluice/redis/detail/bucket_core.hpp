@@ -12,10 +12,8 @@
 #include <sluice/redis/script.hpp>
 #include <sluice/token_bucket.hpp>
 
-#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/system/system_error.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -25,7 +23,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -81,9 +78,9 @@ public:
     void refund(const std::string& key, std::uint64_t n, std::int64_t state)
     {
         this->client().async_eval(refund_, {key}, {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)},
-                           [self = this->shared_from_this()](boost::system::error_code ec, auto&&) {
-                               if (ec) self->on_error();
-                           });
+                                  [self = this->shared_from_this()](boost::system::error_code ec, auto&&) {
+                                      if (ec) self->on_error();
+                                  });
     }
 
     bool leasing() const noexcept { return this->options().lease_size > 0; }
@@ -179,21 +176,21 @@ public:
         std::uint64_t k = lease_count(1);
         std::int64_t sent = system_now_us();
         this->client().async_eval(gcra_, {key}, {interval_arg_, burst_arg_, std::to_string(k), lease_horizon_arg(), "reserve"},
-                           [self = this->shared_from_this(), key, k, sent](boost::system::error_code ec, auto&& r) {
-                               auto v = ec ? std::nullopt : parse_verdict(r);
-                               if (!v) {
-                                   self->lease_failed(key);
-                                   if (ec == error::backend_unavailable || ec == error::timed_out)
-                                       self->on_unavailable();
-                                   else
-                                       self->on_error();
-                                   return;
-                               }
-                               self->on_reply(*v, sent);
-                               self->lease_fill(key, 0, k, *v);
-                               if (v->granted && self->lease_claim_prefetch(key))
-                                   self->prefetch(key);
-                           });
+                                  [self = this->shared_from_this(), key, k, sent](boost::system::error_code ec, auto&& r) {
+                                      auto v = ec ? std::nullopt : parse_verdict(r);
+                                      if (!v) {
+                                          self->lease_failed(key);
+                                          if (ec == error::backend_unavailable || ec == error::timed_out)
+                                              self->on_unavailable();
+                                          else
+                                              self->on_error();
+                                          return;
+                                      }
+                                      self->on_reply(*v, sent);
+                                      self->lease_fill(key, 0, k, *v);
+                                      if (v->granted && self->lease_claim_prefetch(key))
+                                          self->prefetch(key);
+                                  });
     }
 
     // Permits leased and not used yet, all keys together.
