@@ -1,21 +1,19 @@
-// Shared state of a Redis token bucket: the scripts and their fixed arguments, the
-// health of the link (Redis or the failure policy), the local fallback, the timers of
-// waiting requests (so that close() can wake them) and the counters.
+// State of a Redis token bucket on top of limiter_core: the GCRA scripts and their fixed
+// arguments, refunds and the leases.
 #pragma once
 
 #include <sluice/error.hpp>
 #include <sluice/keyed.hpp>
 #include <sluice/rate.hpp>
+#include <sluice/redis/detail/limiter_core.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 #include <sluice/redis/limiter_options.hpp>
 #include <sluice/redis/scripts.hpp>
 #include <sluice/redis/script.hpp>
 #include <sluice/token_bucket.hpp>
 
-#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/system/system_error.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -25,170 +23,80 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 namespace sluice::redis::detail {
 
-inline std::int64_t system_now_us() noexcept
-{
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 template <class Client, class Clock>
-class bucket_core : public std::enable_shared_from_this<bucket_core<Client, Clock>> {
+class bucket_core
+    : public limiter_core<Client, Clock, keyed<token_bucket<Clock, typename Client::executor_type>>>,
+      public std::enable_shared_from_this<bucket_core<Client, Clock>> {
+    using base_type = limiter_core<Client, Clock, keyed<token_bucket<Clock, typename Client::executor_type>>>;
+    using base_type::mutex_;
+    using base_type::now;
+
 public:
-    using executor_type = typename Client::executor_type;
-    using timer_type = boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, executor_type>;
-    using fallback_type = keyed<token_bucket<Clock, executor_type>>;
+    using typename base_type::executor_type;
+    using typename base_type::fallback_type;
+
+    static constexpr bool can_lease = true;
 
     bucket_core(Client& client, rate r, std::uint64_t burst, limiter_options opts)
-        : client_(client),
+        : base_type(client, std::move(opts), burst,
+                    [&](const executor_type& ex, const limiter_options& o) {
+                        return fallback_type(ex, o.fallback, fallback_rate(to_us(r, burst), o.expected_nodes),
+                                             std::max<std::uint64_t>(1, burst / o.expected_nodes));
+                    }),
           gcra_(std::string(lua::gcra)),
           refund_(std::string(lua::gcra_refund)),
-          opts_(check(std::move(opts))),
           interval_us_(to_us(r, burst)),
           burst_(burst),
           interval_arg_(std::to_string(interval_us_)),
-          burst_arg_(std::to_string(burst)),
-          fallback_(client.get_executor(), opts_.fallback, fallback_rate(interval_us_, opts_.expected_nodes),
-                    std::max<std::uint64_t>(1, burst / opts_.expected_nodes))
+          burst_arg_(std::to_string(burst))
     {
     }
 
-    Client& client() noexcept { return client_; }
-    fallback_type& fallback() noexcept { return fallback_; }
-    const limiter_options& options() const noexcept { return opts_; }
     const script& gcra_script() const noexcept { return gcra_; }
+    const script& try_script() const noexcept { return gcra_; }
+
+    // The arguments of async_try_acquire's script: a lease reserves lease_count(n)
+    // permits at most lease_ttl ahead.
+    std::vector<std::string> try_args(std::uint64_t n, bool leasing) const
+    {
+        return {interval_arg_, burst_arg_, std::to_string(leasing ? lease_count(n) : n),
+                leasing ? lease_horizon_arg() : std::string("0"), leasing ? "reserve" : "try"};
+    }
+
     const std::string& interval_arg() const noexcept { return interval_arg_; }
     const std::string& burst_arg() const noexcept { return burst_arg_; }
     std::int64_t interval_us() const noexcept { return interval_us_; }
     std::uint64_t burst() const noexcept { return burst_; }
 
-    std::string key_for(std::string_view key) const
-    {
-        std::string k;
-        k.reserve(opts_.prefix.size() + key.size() + 3);
-        k += '{';
-        k += opts_.prefix;
-        k += ':';
-        k += key;
-        k += '}';
-        return k;
-    }
-
-    // The error of a request that cannot be sent at all.
-    boost::system::error_code check(std::uint64_t n) const noexcept
-    {
-        if (closed_.load(std::memory_order_acquire)) return error::closed;
-        if (n == 0) return error::invalid_count;
-        if (n > burst_) return error::exceeds_burst;
-        return {};
-    }
-
-    bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
-
-    // Whether this request goes to Redis: always while healthy; while degraded, one
-    // request per probe_interval (the probe), the others to the failure policy.
-    bool route() noexcept
-    {
-        if (!degraded_.load(std::memory_order_relaxed))
-            return true;
-        std::int64_t t = now();
-        std::int64_t next = next_probe_.load(std::memory_order_relaxed);
-        return t >= next && next_probe_.compare_exchange_strong(next, t + probe_ns(), std::memory_order_relaxed);
-    }
-
-    // Redis could not be reached (or did not answer in time): switch to the failure policy.
-    void on_unavailable() noexcept
-    {
-        redis_errors_.fetch_add(1, std::memory_order_relaxed);
-        if (!degraded_.exchange(true, std::memory_order_relaxed))
-            next_probe_.store(now() + probe_ns(), std::memory_order_relaxed);
-    }
-
-    void on_error() noexcept { redis_errors_.fetch_add(1, std::memory_order_relaxed); }
-
-    // A well-formed reply: Redis is back, and its clock is sampled.
-    void on_reply(const verdict& v, std::int64_t sent_us) noexcept
-    {
-        degraded_.store(false, std::memory_order_relaxed);
-        std::int64_t recv = system_now_us();
-        offset_us_.store(v.now_us - (sent_us + (recv - sent_us) / 2), std::memory_order_relaxed);
-        rtt_us_.store(recv - sent_us, std::memory_order_relaxed);
-    }
-
-    void count(bool admitted, bool fallback) noexcept
-    {
-        (admitted ? admitted_ : rejected_).fetch_add(1, std::memory_order_relaxed);
-        if (fallback) fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
-    }
-
-    limiter_stats stats() const noexcept
-    {
-        limiter_stats s;
-        s.admitted = admitted_.load(std::memory_order_relaxed);
-        s.rejected = rejected_.load(std::memory_order_relaxed);
-        s.decisions = s.admitted + s.rejected;
-        s.fallback_decisions = fallback_decisions_.load(std::memory_order_relaxed);
-        s.redis_errors = redis_errors_.load(std::memory_order_relaxed);
-        s.clock_offset = std::chrono::microseconds{offset_us_.load(std::memory_order_relaxed)};
-        s.last_round_trip = std::chrono::microseconds{rtt_us_.load(std::memory_order_relaxed)};
-        s.degraded = degraded_.load(std::memory_order_relaxed);
-        return s;
-    }
-
     // Gives a reservation back in Redis where nothing later depends on it (fire and
     // forget: a refund that fails only leaves the permits consumed).
     void refund(const std::string& key, std::uint64_t n, std::int64_t state)
     {
-        client_.async_eval(refund_, {key}, {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)},
-                           [self = this->shared_from_this()](boost::system::error_code ec, auto&&) {
-                               if (ec) self->on_error();
-                           });
+        this->client().async_eval(refund_, {key}, {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)},
+                                  [self = this->shared_from_this()](boost::system::error_code ec, auto&&) {
+                                      if (ec) self->on_error();
+                                  });
     }
 
-    // A waiting request's timer, known to the core while it waits so that close() can
-    // wake it. Owned by the operation; unregisters itself.
-    class waiting_timer {
-    public:
-        explicit waiting_timer(std::shared_ptr<bucket_core> core)
-            : core_(std::move(core)), timer_(core_->client().get_executor())
-        {
-            std::lock_guard lock(core_->mutex_);
-            core_->waiting_.insert(this);
-        }
-        waiting_timer(const waiting_timer&) = delete;
-        waiting_timer& operator=(const waiting_timer&) = delete;
-        ~waiting_timer()
-        {
-            std::lock_guard lock(core_->mutex_);
-            core_->waiting_.erase(this);
-        }
-        timer_type& timer() noexcept { return timer_; }
-
-    private:
-        friend class bucket_core;
-        std::shared_ptr<bucket_core> core_;
-        timer_type timer_;
-    };
-
-    bool leasing() const noexcept { return opts_.lease_size > 0; }
+    bool leasing() const noexcept { return this->options().lease_size > 0; }
 
     // How many permits a lease request for n reserves: lease_size, at least n, at most
     // the burst (a reservation never holds more than the bucket).
     std::uint64_t lease_count(std::uint64_t n) const noexcept
     {
-        std::uint64_t k = std::max<std::uint64_t>(opts_.lease_size, n);
+        std::uint64_t k = std::max<std::uint64_t>(this->options().lease_size, n);
         return std::min<std::uint64_t>(k, burst_);
     }
 
     // How far ahead a lease may reserve: lease_ttl, in whole us.
     std::string lease_horizon_arg() const
     {
-        return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(opts_.lease_ttl).count());
+        return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(this->options().lease_ttl).count());
     }
 
     enum class lease_step { local, local_prefetch, fetch };
@@ -267,22 +175,22 @@ public:
     {
         std::uint64_t k = lease_count(1);
         std::int64_t sent = system_now_us();
-        client_.async_eval(gcra_, {key}, {interval_arg_, burst_arg_, std::to_string(k), lease_horizon_arg(), "reserve"},
-                           [self = this->shared_from_this(), key, k, sent](boost::system::error_code ec, auto&& r) {
-                               auto v = ec ? std::nullopt : parse_verdict(r);
-                               if (!v) {
-                                   self->lease_failed(key);
-                                   if (ec == error::backend_unavailable || ec == error::timed_out)
-                                       self->on_unavailable();
-                                   else
-                                       self->on_error();
-                                   return;
-                               }
-                               self->on_reply(*v, sent);
-                               self->lease_fill(key, 0, k, *v);
-                               if (v->granted && self->lease_claim_prefetch(key))
-                                   self->prefetch(key);
-                           });
+        this->client().async_eval(gcra_, {key}, {interval_arg_, burst_arg_, std::to_string(k), lease_horizon_arg(), "reserve"},
+                                  [self = this->shared_from_this(), key, k, sent](boost::system::error_code ec, auto&& r) {
+                                      auto v = ec ? std::nullopt : parse_verdict(r);
+                                      if (!v) {
+                                          self->lease_failed(key);
+                                          if (ec == error::backend_unavailable || ec == error::timed_out)
+                                              self->on_unavailable();
+                                          else
+                                              self->on_error();
+                                          return;
+                                      }
+                                      self->on_reply(*v, sent);
+                                      self->lease_fill(key, 0, k, *v);
+                                      if (v->granted && self->lease_claim_prefetch(key))
+                                          self->prefetch(key);
+                                  });
     }
 
     // Permits leased and not used yet, all keys together.
@@ -302,14 +210,13 @@ public:
     // requests fail with error::closed.
     void close()
     {
-        if (closed_.exchange(true, std::memory_order_acq_rel))
+        if (!this->mark_closed())
             return;
         std::vector<std::pair<std::string, lease>> unused;
         {
             std::int64_t t = now();
             std::lock_guard lock(mutex_);
-            for (waiting_timer* w : waiting_)
-                w->timer_.cancel();
+            this->wake_waiters_locked();
             for (auto& [k, e] : leases_)
                 if (!e.dues.empty() && t <= e.dues.back() + ttl_ns())
                     unused.emplace_back(k, e);
@@ -317,22 +224,17 @@ public:
         }
         for (auto& [k, e] : unused)
             refund(k, e.dues.size(), e.state);
-        fallback_.close();
+        this->fallback().close();
     }
 
 private:
-    static std::int64_t now() noexcept
-    {
-        return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-    }
-
     std::int64_t spacing_ns() const noexcept { return interval_us_ * 1000; }
-    std::int64_t ttl_ns() const noexcept { return std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.lease_ttl).count(); }
+    std::int64_t ttl_ns() const noexcept { return std::chrono::duration_cast<std::chrono::nanoseconds>(this->options().lease_ttl).count(); }
 
     struct lease;
     bool claim_prefetch_locked(lease& e, std::int64_t t) const noexcept
     {
-        if (e.fetching || t < e.retry_at || e.dues.size() >= opts_.lease_size)
+        if (e.fetching || t < e.retry_at || e.dues.size() >= this->options().lease_size)
             return false;
         e.fetching = true;
         return true;
@@ -348,18 +250,6 @@ private:
         } else {
             d.retry_after = std::chrono::nanoseconds{due - t};
         }
-    }
-
-    std::int64_t probe_ns() const noexcept
-    {
-        return std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.probe_interval).count();
-    }
-
-    static limiter_options check(limiter_options o)
-    {
-        if (o.expected_nodes == 0 || o.probe_interval.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_option));
-        return o;
     }
 
     // The server counts in whole microseconds: the interval is rounded up (never faster
@@ -383,25 +273,12 @@ private:
         return rate::every(std::chrono::nanoseconds{ns * static_cast<std::int64_t>(nodes)});
     }
 
-    Client& client_;
     script gcra_;
     script refund_;
-    limiter_options opts_;
     std::int64_t interval_us_;
     std::uint64_t burst_;
     std::string interval_arg_;
     std::string burst_arg_;
-    fallback_type fallback_;
-
-    std::atomic<bool> closed_{false};
-    std::atomic<bool> degraded_{false};
-    std::atomic<std::int64_t> next_probe_{0};
-    std::atomic<std::int64_t> offset_us_{0};
-    std::atomic<std::int64_t> rtt_us_{0};
-    std::atomic<std::uint64_t> admitted_{0};
-    std::atomic<std::uint64_t> rejected_{0};
-    std::atomic<std::uint64_t> fallback_decisions_{0};
-    std::atomic<std::uint64_t> redis_errors_{0};
 
     struct lease {
         std::deque<std::int64_t> dues;   // Clock ns: when each reserved permit may be used
@@ -410,8 +287,6 @@ private:
         bool fetching = false;
     };
 
-    mutable std::mutex mutex_;
-    std::unordered_set<waiting_timer*> waiting_;
     std::unordered_map<std::string, lease> leases_;
 };
 

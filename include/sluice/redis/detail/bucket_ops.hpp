@@ -1,10 +1,12 @@
 // The asynchronous operations of the Redis token bucket, as composed operations: one
-// script round trip, then (acquire) a local timer until the reserved slot.
+// script round trip, then (acquire) a local timer until the reserved slot. try_op serves
+// every Redis limiter (Core: a limiter_core with try_script(), try_args() and can_lease).
 #pragma once
 
 #include <sluice/error.hpp>
-#include <sluice/redis/detail/bucket_core.hpp>
+#include <sluice/redis/detail/limiter_core.hpp>
 #include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/scripts.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -54,27 +56,25 @@ struct try_op {
         ec = core->check(n);
         if (!ec) {
             if (core->route()) {
-                if (core->leasing()) {
-                    auto step = core->lease_take(key, n, d);
-                    if (step != Core::lease_step::fetch) {
-                        if (step == Core::lease_step::local_prefetch)
-                            core->prefetch(key);
-                        core->count(d.allowed, false);
-                        posted = true;
-                        boost::asio::post(std::move(self));
-                        return;
+                if constexpr (Core::can_lease) {
+                    if (core->leasing()) {
+                        auto step = core->lease_take(key, n, d);
+                        if (step != Core::lease_step::fetch) {
+                            if (step == Core::lease_step::local_prefetch)
+                                core->prefetch(key);
+                            core->count(d.allowed, false);
+                            posted = true;
+                            boost::asio::post(std::move(self));
+                            return;
+                        }
+                        leasing = true;
                     }
-                    leasing = true;
                 }
                 sent_us = system_now_us();
                 Core& c = *core;
                 std::vector<std::string> keys{key};
-                // A lease reserves lease_count(n) permits at most lease_ttl ahead.
-                std::vector<std::string> args{c.interval_arg(), c.burst_arg(),
-                                              std::to_string(leasing ? c.lease_count(n) : n),
-                                              leasing ? c.lease_horizon_arg() : std::string("0"),
-                                              leasing ? "reserve" : "try"};
-                c.client().async_eval(c.gcra_script(), std::move(keys), std::move(args), std::move(self));
+                std::vector<std::string> args = c.try_args(n, leasing);
+                c.client().async_eval(c.try_script(), std::move(keys), std::move(args), std::move(self));
                 return;
             }
             decide_locally();
@@ -88,8 +88,10 @@ struct try_op {
     void operator()(Self& self, boost::system::error_code e, Reply r)
     {
         auto v = e ? std::nullopt : parse_verdict(r);
-        if (leasing && !v)
-            core->lease_failed(key);
+        if constexpr (Core::can_lease) {
+            if (leasing && !v)
+                core->lease_failed(key);
+        }
         if (unreachable(e)) {
             core->on_unavailable();
             decide_locally();
@@ -98,9 +100,14 @@ struct try_op {
             ec = e;
         } else if (v) {
             core->on_reply(*v, sent_us);
-            d = leasing ? core->lease_fill(key, n, core->lease_count(n), *v) : to_decision(*v);
-            if (leasing && v->granted && core->lease_claim_prefetch(key))
-                core->prefetch(key);
+            d = to_decision(*v);
+            if constexpr (Core::can_lease) {
+                if (leasing) {
+                    d = core->lease_fill(key, n, core->lease_count(n), *v);
+                    if (v->granted && core->lease_claim_prefetch(key))
+                        core->prefetch(key);
+                }
+            }
             core->count(d.allowed, false);
         } else {
             core->on_error();
@@ -126,6 +133,40 @@ struct try_op {
         core->count(d.allowed, true);
     }
 };
+
+/// A waiting request while Redis is unreachable: applies the failure policy. Op has
+/// core, key, n, ec and a `state` with falling_back. True when a wait on the local
+/// fallback was started (it completes `self` with void(error_code), then
+/// locally_acquired() finishes); false when op.ec is the result.
+template <class Op, class Self>
+bool acquire_locally(Op& op, Self& self, std::int64_t max_wait_ns)
+{
+    switch (op.core->options().on_failure) {
+    case failure_policy::fail_closed:
+        op.ec = error::backend_unavailable;
+        return false;
+    case failure_policy::fail_open:
+        op.core->count(true, true);
+        op.ec = {};
+        return false;
+    case failure_policy::local_fallback:
+        op.st = Op::state::falling_back;
+        // The key is copied: `self` (holding op) moves into the operation.
+        std::string k = op.key;
+        auto& fallback = op.core->fallback();
+        fallback.async_acquire(k, op.n, std::chrono::nanoseconds{max_wait_ns}, std::move(self));
+        return true;
+    }
+    return false;
+}
+
+template <class Op, class Self>
+void locally_acquired(Op& op, Self& self, boost::system::error_code e)
+{
+    if (!e || e == error::would_exceed_timeout)
+        op.core->count(!e, true);
+    self.complete(e);
+}
 
 /// async_acquire: void(error_code). Reserves in Redis, then waits on a local timer.
 template <class Core>
@@ -225,11 +266,8 @@ struct acquire_op {
     template <class Self>
     void operator()(Self& self, boost::system::error_code e)
     {
-        if (st == state::falling_back) {
-            if (!e || e == error::would_exceed_timeout)
-                core->count(!e, true);
-            return self.complete(e);
-        }
+        if (st == state::falling_back)
+            return locally_acquired(*this, self, e);
         timer.reset();
         if (e) {
             // Cancelled or closed while waiting: the slot goes back where nothing later
@@ -241,27 +279,10 @@ struct acquire_op {
         self.complete(e);
     }
 
-    // Applies the failure policy; true when an asynchronous wait was started.
     template <class Self>
     bool fall_back(Self& self)
     {
-        switch (core->options().on_failure) {
-        case failure_policy::fail_closed:
-            ec = error::backend_unavailable;
-            return false;
-        case failure_policy::fail_open:
-            core->count(true, true);
-            ec = {};
-            return false;
-        case failure_policy::local_fallback:
-            st = state::falling_back;
-            // The key is copied: `self` (holding this object) moves into the operation.
-            std::string k = key;
-            auto& fallback = core->fallback();
-            fallback.async_acquire(k, n, std::chrono::nanoseconds{max_wait_ns}, std::move(self));
-            return true;
-        }
-        return false;
+        return acquire_locally(*this, self, max_wait_ns);
     }
 
     std::string max_wait_arg() const

@@ -1,0 +1,221 @@
+// What every Redis-backed limiter shares, whatever its script: the client, the options,
+// the health of the link (Redis or the failure policy, with probing), the local fallback,
+// the timers of waiting requests (so that close() can wake them), key building and the
+// counters.
+#pragma once
+
+#include <sluice/error.hpp>
+#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/limiter_options.hpp>
+
+#include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+
+namespace sluice::redis::detail {
+
+inline std::int64_t system_now_us() noexcept
+{
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+/// `Fallback` is the keyed local limiter of the local_fallback policy.
+template <class Client, class Clock, class Fallback>
+class limiter_core {
+public:
+    using executor_type = typename Client::executor_type;
+    using timer_type = boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, executor_type>;
+    using fallback_type = Fallback;
+
+    /// make_fallback(executor, checked options) builds the fallback; it runs after the
+    /// options are checked (it may divide by expected_nodes). Requests for more than
+    /// max_count permits fail with error::exceeds_burst.
+    template <class MakeFallback>
+    limiter_core(Client& client, limiter_options opts, std::uint64_t max_count, MakeFallback&& make_fallback)
+        : client_(client),
+          opts_(checked(std::move(opts))),
+          max_count_(max_count),
+          fallback_(std::forward<MakeFallback>(make_fallback)(client.get_executor(), opts_))
+    {
+    }
+
+    limiter_core(const limiter_core&) = delete;
+    limiter_core& operator=(const limiter_core&) = delete;
+
+    Client& client() noexcept { return client_; }
+    fallback_type& fallback() noexcept { return fallback_; }
+    const limiter_options& options() const noexcept { return opts_; }
+
+    std::string key_for(std::string_view key) const
+    {
+        std::string k;
+        k.reserve(opts_.prefix.size() + key.size() + 3);
+        k += '{';
+        k += opts_.prefix;
+        k += ':';
+        k += key;
+        k += '}';
+        return k;
+    }
+
+    // The error of a request that cannot be sent at all.
+    boost::system::error_code check(std::uint64_t n) const noexcept
+    {
+        if (closed_.load(std::memory_order_acquire)) return error::closed;
+        if (n == 0) return error::invalid_count;
+        if (n > max_count_) return error::exceeds_burst;
+        return {};
+    }
+
+    bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+
+    // Whether this request goes to Redis: always while healthy; while degraded, one
+    // request per probe_interval (the probe), the others to the failure policy.
+    bool route() noexcept
+    {
+        if (!degraded_.load(std::memory_order_relaxed))
+            return true;
+        std::int64_t t = now();
+        std::int64_t next = next_probe_.load(std::memory_order_relaxed);
+        return t >= next && next_probe_.compare_exchange_strong(next, t + probe_ns(), std::memory_order_relaxed);
+    }
+
+    // Redis could not be reached (or did not answer in time): switch to the failure policy.
+    void on_unavailable() noexcept
+    {
+        redis_errors_.fetch_add(1, std::memory_order_relaxed);
+        if (!degraded_.exchange(true, std::memory_order_relaxed))
+            next_probe_.store(now() + probe_ns(), std::memory_order_relaxed);
+    }
+
+    void on_error() noexcept { redis_errors_.fetch_add(1, std::memory_order_relaxed); }
+
+    // A well-formed reply: Redis is back, and its clock is sampled.
+    void on_reply(const verdict& v, std::int64_t sent_us) noexcept
+    {
+        degraded_.store(false, std::memory_order_relaxed);
+        std::int64_t recv = system_now_us();
+        offset_us_.store(v.now_us - (sent_us + (recv - sent_us) / 2), std::memory_order_relaxed);
+        rtt_us_.store(recv - sent_us, std::memory_order_relaxed);
+    }
+
+    void count(bool admitted, bool fallback) noexcept
+    {
+        (admitted ? admitted_ : rejected_).fetch_add(1, std::memory_order_relaxed);
+        if (fallback) fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    limiter_stats stats() const noexcept
+    {
+        limiter_stats s;
+        s.admitted = admitted_.load(std::memory_order_relaxed);
+        s.rejected = rejected_.load(std::memory_order_relaxed);
+        s.decisions = s.admitted + s.rejected;
+        s.fallback_decisions = fallback_decisions_.load(std::memory_order_relaxed);
+        s.redis_errors = redis_errors_.load(std::memory_order_relaxed);
+        s.clock_offset = std::chrono::microseconds{offset_us_.load(std::memory_order_relaxed)};
+        s.last_round_trip = std::chrono::microseconds{rtt_us_.load(std::memory_order_relaxed)};
+        s.degraded = degraded_.load(std::memory_order_relaxed);
+        return s;
+    }
+
+    // A waiting request's timer, known to the core while it waits so that close() can
+    // wake it. Owned by the operation; unregisters itself.
+    class waiting_timer {
+    public:
+        explicit waiting_timer(std::shared_ptr<limiter_core> core)
+            : core_(std::move(core)), timer_(core_->client().get_executor())
+        {
+            std::lock_guard lock(core_->mutex_);
+            core_->waiting_.insert(this);
+        }
+        waiting_timer(const waiting_timer&) = delete;
+        waiting_timer& operator=(const waiting_timer&) = delete;
+        ~waiting_timer()
+        {
+            std::lock_guard lock(core_->mutex_);
+            core_->waiting_.erase(this);
+        }
+        timer_type& timer() noexcept { return timer_; }
+
+    private:
+        friend class limiter_core;
+        std::shared_ptr<limiter_core> core_;
+        timer_type timer_;
+    };
+
+    // Wakes every waiting request (they complete with error::closed) and closes the
+    // fallback; later requests fail with error::closed.
+    void close()
+    {
+        if (!mark_closed())
+            return;
+        {
+            std::lock_guard lock(mutex_);
+            wake_waiters_locked();
+        }
+        fallback_.close();
+    }
+
+protected:
+    ~limiter_core() = default;
+
+    static std::int64_t now() noexcept
+    {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    }
+
+    // False when already closed.
+    bool mark_closed() noexcept { return !closed_.exchange(true, std::memory_order_acq_rel); }
+
+    void wake_waiters_locked()
+    {
+        for (waiting_timer* w : waiting_)
+            w->timer_.cancel();
+    }
+
+    // Guards the waiting timers and whatever a derived core keeps per key.
+    mutable std::mutex mutex_;
+
+private:
+    std::int64_t probe_ns() const noexcept
+    {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.probe_interval).count();
+    }
+
+    static limiter_options checked(limiter_options o)
+    {
+        if (o.expected_nodes == 0 || o.probe_interval.count() <= 0)
+            throw boost::system::system_error(make_error_code(error::invalid_option));
+        return o;
+    }
+
+    Client& client_;
+    limiter_options opts_;
+    std::uint64_t max_count_;
+    fallback_type fallback_;
+
+    std::atomic<bool> closed_{false};
+    std::atomic<bool> degraded_{false};
+    std::atomic<std::int64_t> next_probe_{0};
+    std::atomic<std::int64_t> offset_us_{0};
+    std::atomic<std::int64_t> rtt_us_{0};
+    std::atomic<std::uint64_t> admitted_{0};
+    std::atomic<std::uint64_t> rejected_{0};
+    std::atomic<std::uint64_t> fallback_decisions_{0};
+    std::atomic<std::uint64_t> redis_errors_{0};
+
+    std::unordered_set<waiting_timer*> waiting_;
+};
+
+} // namespace sluice::redis::detail

@@ -1,0 +1,90 @@
+// State of a Redis sliding window on top of limiter_core: the sliding log script and its
+// fixed arguments.
+#pragma once
+
+#include <sluice/error.hpp>
+#include <sluice/keyed.hpp>
+#include <sluice/policy/sliding_log.hpp>
+#include <sluice/redis/detail/limiter_core.hpp>
+#include <sluice/redis/limiter_options.hpp>
+#include <sluice/redis/script.hpp>
+#include <sluice/redis/scripts.hpp>
+#include <sluice/sliding_window.hpp>
+
+#include <boost/system/system_error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sluice::redis::detail {
+
+template <class Client, class Clock>
+class window_core
+    : public limiter_core<Client, Clock, keyed<sluice::sliding_window<Clock, typename Client::executor_type>>> {
+    using base_type = limiter_core<Client, Clock, keyed<sluice::sliding_window<Clock, typename Client::executor_type>>>;
+
+public:
+    using typename base_type::executor_type;
+    using typename base_type::fallback_type;
+
+    static constexpr bool can_lease = false;
+
+    window_core(Client& client, std::uint64_t limit, std::chrono::nanoseconds window, limiter_options opts)
+        : base_type(client, std::move(opts), limit,
+                    [&](const executor_type& ex, const limiter_options& o) {
+                        std::int64_t us = to_us(window);
+                        return fallback_type(ex, o.fallback, std::max<std::uint64_t>(1, checked_limit(limit) / o.expected_nodes),
+                                             std::chrono::microseconds{us});
+                    }),
+          script_(std::string(lua::sliding_log)),
+          limit_(limit),
+          window_us_(to_us(window)),
+          limit_arg_(std::to_string(limit)),
+          window_arg_(std::to_string(window_us_))
+    {
+    }
+
+    const script& try_script() const noexcept { return script_; }
+
+    std::vector<std::string> try_args(std::uint64_t n, bool) const
+    {
+        return {limit_arg_, window_arg_, std::to_string(n)};
+    }
+
+    std::uint64_t limit() const noexcept { return limit_; }
+    std::int64_t window_us() const noexcept { return window_us_; }
+
+private:
+    static std::uint64_t checked_limit(std::uint64_t limit)
+    {
+        if (limit == 0 || limit > policy::sliding_log::max_limit)
+            throw boost::system::system_error(make_error_code(error::invalid_burst));
+        return limit;
+    }
+
+    // The server counts in whole microseconds: the window is rounded up (never more
+    // permits than asked).
+    static std::int64_t to_us(std::chrono::nanoseconds window)
+    {
+        std::int64_t ns = window.count();
+        if (ns <= 0)
+            throw boost::system::system_error(make_error_code(error::invalid_rate));
+        std::int64_t us = ns / 1000 + (ns % 1000 != 0 ? 1 : 0);
+        if (us > lua::max_span_us)
+            throw boost::system::system_error(make_error_code(error::invalid_rate));
+        return us;
+    }
+
+    script script_;
+    std::uint64_t limit_;
+    std::int64_t window_us_;
+    std::string limit_arg_;
+    std::string window_arg_;
+};
+
+} // namespace sluice::redis::detail
