@@ -7,8 +7,13 @@
 // (adaptive_rate.hpp) that moves the bucket's rate to what the server's quota sustains;
 // a 429 or 503 pauses every worker until its Retry-After has passed.
 //
+// With `--redis HOST:PORT` several api_client processes share one quota of `--rate`: each
+// request also takes a permit of a sluice::redis::token_bucket on a key every process
+// derives from the API's host:port (or `--redis-key`).
+//
 //   api_client --url http://127.0.0.1:8080/api/items --rate 100/s --seconds 10
 //   api_client --spawn-server --server-rate 20/s --server-burst 10 --rate 100/s --seconds 10
+//   api_client --url http://127.0.0.1:8080/api/items --redis 127.0.0.1:6379 --rate 40/s --seconds 10
 
 #include "../common/http_connection.hpp"
 #include "../common/loopback_url.hpp"
@@ -17,6 +22,13 @@
 #include "ratelimit_fields.hpp"
 
 #include <sluice/token_bucket.hpp>
+
+#if SLUICE_EXAMPLES_REDIS
+#include "../common/spawn_redis.hpp"
+
+#include <sluice/redis/connection.hpp>
+#include <sluice/redis/token_bucket.hpp>
+#endif
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -60,6 +72,8 @@ struct options {
     std::string server_rate = "20/s";
     std::string server_burst = "10";
     std::string redis;
+    std::string redis_key;
+    bool spawn_redis = false;
 };
 
 void usage(std::FILE* to)
@@ -81,7 +95,10 @@ void usage(std::FILE* to)
         "  --server-bin PATH    (default: 'server' next to this executable)\n"
         "  --server-rate TEXT   its per-client rate (default 20/s)\n"
         "  --server-burst N     its per-client burst (default 10)\n"
-        "  --redis HOST:PORT    share one quota between processes (not built yet)\n",
+        "  --redis HOST:PORT    share the quota --rate (burst --burst) with every api_client\n"
+        "                       using the same Redis (loopback) and key\n"
+        "  --redis-key KEY      the shared quota's key (default: api_client:HOST:PORT of the URL)\n"
+        "  --spawn-redis        start a redis-server on a free loopback port (a demo of --redis)\n",
         to);
 }
 
@@ -132,6 +149,20 @@ struct client {
     asio::steady_timer deadline;
     asio::signal_set signals;
 
+#if SLUICE_EXAMPLES_REDIS
+    // --redis: the quota every process shares. sluice::redis::token_bucket has a fixed rate
+    // (the interval is part of its configuration, and every process using the key must
+    // agree on it), so the adaptation cannot move the shared bucket: it moves `bucket`,
+    // which becomes a local gate in front of it. A request takes a permit of each, so the
+    // processes together never exceed --rate, and each process also stays within what the
+    // server's RateLimit fields tell it (the server sees all of them as one client, so each
+    // one's controller reads the same shared fill and backs off with the others).
+    std::unique_ptr<sluice::redis::connection> redis;
+    std::unique_ptr<sluice::redis::token_bucket<sluice::redis::connection>> shared;
+    std::string shared_key;
+    bool redis_failed = false;
+#endif
+
     bool stopping = false;
     unsigned live_workers = 0;
     std::uint64_t sent = 0, completed = 0, last_tick_sent = 0, pauses = 0;
@@ -155,6 +186,46 @@ struct client {
         stopping = true;
         bucket.close(); // workers waiting for a permit leave with error::closed
         gate.cancel();
+#if SLUICE_EXAMPLES_REDIS
+        if (shared) shared->close(); // reserved slots go back to Redis where possible
+#endif
+    }
+
+    // Once no worker is left: let io.run() return.
+    void finish()
+    {
+        stop();
+        ticker.cancel();
+        deadline.cancel();
+        signals.cancel();
+#if SLUICE_EXAMPLES_REDIS
+        if (redis) redis->close(); // no more reconnection timers
+#endif
+    }
+
+    // Waits (bounded) for the Redis connection, then starts the workers.
+    asio::awaitable<void> run()
+    {
+#if SLUICE_EXAMPLES_REDIS
+        if (redis) {
+            // The connection comes up in the background and does not queue commands
+            // before that: a worker's first acquire would go to the failure policy.
+            asio::steady_timer t(io);
+            for (auto until = clock_type::now() + 3s; !redis->connected() && !stopping;) {
+                if (clock_type::now() > until) {
+                    std::fprintf(stderr, "api_client: --redis %s: no connection within 3 s\n", opts.redis.c_str());
+                    redis_failed = true;
+                    finish();
+                    co_return;
+                }
+                t.expires_after(10ms);
+                co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+            }
+        }
+#endif
+        live_workers = opts.concurrency;
+        for (unsigned i = 0; i < opts.concurrency; ++i) asio::co_spawn(io, worker(), asio::detached);
+        asio::co_spawn(io, tick(), asio::detached);
     }
 
     bool claim()
@@ -211,17 +282,28 @@ struct client {
             }
             auto [ec] = co_await bucket.async_acquire(1, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
             if (ec) break; // closed: stopping
+#if SLUICE_EXAMPLES_REDIS
+            if (shared) {
+                auto [sec] = co_await shared->async_acquire(shared_key, 1, sluice::wait_forever,
+                                                            asio::as_tuple(asio::use_awaitable));
+                if (sec) {
+                    // closed: stopping. Anything else (an error reply at the key, say)
+                    // would repeat for every request: report it and stop.
+                    if (sec != sluice::error::closed) {
+                        std::fprintf(stderr, "api_client: shared quota: %s\n", sec.message().c_str());
+                        redis_failed = true;
+                        stop();
+                    }
+                    break;
+                }
+            }
+#endif
             if (paused()) continue; // a 429 arrived while this worker waited: forfeit the permit
             if (!claim()) break;
             on_result(co_await conn.get(url.target, timeout));
         }
         conn.close();
-        if (--live_workers == 0) {
-            stop();
-            ticker.cancel();
-            deadline.cancel();
-            signals.cancel();
-        }
+        if (--live_workers == 0) finish();
     }
 
     void progress(bool final_line)
@@ -297,6 +379,8 @@ int main(int argc, char** argv)
         else if (a == "--server-rate") ok = text(o.server_rate);
         else if (a == "--server-burst") ok = text(o.server_burst);
         else if (a == "--redis") ok = text(o.redis);
+        else if (a == "--redis-key") ok = text(o.redis_key);
+        else if (a == "--spawn-redis") o.spawn_redis = true;
         else {
             std::fprintf(stderr, "api_client: unknown option '%s'\n", a.c_str());
             usage(stderr);
@@ -305,17 +389,21 @@ int main(int argc, char** argv)
         if (!ok) return 2;
     }
 
-    // ---- Shared quota across processes: the place for the Redis backend. ----
-    // With the Redis backend the client's bucket would live in Redis, keyed by the API's
-    // quota, so that several api_client processes pace themselves together; the adaptive
-    // controller would then set the shared bucket's rate.
-    if (!o.redis.empty()) {
-        std::fprintf(stderr, "api_client: --redis %s: not built with Redis support yet (the Redis backend that lets "
-                             "several processes share one quota is not part of this build)\n",
-                     o.redis.c_str());
+#if !SLUICE_EXAMPLES_REDIS
+    if (!o.redis.empty() || o.spawn_redis) {
+        std::fprintf(stderr, "api_client: --redis/--spawn-redis: not built with Redis support (sluice_redis needs "
+                             "hiredis: apt-get install libhiredis-dev, then reconfigure with -Dredis=enabled)\n");
         return 2;
     }
-
+#endif
+    if (o.spawn_redis && !o.redis.empty()) {
+        std::fprintf(stderr, "api_client: --spawn-redis and --redis exclude each other\n");
+        return 2;
+    }
+    if (!o.redis_key.empty() && o.redis.empty() && !o.spawn_redis) {
+        std::fprintf(stderr, "api_client: --redis-key needs --redis or --spawn-redis\n");
+        return 2;
+    }
     if (o.burst == 0 || o.concurrency == 0 || o.seconds < 0 || o.timeout_ms == 0) {
         std::fprintf(stderr, "api_client: --burst, --concurrency and --timeout-ms must be positive\n");
         return 2;
@@ -324,7 +412,10 @@ int main(int argc, char** argv)
     auto initial = rate_arg("--rate", o.rate);
     auto floor = rate_arg("--min-rate", o.min_rate);
     if (!initial || !floor) return 2;
-    double ceiling = std::min(initial->per_second() * 10, 1e9); // 1e9/s: the finest sluice::rate
+    // 1e9/s: the finest sluice::rate. With a shared quota a process never needs more than
+    // all of it: the local gate starts there and adapts below it.
+    double ceiling = o.redis.empty() && !o.spawn_redis ? std::min(initial->per_second() * 10, 1e9)
+                                                       : initial->per_second();
     if (!o.max_rate.empty()) {
         auto m = rate_arg("--max-rate", o.max_rate);
         if (!m) return 2;
@@ -367,9 +458,36 @@ int main(int argc, char** argv)
     asio::io_context io;
     client c(io, o, *initial, floor->per_second(), ceiling);
     c.url = *url;
-    c.live_workers = o.concurrency;
-    for (unsigned i = 0; i < o.concurrency; ++i) asio::co_spawn(io, c.worker(), asio::detached);
-    asio::co_spawn(io, c.tick(), asio::detached);
+#if SLUICE_EXAMPLES_REDIS
+    std::unique_ptr<examples::spawned_redis> redis_server;
+    if (o.spawn_redis) {
+        redis_server = examples::spawned_redis::start(why);
+        if (!redis_server) {
+            std::fprintf(stderr, "api_client: --spawn-redis: %s\n", why.c_str());
+            return 1;
+        }
+        o.redis = "127.0.0.1:" + std::to_string(redis_server->port());
+        std::fprintf(stderr, "api_client: started redis-server (pid %d) on %s\n", static_cast<int>(redis_server->pid()),
+                     o.redis.c_str());
+    }
+    if (!o.redis.empty()) {
+        examples::loopback_url where;
+        if (!examples::parse_loopback_endpoint(o.redis, where, why)) {
+            std::fprintf(stderr, "api_client: --redis %s: %s\n", o.redis.c_str(), why.c_str());
+            return 2;
+        }
+        sluice::redis::connection_config cfg;
+        cfg.host = where.address.to_string();
+        cfg.port = where.port;
+        c.redis = std::make_unique<sluice::redis::connection>(io, cfg);
+        // While Redis is away each process keeps to the whole quota locally: a lapse
+        // may admit up to (processes) x --rate, but the client keeps working.
+        c.shared = std::make_unique<sluice::redis::token_bucket<sluice::redis::connection>>(*c.redis, *initial,
+                                                                                            o.burst);
+        c.shared_key = o.redis_key.empty() ? "api_client:" + url->host_field : o.redis_key;
+    }
+#endif
+    asio::co_spawn(io, c.run(), asio::detached);
     if (o.seconds > 0) {
         c.deadline.expires_after(std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.seconds)));
         c.deadline.async_wait([&c](boost::system::error_code ec) {
@@ -398,10 +516,22 @@ int main(int argc, char** argv)
                 static_cast<double>(c.by_status[200]) / elapsed);
     std::printf("adaptations: %llu (final limiter rate %.1f/s, pauses for Retry-After: %llu)\n",
                 count(c.controller.adaptations()), c.bucket.get_rate().per_second(), count(c.pauses));
+    int rc = 0;
+#if SLUICE_EXAMPLES_REDIS
+    if (c.shared) {
+        auto st = c.shared->stats();
+        std::printf("shared quota: %s (burst %llu) at redis %s key %s; decisions without Redis: %llu\n",
+                    o.rate.c_str(), count(o.burst), o.redis.c_str(), c.shared->redis_key(c.shared_key).c_str(),
+                    count(st.fallback_decisions));
+    }
+    c.shared.reset(); // before its connection
+    c.redis.reset();
+    if (c.redis_failed) rc = 1;
+#endif
     if (server) {
         int status = server->stop();
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
             std::fprintf(stderr, "api_client: note: the server exited with status %d\n", status);
     }
-    return 0;
+    return rc;
 }

@@ -18,8 +18,36 @@ struct loopback_url {
     std::string host_field;   // the Host field to send
 };
 
-/// Parses `http://HOST:PORT[/target]`, HOST being `localhost` or an IPv4 address in
-/// 127.0.0.0/8. On failure returns nullopt and says why in `why`.
+/// Parses `HOST:PORT`, HOST being `localhost` or an IPv4 address in 127.0.0.0/8, into
+/// address and port. On failure returns false and says why in `why`.
+inline bool parse_loopback_endpoint(std::string_view authority, loopback_url& out, std::string& why)
+{
+    auto colon = authority.rfind(':');
+    if (colon == std::string_view::npos) {
+        why = "an explicit port is needed (127.0.0.1:PORT)";
+        return false;
+    }
+    std::string host(authority.substr(0, colon));
+    std::string_view port_text = authority.substr(colon + 1);
+    unsigned port = 0;
+    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
+        why = "bad port '" + std::string(port_text) + "'";
+        return false;
+    }
+    boost::system::error_code aec;
+    out.address = host == "localhost" ? boost::asio::ip::address_v4::loopback()
+                                      : boost::asio::ip::make_address_v4(host, aec);
+    if (aec || !out.address.is_loopback()) {
+        why = "host '" + host + "' is not a loopback IPv4 address (127.0.0.0/8): these examples talk to this machine only";
+        return false;
+    }
+    out.port = static_cast<std::uint16_t>(port);
+    return true;
+}
+
+/// Parses `http://HOST:PORT[/target]` (HOST as for parse_loopback_endpoint). On failure
+/// returns nullopt and says why in `why`.
 inline std::optional<loopback_url> parse_loopback_url(std::string_view url, std::string& why)
 {
     constexpr std::string_view scheme = "http://";
@@ -32,27 +60,11 @@ inline std::optional<loopback_url> parse_loopback_url(std::string_view url, std:
     std::string_view authority = url.substr(0, slash);
     loopback_url out;
     if (slash != std::string_view::npos) out.target = std::string(url.substr(slash));
-    auto colon = authority.rfind(':');
-    if (colon == std::string_view::npos) {
-        why = "the URL needs an explicit port (http://127.0.0.1:PORT/...)";
+    if (!parse_loopback_endpoint(authority, out, why)) {
+        if (authority.rfind(':') == std::string_view::npos)
+            why = "the URL needs an explicit port (http://127.0.0.1:PORT/...)";
         return std::nullopt;
     }
-    std::string host(authority.substr(0, colon));
-    std::string_view port_text = authority.substr(colon + 1);
-    unsigned port = 0;
-    auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
-        why = "bad port '" + std::string(port_text) + "'";
-        return std::nullopt;
-    }
-    boost::system::error_code aec;
-    out.address = host == "localhost" ? boost::asio::ip::address_v4::loopback()
-                                      : boost::asio::ip::make_address_v4(host, aec);
-    if (aec || !out.address.is_loopback()) {
-        why = "host '" + host + "' is not a loopback IPv4 address (127.0.0.0/8): these examples talk to this machine only";
-        return std::nullopt;
-    }
-    out.port = static_cast<std::uint16_t>(port);
     out.host_field = std::string(authority);
     return out;
 }

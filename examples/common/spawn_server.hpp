@@ -2,9 +2,9 @@
 // reads its port from its first stdout line and stops it by pid when done.
 #pragma once
 
+#include "child_process.hpp"
+
 #include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,23 +46,14 @@ public:
             why = std::string("pipe: ") + std::strerror(errno);
             return nullptr;
         }
-        std::vector<std::string> argv_s{bin, "--port", "0"};
-        argv_s.insert(argv_s.end(), args.begin(), args.end());
-        std::vector<char*> argv;
-        for (auto& a : argv_s) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        pid_t pid = ::fork();
+        std::vector<std::string> args_v{bin, "--port", "0"};
+        args_v.insert(args_v.end(), args.begin(), args.end());
+        pid_t pid = start_child(args_v, fds[1], fds[0]);
         if (pid < 0) {
             why = std::string("fork: ") + std::strerror(errno);
-            return nullptr;
-        }
-        if (pid == 0) {
-            ::prctl(PR_SET_PDEATHSIG, SIGTERM); // never outlive the client, even if it crashes
-            ::dup2(fds[1], STDOUT_FILENO);
             ::close(fds[0]);
             ::close(fds[1]);
-            ::execv(bin.c_str(), argv.data());
-            ::_exit(127);
+            return nullptr;
         }
         ::close(fds[1]);
         std::unique_ptr<spawned_server> s(new spawned_server(pid, fds[0]));
@@ -114,18 +105,7 @@ public:
     int stop()
     {
         if (pid_ > 0) {
-            ::kill(pid_, SIGTERM);
-            int status = 0;
-            auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-            while (::waitpid(pid_, &status, WNOHANG) == 0) {
-                if (std::chrono::steady_clock::now() > deadline) {
-                    ::kill(pid_, SIGKILL);
-                    ::waitpid(pid_, &status, 0);
-                    break;
-                }
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-            status_ = status;
+            status_ = stop_child(pid_);
             pid_ = -1;
         }
         if (drain_.joinable()) drain_.join(); // EOF once the server is gone
