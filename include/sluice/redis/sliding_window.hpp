@@ -146,7 +146,9 @@ public:
         throw boost::system::system_error(ec);
     }
 
-    /// Completes every waiting request with error::closed; later requests fail the same way.
+    /// Completes every sleeping request with error::closed; later requests fail the same
+    /// way. A request whose round trip is under way completes with its reply (a grant
+    /// stands: it is consumed in Redis).
     void close() { core_->close(); }
 
     limiter_stats stats() const noexcept { return core_->stats(); }
