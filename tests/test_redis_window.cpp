@@ -342,7 +342,9 @@ TEST_CASE("redis sliding window: several processes never exceed the limit in any
         CHECK(read_all(pipes[p], &errors, sizeof errors));
         CHECK(read_all(pipes[p], &count, sizeof count));
         CHECK(errors == 0);
-        CHECK(count > 0);   // every process got a share
+        // No share is promised: waiters are not queued across processes, and a process
+        // slower to ask again (a sanitizer build on a busy machine) may lose every time.
+        MESSAGE("process ", p, ": ", count, " grants");
         for (long i = 0; i < count; ++i) {
             std::int64_t g = 0;
             if (!read_all(pipes[p], &g, sizeof g)) break;
