@@ -188,19 +188,20 @@ TEST_CASE("redis sliding window: async_acquire waits until the oldest entry leav
     REQUIRE_FALSE(a->ec);
     REQUIRE_FALSE(b->ec);
 
-    // Full: the next permit frees when `a` leaves, ~200 ms after it; two permits only
-    // when `b` leaves too.
+    // Full: the next permit frees when `a` leaves, 200 ms after the server stamped it
+    // (a->at is later by up to a round trip); two permits only when the log is empty,
+    // when `one` leaves too.
     auto one = std::make_shared<acq_result>();
     w.async_acquire("w", 1, 2s, acq_recorder(one));
     REQUIRE(run_until(l.io, [&] { return one->calls == 1; }));
     CHECK_FALSE(one->ec);
-    CHECK(one->at - a->at >= 190ms);   // the server stamped `a` before we saw its reply
-    CHECK(one->at - a->at < 600ms);
+    CHECK(one->at - a->at >= 150ms);
+    CHECK(one->at - a->at < 1000ms);
     auto two = std::make_shared<acq_result>();
     w.async_acquire("w", 2, 2s, acq_recorder(two));
     REQUIRE(run_until(l.io, [&] { return two->calls == 1; }));
     CHECK_FALSE(two->ec);
-    CHECK(two->at - one->at >= 190ms);
+    CHECK(two->at - one->at >= 150ms);
     CHECK(w.stats().admitted == 4);
     CHECK(l.zcard("{sluice:w}") <= 2);
 }
@@ -223,7 +224,8 @@ TEST_CASE("redis sliding window: cancellation and close() complete waiters, noth
         run_for(l.io, 50ms);   // the refusal is in: it sleeps
         CHECK(waiter->calls == 0);
         sig.emit(type);
-        REQUIRE(run_until(l.io, [&] { return waiter->calls == 1; }, 100ms));
+        // Well before `first` leaves the window (which would grant it).
+        REQUIRE(run_until(l.io, [&] { return waiter->calls == 1; }, 300ms));
         CHECK(waiter->ec == asio::error::operation_aborted);
         CHECK(l.zcard("{sluice:" + key + "}") == 1);
     }
@@ -271,8 +273,8 @@ TEST_CASE("redis sliding window: several processes never exceed the limit in any
     redis_server server;
     const int procs = 3;
     const std::uint64_t limit = 5;
-    const auto win = 300ms;
-    const auto duration = 1500ms;
+    const auto win = 400ms;
+    const auto duration = 1600ms;
     auto start_at = std::chrono::system_clock::now() + 500ms;
     std::vector<pid_t> kids;
     std::vector<int> pipes;
@@ -340,7 +342,9 @@ TEST_CASE("redis sliding window: several processes never exceed the limit in any
         CHECK(read_all(pipes[p], &errors, sizeof errors));
         CHECK(read_all(pipes[p], &count, sizeof count));
         CHECK(errors == 0);
-        CHECK(count > 0);   // every process got a share
+        // No share is promised: waiters are not queued across processes, and a process
+        // slower to ask again (a sanitizer build on a busy machine) may lose every time.
+        MESSAGE("process ", p, ": ", count, " grants");
         for (long i = 0; i < count; ++i) {
             std::int64_t g = 0;
             if (!read_all(pipes[p], &g, sizeof g)) break;
@@ -354,7 +358,7 @@ TEST_CASE("redis sliding window: several processes never exceed the limit in any
     std::sort(all.begin(), all.end());
     // A grant is seen at most `slack` after the server stamped it, so limit + 1 grants
     // seen within window - slack would be limit + 1 stamps within one window.
-    const std::int64_t slack_us = 60000;
+    const std::int64_t slack_us = 100000;   // generous: sanitizer builds on a busy machine
     const std::int64_t win_us = std::chrono::duration_cast<std::chrono::microseconds>(win).count();
     std::int64_t tightest = INT64_MAX;
     for (std::size_t i = 0; i + limit < all.size(); ++i)

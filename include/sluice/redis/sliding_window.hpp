@@ -41,8 +41,11 @@ namespace sluice::redis {
 /// on a local timer until the script's retry_after (when enough of the oldest entries
 /// leave the window) and asks again. Waiters are not queued: across processes the
 /// first to ask after a slot frees gets it, so a request for many permits may lose to
-/// smaller ones. Prefer redis::token_bucket when waiting matters more than the strict
-/// window.
+/// smaller ones. A random delay of up to 2 ms on each re-check lets processes take
+/// turns at random rather than the fastest one always winning, but nothing guarantees a
+/// share: a waiter may lose until its max_wait runs out. Prefer redis::token_bucket
+/// (one FIFO of reservations on the server) when fair waiting matters more than the
+/// strict window.
 ///
 /// Failure handling (options.on_failure, probing, stats()) is that of redis::token_bucket;
 /// local_fallback enforces a local sluice::sliding_window per key with limit /
@@ -146,7 +149,9 @@ public:
         throw boost::system::system_error(ec);
     }
 
-    /// Completes every waiting request with error::closed; later requests fail the same way.
+    /// Completes every sleeping request with error::closed; later requests fail the same
+    /// way. A request whose round trip is under way completes with its reply (a grant
+    /// stands: it is consumed in Redis).
     void close() { core_->close(); }
 
     limiter_stats stats() const noexcept { return core_->stats(); }

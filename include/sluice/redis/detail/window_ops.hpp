@@ -14,10 +14,12 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,7 +117,7 @@ struct window_acquire_op {
         }
         st = state::sleeping;
         timer = std::make_unique<typename Core::waiting_timer>(core);
-        timer->timer().expires_after(std::chrono::nanoseconds{wait_ns});
+        timer->timer().expires_after(std::chrono::nanoseconds{wait_ns + jitter(wait_ns, left() - wait_ns)});
         timer->timer().async_wait(std::move(self));
     }
 
@@ -130,6 +132,17 @@ struct window_acquire_op {
             return self.complete(core->closed() ? make_error_code(error::closed)
                                                 : boost::system::error_code(boost::asio::error::operation_aborted));
         (*this)(self);   // ask again
+    }
+
+    // Every waiter of a key is told the same instant, and the first to ask then wins:
+    // without a random delay the process with the shortest round trip would win every
+    // time. Up to 2 ms (and within the deadline), small against any useful window.
+    static std::int64_t jitter(std::int64_t wait_ns, std::int64_t slack_ns)
+    {
+        thread_local std::minstd_rand rng(std::random_device{}());
+        std::int64_t cap = std::min<std::int64_t>({2'000'000, wait_ns, slack_ns});
+        if (cap <= 0) return 0;
+        return std::uniform_int_distribution<std::int64_t>(0, cap)(rng);
     }
 
     std::int64_t left() const noexcept
