@@ -219,6 +219,7 @@ struct client {
         live_workers = opts.concurrency;
         for (unsigned i = 0; i < opts.concurrency; ++i) asio::co_spawn(io, worker(), asio::detached);
         asio::co_spawn(io, tick(), asio::detached);
+        co_return; // a coroutine also when built without Redis
     }
 
     bool claim()
