@@ -15,6 +15,7 @@
 //   api_client --spawn-server --server-rate 20/s --server-burst 10 --rate 100/s --seconds 10
 //   api_client --url http://127.0.0.1:8080/api/items --redis 127.0.0.1:6379 --rate 40/s --seconds 10
 
+#include "../common/flags.hpp"
 #include "../common/http_connection.hpp"
 #include "../common/loopback_url.hpp"
 #include "../common/spawn_server.hpp"
@@ -39,7 +40,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -100,13 +100,6 @@ void usage(std::FILE* to)
         "  --redis-key KEY      the shared quota's key (default: api_client:HOST:PORT of the URL)\n"
         "  --spawn-redis        start a redis-server on a free loopback port (a demo of --redis)\n",
         to);
-}
-
-template <class T>
-bool to_number(const std::string& s, T& out)
-{
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc{} && end == s.data() + s.size();
 }
 
 std::optional<sluice::rate> rate_arg(const char* flag, const std::string& text)
@@ -226,6 +219,7 @@ struct client {
         live_workers = opts.concurrency;
         for (unsigned i = 0; i < opts.concurrency; ++i) asio::co_spawn(io, worker(), asio::detached);
         asio::co_spawn(io, tick(), asio::detached);
+        co_return; // a coroutine also when built without Redis
     }
 
     bool claim()
@@ -335,54 +329,32 @@ struct client {
 int main(int argc, char** argv)
 {
     options o;
-    std::vector<std::string> args(argv + 1, argv + argc);
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        auto value = [&]() -> std::optional<std::string> {
-            if (i + 1 >= args.size()) {
-                std::fprintf(stderr, "api_client: %s needs a value\n", a.c_str());
-                return std::nullopt;
-            }
-            return args[++i];
-        };
-        auto number = [&](auto& out) {
-            auto v = value();
-            if (!v) return false;
-            if (!to_number(*v, out)) {
-                std::fprintf(stderr, "api_client: %s: '%s' is not a valid number\n", a.c_str(), v->c_str());
-                return false;
-            }
-            return true;
-        };
-        auto text = [&](std::string& out) {
-            auto v = value();
-            if (v) out = *v;
-            return v.has_value();
-        };
+    examples::flag_reader f("api_client", argc, argv);
+    while (f.next()) {
         bool ok = true;
-        if (a == "--help" || a == "-h") {
+        if (f.help()) {
             usage(stdout);
             return 0;
-        } else if (a == "--url") ok = text(o.url);
-        else if (a == "--rate") ok = text(o.rate);
-        else if (a == "--burst") ok = number(o.burst);
-        else if (a == "--requests") ok = number(o.requests);
-        else if (a == "--seconds") ok = number(o.seconds);
-        else if (a == "--concurrency") ok = number(o.concurrency);
-        else if (a == "--min-rate") ok = text(o.min_rate);
-        else if (a == "--max-rate") ok = text(o.max_rate);
-        else if (a == "--no-adapt") o.adapt = false;
-        else if (a == "--timeout-ms") ok = number(o.timeout_ms);
-        else if (a == "--quiet") o.quiet = true;
-        else if (a == "--spawn-server") o.spawn = true;
-        else if (a == "--server-bin") ok = text(o.server_bin);
-        else if (a == "--server-rate") ok = text(o.server_rate);
-        else if (a == "--server-burst") ok = text(o.server_burst);
-        else if (a == "--redis") ok = text(o.redis);
-        else if (a == "--redis-key") ok = text(o.redis_key);
-        else if (a == "--spawn-redis") o.spawn_redis = true;
+        } else if (f.is("--url")) ok = f.text(o.url);
+        else if (f.is("--rate")) ok = f.text(o.rate);
+        else if (f.is("--burst")) ok = f.number(o.burst);
+        else if (f.is("--requests")) ok = f.number(o.requests);
+        else if (f.is("--seconds")) ok = f.number(o.seconds);
+        else if (f.is("--concurrency")) ok = f.number(o.concurrency);
+        else if (f.is("--min-rate")) ok = f.text(o.min_rate);
+        else if (f.is("--max-rate")) ok = f.text(o.max_rate);
+        else if (f.is("--no-adapt")) o.adapt = false;
+        else if (f.is("--timeout-ms")) ok = f.number(o.timeout_ms);
+        else if (f.is("--quiet")) o.quiet = true;
+        else if (f.is("--spawn-server")) o.spawn = true;
+        else if (f.is("--server-bin")) ok = f.text(o.server_bin);
+        else if (f.is("--server-rate")) ok = f.text(o.server_rate);
+        else if (f.is("--server-burst")) ok = f.text(o.server_burst);
+        else if (f.is("--redis")) ok = f.text(o.redis);
+        else if (f.is("--redis-key")) ok = f.text(o.redis_key);
+        else if (f.is("--spawn-redis")) o.spawn_redis = true;
         else {
-            std::fprintf(stderr, "api_client: unknown option '%s'\n", a.c_str());
+            f.unknown();
             usage(stderr);
             return 2;
         }
@@ -427,39 +399,21 @@ int main(int argc, char** argv)
     }
 
     std::unique_ptr<examples::spawned_server> server;
-    std::string why;
     if (o.spawn) {
-        std::string bin = o.server_bin.empty() ? examples::server_next_to_self() : o.server_bin;
-        server = examples::spawned_server::start(bin, {"--rate", o.server_rate, "--burst", o.server_burst}, why);
-        if (!server) {
-            std::fprintf(stderr, "api_client: --spawn-server: %s\n", why.c_str());
-            return 1;
-        }
-        std::string path = o.url.empty() ? "/api/items" : o.url;
-        if (path.front() != '/') {
-            std::fprintf(stderr, "api_client: with --spawn-server, --url is a path such as /api/items\n");
-            return 2;
-        }
-        o.url = "http://127.0.0.1:" + std::to_string(server->port()) + path;
-        std::fprintf(stderr, "api_client: started %s (pid %d) on port %u with --rate %s --burst %s\n", bin.c_str(),
-                     static_cast<int>(server->pid()), server->port(), o.server_rate.c_str(), o.server_burst.c_str());
+        int rc = 0;
+        server = examples::spawn_server_for("api_client", o.server_bin,
+                                            {"--rate", o.server_rate, "--burst", o.server_burst}, o.url, rc);
+        if (!server) return rc;
     }
-    if (o.url.empty()) {
-        std::fprintf(stderr, "api_client: --url is required (or --spawn-server)\n");
-        usage(stderr);
-        return 2;
-    }
-    auto url = examples::parse_loopback_url(o.url, why);
-    if (!url) {
-        std::fprintf(stderr, "api_client: --url %s: %s\n", o.url.c_str(), why.c_str());
-        return 2;
-    }
+    auto url = examples::client_url("api_client", o.url);
+    if (!url) return 2;
 
     asio::io_context io;
     client c(io, o, *initial, floor->per_second(), ceiling);
     c.url = *url;
 #if SLUICE_EXAMPLES_REDIS
     std::unique_ptr<examples::spawned_redis> redis_server;
+    std::string why;
     if (o.spawn_redis) {
         redis_server = examples::spawned_redis::start(why);
         if (!redis_server) {

@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +67,19 @@ inline std::optional<loopback_url> parse_loopback_url(std::string_view url, std:
         return std::nullopt;
     }
     out.host_field = std::string(authority);
+    return out;
+}
+
+/// `--url` of the example clients: parsed, or nullopt after saying why on stderr.
+inline std::optional<loopback_url> client_url(const char* program, const std::string& url)
+{
+    if (url.empty()) {
+        std::fprintf(stderr, "%s: --url is required (or --spawn-server); see --help\n", program);
+        return std::nullopt;
+    }
+    std::string why;
+    auto out = parse_loopback_url(url, why);
+    if (!out) std::fprintf(stderr, "%s: --url %s: %s\n", program, url.c_str(), why.c_str());
     return out;
 }
 

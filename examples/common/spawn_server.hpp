@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -123,5 +124,34 @@ private:
     int status_ = 0;
     std::thread drain_;
 };
+
+/// `--spawn-server [--url PATH]` of the example clients: starts `bin` (empty: the server
+/// next to this executable) with `args` and turns `url`, a path (empty: /api/items), into
+/// the server's URL. On failure says why on stderr, returns nullptr and sets `rc` to the
+/// exit code: 2 for bad usage, 1 when the server did not start.
+inline std::unique_ptr<spawned_server> spawn_server_for(const char* program, std::string bin,
+                                                        const std::vector<std::string>& args, std::string& url, int& rc)
+{
+    if (bin.empty()) bin = server_next_to_self();
+    std::string why;
+    auto server = spawned_server::start(bin, args, why);
+    if (!server) {
+        std::fprintf(stderr, "%s: --spawn-server: %s\n", program, why.c_str());
+        rc = 1;
+        return nullptr;
+    }
+    std::string path = url.empty() ? "/api/items" : url;
+    if (path.front() != '/') {
+        std::fprintf(stderr, "%s: with --spawn-server, --url is a path such as /api/items\n", program);
+        rc = 2;
+        return nullptr;
+    }
+    url = "http://127.0.0.1:" + std::to_string(server->port()) + path;
+    std::string shown;
+    for (auto& a : args) shown += " " + a;
+    std::fprintf(stderr, "%s: started %s (pid %d) on port %u with%s\n", program, bin.c_str(),
+                 static_cast<int>(server->pid()), server->port(), shown.c_str());
+    return server;
+}
 
 } // namespace examples

@@ -16,6 +16,9 @@
 // to stderr (4 times a second on a terminal, once a second otherwise); the summary to
 // stdout. Hosts are IP addresses (no name resolution). Exit code 0 when the crawl finished.
 
+#include "../common/flags.hpp"
+#include "../common/spawn_server.hpp"
+
 #include <sluice/sluice.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -32,7 +35,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -40,7 +42,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,9 +50,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include <poll.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace asio = boost::asio;
@@ -88,12 +86,6 @@ void print_usage()
         stderr);
 }
 
-bool parse_uint(std::string_view s, std::uint64_t& out)
-{
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc() && p == s.data() + s.size() && !s.empty();
-}
-
 struct url {
     std::string host;   // "127.0.0.1:8080": the key of the per-host limits
     tcp::endpoint endpoint;
@@ -113,7 +105,7 @@ bool parse_url(std::string_view s, url& u)
     std::string_view ip = authority;
     if (auto colon = authority.rfind(':'); colon != std::string_view::npos && !authority.ends_with(']')) {
         ip = authority.substr(0, colon);
-        if (!parse_uint(authority.substr(colon + 1), port) || port == 0 || port > 65535) return false;
+        if (!examples::parse_number(authority.substr(colon + 1), port) || port == 0 || port > 65535) return false;
     }
     if (ip.starts_with('[') && ip.ends_with(']')) ip = ip.substr(1, ip.size() - 2);
     boost::system::error_code ec;
@@ -126,24 +118,23 @@ bool parse_url(std::string_view s, url& u)
 
 bool parse_args(int argc, char** argv, options& o)
 {
-    for (int i = 1; i < argc; ++i) {
-        std::string_view a = argv[i];
-        if (a == "--help" || a == "-h") {
+    examples::flag_reader f("crawler", argc, argv);
+    while (f.next()) {
+        if (f.help()) {
             print_usage();
             std::exit(0);
         }
-        if (i + 1 >= argc) {
-            std::fprintf(stderr, "crawler: %s needs a value (or is unknown)\n", argv[i]);
-            return false;
-        }
-        std::string_view v = argv[++i];
+        // Every flag takes a value.
+        auto value = f.value();
+        if (!value) return false;
+        std::string_view a = f.flag(), v = *value;
         bool ok = true;
         if (a == "--seed") {
             url u;
             ok = parse_url(v, u);
             o.seeds.emplace_back(v);
         } else if (a == "--spawn-servers") {
-            ok = parse_uint(v, o.spawn) && o.spawn > 0 && o.spawn <= 64;
+            ok = examples::parse_number(v, o.spawn) && o.spawn > 0 && o.spawn <= 64;
         } else if (a == "--server-bin") {
             o.server_bin = v;
         } else if (a == "--server-args") {
@@ -151,28 +142,28 @@ bool parse_args(int argc, char** argv, options& o)
         } else if (a == "--per-host-rate") {
             auto r = sluice::parse_rate(v);
             if (!r) {
-                std::fprintf(stderr, "crawler: --per-host-rate %s: %s\n", argv[i], r.error().message().c_str());
+                std::fprintf(stderr, "crawler: --per-host-rate %s: %s\n", value->c_str(), r.error().message().c_str());
                 return false;
             }
             o.per_host_rate = *r;
             o.rate_text = v;
         } else if (a == "--per-host-inflight") {
-            ok = parse_uint(v, o.per_host_inflight) && o.per_host_inflight > 0;
+            ok = examples::parse_number(v, o.per_host_inflight) && o.per_host_inflight > 0;
         } else if (a == "--inflight") {
-            ok = parse_uint(v, o.inflight) && o.inflight > 0;
+            ok = examples::parse_number(v, o.inflight) && o.inflight > 0;
         } else if (a == "--timeout-ms") {
-            ok = parse_uint(v, o.timeout_ms) && o.timeout_ms > 0 && o.timeout_ms <= 3'600'000;
+            ok = examples::parse_number(v, o.timeout_ms) && o.timeout_ms > 0 && o.timeout_ms <= 3'600'000;
         } else if (a == "--max-pages") {
-            ok = parse_uint(v, o.max_pages);
+            ok = examples::parse_number(v, o.max_pages);
         } else if (a == "--retries") {
-            ok = parse_uint(v, o.retries) && o.retries <= 1000;
+            ok = examples::parse_number(v, o.retries) && o.retries <= 1000;
         } else {
-            std::fprintf(stderr, "crawler: unknown option %s\n", argv[i - 1]);
+            f.unknown();
             print_usage();
             return false;
         }
         if (!ok) {
-            std::fprintf(stderr, "crawler: bad value for %s: '%s'\n", argv[i - 1], argv[i]);
+            f.bad_value(v);
             return false;
         }
     }
@@ -185,12 +176,6 @@ bool parse_args(int argc, char** argv, options& o)
 }
 
 // ---- child servers ------------------------------------------------------------------
-
-struct child {
-    pid_t pid = -1;
-    int out = -1;   // read end of its stdout, kept open so that it never gets SIGPIPE
-    std::uint16_t port = 0;
-};
 
 std::vector<std::string> split_args(const std::string& text, std::uint64_t index)
 {
@@ -208,75 +193,6 @@ std::vector<std::string> split_args(const std::string& text, std::uint64_t index
     }
     flush();
     return out;
-}
-
-void stop_child(child& c)
-{
-    if (c.pid > 0) {
-        ::kill(c.pid, SIGTERM);
-        int status = 0;
-        // The server closes its limiters and connections at once; give it 3 s, then kill.
-        for (int i = 0; i < 300 && ::waitpid(c.pid, &status, WNOHANG) == 0; ++i) ::usleep(10'000);
-        if (::waitpid(c.pid, &status, WNOHANG) == 0) {
-            ::kill(c.pid, SIGKILL);
-            ::waitpid(c.pid, &status, 0);
-        }
-        c.pid = -1;
-    }
-    if (c.out >= 0) ::close(c.out);
-    c.out = -1;
-}
-
-// Starts one server and reads its port from its first stdout line (at most 5 s).
-bool start_child(const std::string& bin, const std::vector<std::string>& extra, child& c)
-{
-    int fds[2];
-    if (::pipe(fds) != 0) return false;
-    std::vector<std::string> args{bin, "--port", "0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_t pid = ::fork();
-    if (pid < 0) return false;
-    if (pid == 0) {
-        ::prctl(PR_SET_PDEATHSIG, SIGTERM);   // never outlive the crawler, even if it crashes
-        ::dup2(fds[1], STDOUT_FILENO);
-        ::close(fds[0]);
-        ::close(fds[1]);
-        std::vector<char*> argv;
-        for (auto& s : args) argv.push_back(s.data());
-        argv.push_back(nullptr);
-        ::execv(bin.c_str(), argv.data());
-        std::fprintf(stderr, "crawler: cannot run %s: %s\n", bin.c_str(), std::strerror(errno));
-        ::_exit(127);
-    }
-    ::close(fds[1]);
-    c.pid = pid;
-    c.out = fds[0];
-    std::string line;
-    auto deadline = clock_type::now() + 5s;
-    while (line.find('\n') == std::string::npos) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
-        pollfd p{c.out, POLLIN, 0};
-        if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) break;
-        char buf[256];
-        auto n = ::read(c.out, buf, sizeof buf);
-        if (n <= 0) break;
-        line.append(buf, static_cast<std::size_t>(n));
-    }
-    constexpr std::string_view prefix = "listening on ";
-    std::uint64_t port = 0;
-    if (line.starts_with(prefix)) {
-        std::string_view rest(line);
-        rest.remove_prefix(prefix.size());
-        rest = rest.substr(0, rest.find('\n'));
-        parse_uint(rest.substr(rest.rfind(':') + 1), port);
-    }
-    if (port == 0 || port > 65535) {
-        std::fprintf(stderr, "crawler: server %s did not report its port (got '%s')\n", bin.c_str(), line.c_str());
-        stop_child(c);
-        return false;
-    }
-    c.port = static_cast<std::uint16_t>(port);
-    return true;
 }
 
 // ---- the crawl ----------------------------------------------------------------------
@@ -550,7 +466,7 @@ private:
         if (res.keep_alive()) h.idle.push_back(std::move(conn));
         if (status == 429 || status == 503) {
                 std::uint64_t secs = 1;   // an HTTP-date or a missing value: a short, safe pause
-            if (auto it = res.find(http::field::retry_after); it != res.end() && !parse_uint(it->value(), secs))
+            if (auto it = res.find(http::field::retry_after); it != res.end() && !examples::parse_number(it->value(), secs))
                 secs = 1;
             secs = std::min<std::uint64_t>(secs, 3600);   // a hostile value must not overflow the clock
             auto until = clock_type::now() + std::chrono::seconds(secs);
@@ -661,25 +577,18 @@ int main(int argc, char** argv)
     options opt;
     if (!parse_args(argc, argv, opt)) return 2;
 
-    std::vector<child> children;
-    auto stop_children = [&children] {
-        for (auto& c : children) stop_child(c);
-    };
+    std::vector<std::unique_ptr<examples::spawned_server>> children; // stopped by pid when destroyed
     if (opt.spawn > 0) {
-        std::string bin = opt.server_bin;
-        if (bin.empty()) {
-            std::error_code ec;
-            auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-            bin = ec ? std::string("server") : (self.parent_path() / "server").string();
-        }
+        std::string bin = opt.server_bin.empty() ? examples::server_next_to_self() : opt.server_bin;
         for (std::uint64_t i = 0; i < opt.spawn; ++i) {
-            child c;
-            if (!start_child(bin, split_args(opt.server_args, i), c)) {
-                stop_children();
+            std::string why;
+            auto c = examples::spawned_server::start(bin, split_args(opt.server_args, i), why);
+            if (!c) {
+                std::fprintf(stderr, "crawler: server %s: %s\n", bin.c_str(), why.c_str());
                 return 1;
             }
-            children.push_back(c);
-            opt.seeds.push_back("http://127.0.0.1:" + std::to_string(c.port) + "/");
+            opt.seeds.push_back("http://127.0.0.1:" + std::to_string(c->port()) + "/");
+            children.push_back(std::move(c));
         }
     }
 
@@ -698,6 +607,6 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "crawler: %s\n", e.what());
         rc = 1;
     }
-    stop_children();
+    children.clear();
     return rc;
 }

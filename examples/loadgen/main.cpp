@@ -11,6 +11,7 @@
 //   loadgen --url http://127.0.0.1:8080/api/items --rate 1000 --seconds 10 --csv run.csv --plot run.png
 //   loadgen --spawn-server --rate 200 --seconds 5
 
+#include "../common/flags.hpp"
 #include "../common/http_connection.hpp"
 #include "../common/loopback_url.hpp"
 #include "../common/spawn_server.hpp"
@@ -27,7 +28,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -82,13 +82,6 @@ void usage(std::FILE* to)
         "  --server-rate TEXT   its per-client rate (default 1000000/s: not the bottleneck)\n"
         "  --server-burst N     its per-client burst (default 1000000)\n",
         to);
-}
-
-template <class T>
-bool to_number(const std::string& s, T& out)
-{
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc{} && end == s.data() + s.size();
 }
 
 double ms(std::int64_t ns) { return static_cast<double>(ns) / 1e6; }
@@ -333,50 +326,28 @@ int run_gnuplot(const std::string& csv, const std::string& png, double rate, dou
 int main(int argc, char** argv)
 {
     options o;
-    std::vector<std::string> args(argv + 1, argv + argc);
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        auto value = [&]() -> std::optional<std::string> {
-            if (i + 1 >= args.size()) {
-                std::fprintf(stderr, "loadgen: %s needs a value\n", a.c_str());
-                return std::nullopt;
-            }
-            return args[++i];
-        };
-        auto number = [&](auto& out) {
-            auto v = value();
-            if (!v) return false;
-            if (!to_number(*v, out)) {
-                std::fprintf(stderr, "loadgen: %s: '%s' is not a valid number\n", a.c_str(), v->c_str());
-                return false;
-            }
-            return true;
-        };
-        auto text = [&](std::string& out) {
-            auto v = value();
-            if (v) out = *v;
-            return v.has_value();
-        };
+    examples::flag_reader f("loadgen", argc, argv);
+    while (f.next()) {
         bool ok = true;
-        if (a == "--help" || a == "-h") {
+        if (f.help()) {
             usage(stdout);
             return 0;
-        } else if (a == "--url") ok = text(o.url);
-        else if (a == "--rate") ok = text(o.rate);
-        else if (a == "--seconds") ok = number(o.seconds);
-        else if (a == "--connections") ok = number(o.connections);
-        else if (a == "--max-connections") ok = number(o.max_connections);
-        else if (a == "--strict") o.strict = true;
-        else if (a == "--timeout-ms") ok = number(o.timeout_ms);
-        else if (a == "--csv") ok = text(o.csv);
-        else if (a == "--plot") ok = text(o.plot);
-        else if (a == "--quiet") o.quiet = true;
-        else if (a == "--spawn-server") o.spawn = true;
-        else if (a == "--server-bin") ok = text(o.server_bin);
-        else if (a == "--server-rate") ok = text(o.server_rate);
-        else if (a == "--server-burst") ok = text(o.server_burst);
+        } else if (f.is("--url")) ok = f.text(o.url);
+        else if (f.is("--rate")) ok = f.text(o.rate);
+        else if (f.is("--seconds")) ok = f.number(o.seconds);
+        else if (f.is("--connections")) ok = f.number(o.connections);
+        else if (f.is("--max-connections")) ok = f.number(o.max_connections);
+        else if (f.is("--strict")) o.strict = true;
+        else if (f.is("--timeout-ms")) ok = f.number(o.timeout_ms);
+        else if (f.is("--csv")) ok = f.text(o.csv);
+        else if (f.is("--plot")) ok = f.text(o.plot);
+        else if (f.is("--quiet")) o.quiet = true;
+        else if (f.is("--spawn-server")) o.spawn = true;
+        else if (f.is("--server-bin")) ok = f.text(o.server_bin);
+        else if (f.is("--server-rate")) ok = f.text(o.server_rate);
+        else if (f.is("--server-burst")) ok = f.text(o.server_burst);
         else {
-            std::fprintf(stderr, "loadgen: unknown option '%s'\n", a.c_str());
+            f.unknown();
             usage(stderr);
             return 2;
         }
@@ -401,33 +372,14 @@ int main(int argc, char** argv)
     if (!o.plot.empty() && o.csv.empty()) o.csv = o.plot + ".csv";
 
     std::unique_ptr<examples::spawned_server> server;
-    std::string why;
     if (o.spawn) {
-        std::string bin = o.server_bin.empty() ? examples::server_next_to_self() : o.server_bin;
-        server = examples::spawned_server::start(bin, {"--rate", o.server_rate, "--burst", o.server_burst}, why);
-        if (!server) {
-            std::fprintf(stderr, "loadgen: --spawn-server: %s\n", why.c_str());
-            return 1;
-        }
-        std::string path = o.url.empty() ? "/api/items" : o.url;
-        if (path.front() != '/') {
-            std::fprintf(stderr, "loadgen: with --spawn-server, --url is a path such as /api/items\n");
-            return 2;
-        }
-        o.url = "http://127.0.0.1:" + std::to_string(server->port()) + path;
-        std::fprintf(stderr, "loadgen: started %s (pid %d) on port %u\n", bin.c_str(), static_cast<int>(server->pid()),
-                     server->port());
+        int rc = 0;
+        server = examples::spawn_server_for("loadgen", o.server_bin, {"--rate", o.server_rate, "--burst", o.server_burst},
+                                            o.url, rc);
+        if (!server) return rc;
     }
-    if (o.url.empty()) {
-        std::fprintf(stderr, "loadgen: --url is required (or --spawn-server)\n");
-        usage(stderr);
-        return 2;
-    }
-    auto url = examples::parse_loopback_url(o.url, why);
-    if (!url) {
-        std::fprintf(stderr, "loadgen: --url %s: %s\n", o.url.c_str(), why.c_str());
-        return 2;
-    }
+    auto url = examples::client_url("loadgen", o.url);
+    if (!url) return 2;
 
     asio::io_context io;
     generator g(io, o, *r, static_cast<std::uint64_t>(total_d));

@@ -17,6 +17,8 @@
 // <target> <status> <wait_us>`, stamped when the request was read (so that a test can
 // check the spacing of arrivals) and waited for a permit for wait_us.
 
+#include "../common/flags.hpp"
+
 #include <sluice/sluice.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -36,7 +38,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -85,67 +86,60 @@ void print_usage()
         stderr);
 }
 
-bool parse_uint(std::string_view s, std::uint64_t& out)
-{
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc() && p == s.data() + s.size() && !s.empty();
-}
-
 // Returns false (after printing why) on bad input: an example must not silently clamp.
 bool parse_args(int argc, char** argv, options& o)
 {
-    for (int i = 1; i < argc; ++i) {
-        std::string_view a = argv[i];
-        if (a == "--help" || a == "-h") {
+    examples::flag_reader f("server", argc, argv);
+    while (f.next()) {
+        if (f.help()) {
             print_usage();
             std::exit(0);
         }
-        if (i + 1 >= argc) {
-            std::fprintf(stderr, "server: %s needs a value (or is unknown)\n", argv[i]);
-            return false;
-        }
-        std::string_view v = argv[++i];
+        // Every flag takes a value.
+        auto value = f.value();
+        if (!value) return false;
+        std::string_view a = f.flag(), v = *value;
         std::uint64_t n = 0;
         bool ok = true;
         if (a == "--port") {
-            ok = parse_uint(v, n) && n <= 65535;
+            ok = examples::parse_number(v, n) && n <= 65535;
             o.port = static_cast<std::uint16_t>(n);
         } else if (a == "--listen") {
             o.listen = v;
         } else if (a == "--rate") {
             auto r = sluice::parse_rate(v);
             if (!r) {
-                std::fprintf(stderr, "server: --rate %s: %s\n", argv[i], r.error().message().c_str());
+                std::fprintf(stderr, "server: --rate %s: %s\n", value->c_str(), r.error().message().c_str());
                 return false;
             }
             o.rate = *r;
             o.rate_text = v;
         } else if (a == "--burst") {
-            ok = parse_uint(v, o.burst) && o.burst > 0;
+            ok = examples::parse_number(v, o.burst) && o.burst > 0;
         } else if (a == "--delay-ms") {
-            ok = parse_uint(v, o.delay_ms) && o.delay_ms <= 3'600'000;
+            ok = examples::parse_number(v, o.delay_ms) && o.delay_ms <= 3'600'000;
         } else if (a == "--max-inflight") {
-            ok = parse_uint(v, o.max_inflight) && o.max_inflight > 0;
+            ok = examples::parse_number(v, o.max_inflight) && o.max_inflight > 0;
         } else if (a == "--trusted-proxy") {
             boost::system::error_code ec;
             auto addr = asio::ip::make_address(v, ec);
             ok = !ec;
             if (ok) o.trusted.insert(addr.to_string());
         } else if (a == "--pages") {
-            ok = parse_uint(v, o.pages) && o.pages > 0 && o.pages <= 10'000'000;
+            ok = examples::parse_number(v, o.pages) && o.pages > 0 && o.pages <= 10'000'000;
         } else if (a == "--seconds") {
-            ok = parse_uint(v, o.seconds) && o.seconds <= 86'400 * 365;
+            ok = examples::parse_number(v, o.seconds) && o.seconds <= 86'400 * 365;
         } else if (a == "--threads") {
-            ok = parse_uint(v, o.threads) && o.threads > 0 && o.threads <= 256;
+            ok = examples::parse_number(v, o.threads) && o.threads > 0 && o.threads <= 256;
         } else if (a == "--access-log") {
             o.access_log = v;
         } else {
-            std::fprintf(stderr, "server: unknown option %s\n", argv[i - 1]);
+            f.unknown();
             print_usage();
             return false;
         }
         if (!ok) {
-            std::fprintf(stderr, "server: bad value for %s: '%s'\n", argv[i - 1], argv[i]);
+            f.bad_value(v);
             return false;
         }
     }
@@ -453,7 +447,7 @@ private:
         if (path == "/") co_return text(http::status::ok, page(0, true), "text/html");
         if (path.starts_with("/site/")) {
             std::uint64_t i = 0;
-            if (parse_uint(path.substr(6), i) && i < opt_.pages) co_return text(http::status::ok, page(i, false), "text/html");
+            if (examples::parse_number(path.substr(6), i) && i < opt_.pages) co_return text(http::status::ok, page(i, false), "text/html");
             co_return text(http::status::not_found, "no such page\n");
         }
         if (path.starts_with("/api/")) {
@@ -463,7 +457,7 @@ private:
                 if (q != std::string_view::npos) {
                     auto v = target.substr(q + 3);
                     v = v.substr(0, v.find('&'));
-                    if (!parse_uint(v, ms) || ms > 60'000) co_return text(http::status::bad_request, "bad ms\n");
+                    if (!examples::parse_number(v, ms) || ms > 60'000) co_return text(http::status::bad_request, "bad ms\n");
                 }
                 asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
                 c.work = &t;
