@@ -33,6 +33,8 @@ inline std::int64_t system_now_us() noexcept
 template <class Client, class Clock, class Fallback>
 class limiter_core {
 public:
+    using client_type = Client;
+    using clock_type = Clock;
     using executor_type = typename Client::executor_type;
     using timer_type = boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, executor_type>;
     using fallback_type = Fallback;

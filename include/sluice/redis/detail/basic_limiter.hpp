@@ -1,0 +1,129 @@
+// The public face every Redis-backed limiter shares (redis::token_bucket,
+// redis::sliding_window): moves, closing, the asynchronous operations and their coroutine
+// shorthands over a shared core. The named limiters derive from it and add their
+// constructors and accessors, as the local ones do from sluice::basic_limiter.
+#pragma once
+
+#include <sluice/basic_limiter.hpp>
+#include <sluice/decision.hpp>
+#include <sluice/error.hpp>
+#include <sluice/redis/detail/bucket_ops.hpp>
+#include <sluice/redis/limiter_options.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace sluice::redis::detail {
+
+/// `Core`: a limiter_core with try_script() and try_args() (see try_op); `AcquireOp`: the
+/// composed operation behind async_acquire, which differs per limiter (reserve ahead, or
+/// ask again).
+template <class Core, template <class> class AcquireOp>
+class basic_limiter {
+public:
+    using client_type = typename Core::client_type;
+    using executor_type = typename Core::executor_type;
+    using clock_type = typename Core::clock_type;
+
+    basic_limiter(basic_limiter&&) noexcept = default;
+    basic_limiter& operator=(basic_limiter&& other) noexcept
+    {
+        if (this != &other) {
+            if (core_) core_->close();
+            core_ = std::move(other.core_);
+        }
+        return *this;
+    }
+
+    executor_type get_executor() const noexcept { return core_->client().get_executor(); }
+
+    /// Grants n permits of `key` now if the limiter has room for them; one round trip.
+    ///
+    /// Handler signature: void(boost::system::error_code, decision). The error_code is
+    /// set only when no decision could be taken (see the class comment); a refusal is
+    /// `decision.allowed == false` with its retry_after (rounded up to whole us): when the
+    /// bucket holds n permits again, or when enough of the oldest entries leave the window.
+    /// Per-operation cancellation: terminal and partial, forwarded to the client (permits
+    /// the server granted meanwhile stay consumed).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, decision))
+                  Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_try_acquire(std::string_view key, std::uint64_t n,
+                           Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return boost::asio::async_compose<Token, void(boost::system::error_code, decision)>(
+            try_op<Core>{core_, core_->key_for(key), n}, token, core_->client().get_executor());
+    }
+
+    /// Waits until n permits of `key` are granted, for at most max_wait (how it waits, and
+    /// what happens to a grant when the wait ends early: see the class comment).
+    ///
+    /// Handler signature: void(boost::system::error_code). Fail fast: when the permits
+    /// cannot be had within max_wait it completes after the round trip with
+    /// error::would_exceed_timeout, and nothing is consumed.
+    ///
+    /// Per-operation cancellation: terminal, partial and total. While waiting on its local
+    /// timer the request completes at once with operation_aborted. During a round trip the
+    /// cancellation takes effect when the reply arrives (bounded by the client's command
+    /// timeout).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
+                  Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_acquire(std::string_view key, std::uint64_t n, std::chrono::nanoseconds max_wait,
+                       Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return boost::asio::async_compose<Token, void(boost::system::error_code)>(
+            AcquireOp<Core>{core_, core_->key_for(key), n, max_wait.count() < 0 ? 0 : max_wait.count()},
+            token, core_->client().get_executor());
+    }
+
+    /// Waits for one permit of `key` for at most max_wait: true when granted, false when
+    /// the wait would have exceeded max_wait (nothing consumed). Other errors throw.
+    boost::asio::awaitable<bool> acquire(std::string key, std::chrono::nanoseconds max_wait = wait_forever)
+    {
+        return acquire(std::move(key), 1, max_wait);
+    }
+
+    boost::asio::awaitable<bool> acquire(std::string key, std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
+    {
+        auto [ec] = co_await async_acquire(key, n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
+        if (!ec)
+            co_return true;
+        if (ec == error::would_exceed_timeout)
+            co_return false;
+        throw boost::system::system_error(ec);
+    }
+
+    /// Completes every waiting request with error::closed; later requests fail the same
+    /// way (what becomes of a request whose round trip is under way: see the class comment).
+    void close() { core_->close(); }
+
+    limiter_stats stats() const noexcept { return core_->stats(); }
+
+    /// The Redis key that holds `key`'s state.
+    std::string redis_key(std::string_view key) const { return core_->key_for(key); }
+
+protected:
+    using core_type = Core;
+
+    explicit basic_limiter(std::shared_ptr<Core> core) noexcept : core_(std::move(core)) {}
+
+    /// Closes: pending waiters complete with error::closed.
+    ~basic_limiter()
+    {
+        if (core_) core_->close();
+    }
+
+    std::shared_ptr<Core> core_;
+};
+
+} // namespace sluice::redis::detail
