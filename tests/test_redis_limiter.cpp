@@ -2,7 +2,7 @@
 // asynchronous API, fail fast, FIFO, cancellation that gives the slot back, close(),
 // several OS processes sharing one quota, Redis killed and restarted mid-run (failure
 // policies), wrong-type keys and garbage replies.
-#include "redis_support.hpp"
+#include "redis_limiter_support.hpp"
 
 #include <sluice/redis/cluster.hpp>
 #include <sluice/redis/connection.hpp>
@@ -42,67 +42,14 @@ namespace redis = sluice::redis;
 using namespace std::chrono_literals;
 using sluice_test::redis_server;
 using error_code = boost::system::error_code;
-
-// Runs the io_context until pred() holds or `limit` passes; false on timeout.
-bool run_until(asio::io_context& io, const std::function<bool()>& pred, std::chrono::milliseconds limit = 5000ms)
-{
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() >= end) return false;
-        io.restart();
-        io.run_for(2ms);
-    }
-    return true;
-}
-
-void run_for(asio::io_context& io, std::chrono::milliseconds d)
-{
-    io.restart();
-    io.run_for(d);
-}
-
-bool wait_connected(asio::io_context& io, redis::connection& c)
-{
-    return run_until(io, [&] { return c.connected(); });
-}
-
-struct try_result {
-    int calls = 0;
-    error_code ec;
-    sluice::decision d;
-};
-
-auto try_recorder(std::shared_ptr<try_result> r)
-{
-    return [r](error_code ec, sluice::decision d) {
-        ++r->calls;
-        r->ec = ec;
-        r->d = d;
-    };
-}
-
-struct acq_result {
-    int calls = 0;
-    error_code ec;
-    std::chrono::steady_clock::time_point at;
-};
-
-auto acq_recorder(std::shared_ptr<acq_result> r)
-{
-    return [r](error_code ec) {
-        ++r->calls;
-        r->ec = ec;
-        r->at = std::chrono::steady_clock::now();
-    };
-}
-
-struct live {
-    redis_server server;
-    asio::io_context io;
-    redis::connection conn{io, server.config()};
-
-    live() { REQUIRE(wait_connected(io, conn)); }
-};
+using sluice_test::acq_recorder;
+using sluice_test::acq_result;
+using sluice_test::run_for;
+using sluice_test::run_until;
+using sluice_test::try_recorder;
+using sluice_test::try_result;
+using sluice_test::wait_connected;
+using live = sluice_test::live_redis;
 
 } // namespace
 

@@ -3,7 +3,7 @@
 // cancellation and close(), several OS processes sharing one key (never more than the
 // limit in any window, checked from the grant times), failure policies with Redis killed,
 // bad construction parameters.
-#include "redis_support.hpp"
+#include "redis_limiter_support.hpp"
 
 #include <sluice/redis/connection.hpp>
 #include <sluice/redis/sliding_window.hpp>
@@ -37,61 +37,14 @@ using namespace std::chrono_literals;
 using sluice_test::redis_server;
 using error_code = boost::system::error_code;
 using window = redis::sliding_window<redis::connection>;
+using sluice_test::acq_recorder;
+using sluice_test::acq_result;
+using sluice_test::run_for;
+using sluice_test::run_until;
+using sluice_test::try_recorder;
+using sluice_test::try_result;
 
-bool run_until(asio::io_context& io, const std::function<bool()>& pred, std::chrono::milliseconds limit = 5000ms)
-{
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() >= end) return false;
-        io.restart();
-        io.run_for(2ms);
-    }
-    return true;
-}
-
-void run_for(asio::io_context& io, std::chrono::milliseconds d)
-{
-    io.restart();
-    io.run_for(d);
-}
-
-struct try_result {
-    int calls = 0;
-    error_code ec;
-    sluice::decision d;
-};
-
-auto try_recorder(std::shared_ptr<try_result> r)
-{
-    return [r](error_code ec, sluice::decision d) {
-        ++r->calls;
-        r->ec = ec;
-        r->d = d;
-    };
-}
-
-struct acq_result {
-    int calls = 0;
-    error_code ec;
-    std::chrono::steady_clock::time_point at;
-};
-
-auto acq_recorder(std::shared_ptr<acq_result> r)
-{
-    return [r](error_code ec) {
-        ++r->calls;
-        r->ec = ec;
-        r->at = std::chrono::steady_clock::now();
-    };
-}
-
-struct live {
-    redis_server server;
-    asio::io_context io;
-    redis::connection conn{io, server.config()};
-
-    live() { REQUIRE(run_until(io, [&] { return conn.connected(); })); }
-
+struct live : sluice_test::live_redis {
     long long zcard(const std::string& key) { return server.command({"ZCARD", key}).integer; }
 };
 
