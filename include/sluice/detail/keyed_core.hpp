@@ -78,8 +78,12 @@ public:
 
     // How a completion reaches the handler (see acquire_op).
     template <class Handler>
-    static void deliver(Handler&& h, boost::system::error_code ec, std::uint64_t, std::shared_ptr<keyed_core>&&)
+    static void deliver(Handler&& h, boost::system::error_code ec, std::uint64_t, std::shared_ptr<keyed_core>&& owner)
     {
+        // Let go before the handler runs: once it has (a use_future promise set on Asio's
+        // system thread), the caller may destroy the limiter and its io_context, and a
+        // last reference dropped after that would destroy the timer after its service.
+        owner.reset();
         std::move(h)(ec);
     }
 
