@@ -133,7 +133,7 @@ child_result run_child(const options& o, std::chrono::system_clock::time_point s
         io.run_for(std::chrono::milliseconds(5));
     }
     if (!conn.connected()) return res;
-    redis::limiter_options lo;
+    redis::shared_options lo;
     lo.prefix = "bench";
     lo.on_failure = redis::failure_policy::fail_closed;   // a failing run shows as errors
     lo.lease_size = static_cast<std::uint64_t>(shared_lease);

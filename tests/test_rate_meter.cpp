@@ -1,4 +1,4 @@
-#include <sluice/policy/rate_meter.hpp>
+#include <sluice/rate_meter.hpp>
 
 #include <boost/system/system_error.hpp>
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 #include <map>
 
 using namespace std::chrono_literals;
-using sluice::policy::rate_meter;
+using sluice::rate_meter;
 
 namespace {
 

@@ -265,7 +265,7 @@ TEST_CASE("redis token bucket: several processes share one quota" * doctest::tim
             try {
                 asio::io_context io;
                 redis::connection conn(io, server.config());
-                redis::limiter_options o;
+                redis::shared_options o;
                 o.on_failure = redis::failure_policy::fail_closed;
                 redis::token_bucket<redis::connection> tb(conn, sluice::rate::per_second(rate), 1, o);
                 run_until(io, [&] { return conn.connected(); });
@@ -321,7 +321,7 @@ TEST_CASE("redis token bucket: Redis killed and restarted mid-run, local fallbac
     cfg.reconnect_max = 100ms;
     redis::connection conn(io, cfg);
     REQUIRE(wait_connected(io, conn));
-    redis::limiter_options o;
+    redis::shared_options o;
     o.probe_interval = 50ms;
     o.expected_nodes = 2;
     redis::token_bucket<redis::connection> tb(conn, sluice::rate::per_second(1000), 10, o);
@@ -375,10 +375,10 @@ TEST_CASE("redis token bucket: failure policies while Redis is away" * doctest::
     REQUIRE(wait_connected(io, conn));
     server.kill();
 
-    redis::limiter_options closed_opts;
+    redis::shared_options closed_opts;
     closed_opts.on_failure = redis::failure_policy::fail_closed;
     redis::token_bucket<redis::connection> closed(conn, sluice::rate::per_second(1), 1, closed_opts);
-    redis::limiter_options open_opts;
+    redis::shared_options open_opts;
     open_opts.on_failure = redis::failure_policy::fail_open;
     redis::token_bucket<redis::connection> open(conn, sluice::rate::per_second(1), 1, open_opts);
     redis::token_bucket<redis::connection> local(conn, sluice::rate::per_second(1), 2);
@@ -455,7 +455,7 @@ TEST_CASE("redis token bucket: bad construction parameters throw" * doctest::tim
     // One permit in 100 years: beyond the scripts' 2^51 us.
     CHECK(code([&] { tb(conn, sluice::rate::every(std::chrono::hours(24 * 365 * 100)), 1); }) == sluice::error::invalid_rate);
     CHECK(code([&] { tb(conn, sluice::rate::every(std::chrono::hours(24 * 365)), 100); }) == sluice::error::invalid_burst);
-    redis::limiter_options o;
+    redis::shared_options o;
     o.expected_nodes = 0;
     CHECK(code([&] { tb(conn, sluice::rate::per_second(1), 1, o); }) == sluice::error::invalid_option);
     CHECK_FALSE(code([&] { tb(conn, sluice::rate::per_second(1e6), 1000); }));
@@ -533,7 +533,7 @@ TEST_CASE("redis token bucket: a server answering nonsense is protocol_error" * 
 TEST_CASE("redis token bucket: leasing hands out reserved permits locally and gives unused ones back on close" * doctest::timeout(60))
 {
     live l;
-    redis::limiter_options lo;
+    redis::shared_options lo;
     lo.lease_size = 5;
     redis::token_bucket<redis::connection> leasing(l.conn, sluice::rate::per_second(10), 10, lo);
     redis::token_bucket<redis::connection> plain(l.conn, sluice::rate::per_second(10), 10);
@@ -573,7 +573,7 @@ TEST_CASE("redis token bucket: leasing never admits more than the rate over the 
     live l;
     redis::connection conn2(l.io, l.server.config());
     REQUIRE(wait_connected(l.io, conn2));
-    redis::limiter_options lo;
+    redis::shared_options lo;
     lo.lease_size = 4;
     const double rate = 200;
     const std::uint64_t burst = 8;

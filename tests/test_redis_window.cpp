@@ -244,7 +244,7 @@ TEST_CASE("redis sliding window: several processes never exceed the limit in any
             try {
                 asio::io_context io;
                 redis::connection conn(io, server.config());
-                redis::limiter_options o;
+                redis::shared_options o;
                 o.on_failure = redis::failure_policy::fail_closed;
                 window w(conn, limit, win, o);
                 run_until(io, [&] { return conn.connected(); });
@@ -334,13 +334,13 @@ TEST_CASE("redis sliding window: failure policies with Redis killed, then back" 
     redis::connection conn(io, cfg);
     REQUIRE(run_until(io, [&] { return conn.connected(); }));
 
-    redis::limiter_options closed_opts;
+    redis::shared_options closed_opts;
     closed_opts.on_failure = redis::failure_policy::fail_closed;
     window closed(conn, 4, 300ms, closed_opts);
-    redis::limiter_options open_opts;
+    redis::shared_options open_opts;
     open_opts.on_failure = redis::failure_policy::fail_open;
     window open(conn, 1, 300ms, open_opts);
-    redis::limiter_options local_opts;
+    redis::shared_options local_opts;
     local_opts.expected_nodes = 2;
     local_opts.probe_interval = 5000ms;   // no probe during the outage part
     window local(conn, 4, 300ms, local_opts);
@@ -393,7 +393,7 @@ TEST_CASE("redis sliding window: failure policies with Redis killed, then back" 
     // Redis back: the next probe switches back to it.
     server.start();
     REQUIRE(run_until(io, [&] { return conn.connected(); }, 5000ms));
-    redis::limiter_options quick = local_opts;
+    redis::shared_options quick = local_opts;
     quick.probe_interval = 50ms;
     window again(conn, 4, 300ms, quick);
     auto probe = std::make_shared<try_result>();
@@ -450,7 +450,7 @@ TEST_CASE("redis sliding window: bad construction parameters throw" * doctest::t
     CHECK(code([&] { window(conn, 1, -1s); }) == sluice::error::invalid_rate);
     // 100 years: beyond the script's 2^51 us.
     CHECK(code([&] { window(conn, 1, std::chrono::hours(24 * 365 * 100)); }) == sluice::error::invalid_rate);
-    redis::limiter_options o;
+    redis::shared_options o;
     o.expected_nodes = 0;
     CHECK(code([&] { window(conn, 1, 1s, o); }) == sluice::error::invalid_option);
     o.expected_nodes = 1;

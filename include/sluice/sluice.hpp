@@ -11,7 +11,7 @@
 #include <sluice/leaky_bucket.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/manual_clock.hpp>
-#include <sluice/policy/rate_meter.hpp>
+#include <sluice/rate_meter.hpp>
 #include <sluice/rate.hpp>
 #include <sluice/sliding_window.hpp>
 #include <sluice/sliding_window_counter.hpp>

@@ -2,10 +2,10 @@
 // uses the same key.
 #pragma once
 
-#include <sluice/redis/detail/basic_limiter.hpp>
+#include <sluice/redis/detail/shared_limiter.hpp>
 #include <sluice/redis/detail/window_core.hpp>
 #include <sluice/redis/detail/window_ops.hpp>
-#include <sluice/redis/limiter_options.hpp>
+#include <sluice/redis/shared_options.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -56,12 +56,12 @@ namespace sluice::redis {
 /// throw system_error: error::invalid_burst (limit 0 or above 2^24), error::invalid_rate
 /// (window <= 0 or above 2^51 us), error::invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
-class sliding_window : public detail::basic_limiter<detail::window_core<Client, Clock>, detail::window_acquire_op> {
-    using base_type = detail::basic_limiter<detail::window_core<Client, Clock>, detail::window_acquire_op>;
+class sliding_window : public detail::shared_limiter<detail::window_core<Client, Clock>, detail::window_acquire_op> {
+    using base_type = detail::shared_limiter<detail::window_core<Client, Clock>, detail::window_acquire_op>;
 
 public:
     /// The window is rounded up to whole microseconds (the server's resolution).
-    sliding_window(Client& client, std::uint64_t limit, std::chrono::nanoseconds window, limiter_options opts = {})
+    sliding_window(Client& client, std::uint64_t limit, std::chrono::nanoseconds window, shared_options opts = {})
         : base_type(std::make_shared<typename base_type::core_type>(client, limit, window, std::move(opts)))
     {
     }

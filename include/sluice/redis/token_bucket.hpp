@@ -3,10 +3,10 @@
 #pragma once
 
 #include <sluice/rate.hpp>
-#include <sluice/redis/detail/basic_limiter.hpp>
+#include <sluice/redis/detail/shared_limiter.hpp>
 #include <sluice/redis/detail/bucket_core.hpp>
 #include <sluice/redis/detail/bucket_ops.hpp>
-#include <sluice/redis/limiter_options.hpp>
+#include <sluice/redis/shared_options.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -57,12 +57,12 @@ namespace sluice::redis {
 /// parameters throw system_error: error::invalid_rate, invalid_burst (burst 0, or burst
 /// times the interval in whole microseconds beyond 2^51 us), invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
-class token_bucket : public detail::basic_limiter<detail::bucket_core<Client, Clock>, detail::acquire_op> {
-    using base_type = detail::basic_limiter<detail::bucket_core<Client, Clock>, detail::acquire_op>;
+class token_bucket : public detail::shared_limiter<detail::bucket_core<Client, Clock>, detail::bucket_acquire_op> {
+    using base_type = detail::shared_limiter<detail::bucket_core<Client, Clock>, detail::bucket_acquire_op>;
 
 public:
     /// The interval is rounded up to whole microseconds (the server's resolution).
-    token_bucket(Client& client, rate r, std::uint64_t burst, limiter_options opts = {})
+    token_bucket(Client& client, rate r, std::uint64_t burst, shared_options opts = {})
         : base_type(std::make_shared<typename base_type::core_type>(client, r, burst, std::move(opts)))
     {
     }

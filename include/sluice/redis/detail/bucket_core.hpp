@@ -7,7 +7,7 @@
 #include <sluice/rate.hpp>
 #include <sluice/redis/detail/limiter_core.hpp>
 #include <sluice/redis/detail/verdict.hpp>
-#include <sluice/redis/limiter_options.hpp>
+#include <sluice/redis/shared_options.hpp>
 #include <sluice/redis/scripts.hpp>
 #include <sluice/redis/script.hpp>
 #include <sluice/token_bucket.hpp>
@@ -42,9 +42,9 @@ public:
 
     static constexpr bool can_lease = true;
 
-    bucket_core(Client& client, rate r, std::uint64_t burst, limiter_options opts)
+    bucket_core(Client& client, rate r, std::uint64_t burst, shared_options opts)
         : base_type(client, std::move(opts), burst,
-                    [&](const executor_type& ex, const limiter_options& o) {
+                    [&](const executor_type& ex, const shared_options& o) {
                         return fallback_type(ex, o.fallback, fallback_rate(to_us(r, burst), o.expected_nodes),
                                              std::max<std::uint64_t>(1, burst / o.expected_nodes));
                     }),

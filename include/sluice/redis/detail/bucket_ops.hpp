@@ -170,10 +170,10 @@ void locally_acquired(Op& op, Self& self, boost::system::error_code e)
 
 /// async_acquire: void(error_code). Reserves in Redis, then waits on a local timer.
 template <class Core>
-struct acquire_op {
+struct bucket_acquire_op {
     enum class state { start, posted, evaluating, sleeping, falling_back };
 
-    acquire_op(std::shared_ptr<Core> c, std::string k, std::uint64_t count, std::int64_t max_wait)
+    bucket_acquire_op(std::shared_ptr<Core> c, std::string k, std::uint64_t count, std::int64_t max_wait)
         : core(std::move(c)), key(std::move(k)), n(count), max_wait_ns(max_wait)
     {
     }

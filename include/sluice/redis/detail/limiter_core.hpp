@@ -6,7 +6,7 @@
 
 #include <sluice/error.hpp>
 #include <sluice/redis/detail/verdict.hpp>
-#include <sluice/redis/limiter_options.hpp>
+#include <sluice/redis/shared_options.hpp>
 
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/system/system_error.hpp>
@@ -43,7 +43,7 @@ public:
     /// options are checked (it may divide by expected_nodes). Requests for more than
     /// max_count permits fail with error::exceeds_burst.
     template <class MakeFallback>
-    limiter_core(Client& client, limiter_options opts, std::uint64_t max_count, MakeFallback&& make_fallback)
+    limiter_core(Client& client, shared_options opts, std::uint64_t max_count, MakeFallback&& make_fallback)
         : client_(client),
           opts_(checked(std::move(opts))),
           max_count_(max_count),
@@ -56,7 +56,7 @@ public:
 
     Client& client() noexcept { return client_; }
     fallback_type& fallback() noexcept { return fallback_; }
-    const limiter_options& options() const noexcept { return opts_; }
+    const shared_options& options() const noexcept { return opts_; }
 
     std::string key_for(std::string_view key) const
     {
@@ -117,9 +117,9 @@ public:
         if (fallback) fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
     }
 
-    limiter_stats stats() const noexcept
+    shared_stats stats() const noexcept
     {
-        limiter_stats s;
+        shared_stats s;
         s.admitted = admitted_.load(std::memory_order_relaxed);
         s.rejected = rejected_.load(std::memory_order_relaxed);
         s.decisions = s.admitted + s.rejected;
@@ -195,7 +195,7 @@ private:
         return std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.probe_interval).count();
     }
 
-    static limiter_options checked(limiter_options o)
+    static shared_options checked(shared_options o)
     {
         if (o.expected_nodes == 0 || o.probe_interval.count() <= 0)
             throw boost::system::system_error(make_error_code(error::invalid_option));
@@ -203,7 +203,7 @@ private:
     }
 
     Client& client_;
-    limiter_options opts_;
+    shared_options opts_;
     std::uint64_t max_count_;
     fallback_type fallback_;
 

@@ -6,7 +6,7 @@
 #include <sluice/keyed.hpp>
 #include <sluice/policy/sliding_log.hpp>
 #include <sluice/redis/detail/limiter_core.hpp>
-#include <sluice/redis/limiter_options.hpp>
+#include <sluice/redis/shared_options.hpp>
 #include <sluice/redis/script.hpp>
 #include <sluice/redis/scripts.hpp>
 #include <sluice/sliding_window.hpp>
@@ -34,9 +34,9 @@ public:
 
     static constexpr bool can_lease = false;
 
-    window_core(Client& client, std::uint64_t limit, std::chrono::nanoseconds window, limiter_options opts)
+    window_core(Client& client, std::uint64_t limit, std::chrono::nanoseconds window, shared_options opts)
         : base_type(client, std::move(opts), limit,
-                    [&](const executor_type& ex, const limiter_options& o) {
+                    [&](const executor_type& ex, const shared_options& o) {
                         std::int64_t us = to_us(window);
                         return fallback_type(ex, o.fallback, std::max<std::uint64_t>(1, checked_limit(limit) / o.expected_nodes),
                                              std::chrono::microseconds{us});

@@ -8,7 +8,7 @@
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
 #include <sluice/redis/detail/bucket_ops.hpp>
-#include <sluice/redis/limiter_options.hpp>
+#include <sluice/redis/shared_options.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
@@ -30,14 +30,14 @@ namespace sluice::redis::detail {
 /// composed operation behind async_acquire, which differs per limiter (reserve ahead, or
 /// ask again).
 template <class Core, template <class> class AcquireOp>
-class basic_limiter {
+class shared_limiter {
 public:
     using client_type = typename Core::client_type;
     using executor_type = typename Core::executor_type;
     using clock_type = typename Core::clock_type;
 
-    basic_limiter(basic_limiter&&) noexcept = default;
-    basic_limiter& operator=(basic_limiter&& other) noexcept
+    shared_limiter(shared_limiter&&) noexcept = default;
+    shared_limiter& operator=(shared_limiter&& other) noexcept
     {
         if (this != &other) {
             if (core_) core_->close();
@@ -107,7 +107,7 @@ public:
     /// way (what becomes of a request whose round trip is under way: see the class comment).
     void close() { core_->close(); }
 
-    limiter_stats stats() const noexcept { return core_->stats(); }
+    shared_stats stats() const noexcept { return core_->stats(); }
 
     /// The Redis key that holds `key`'s state.
     std::string redis_key(std::string_view key) const { return core_->key_for(key); }
@@ -115,10 +115,10 @@ public:
 protected:
     using core_type = Core;
 
-    explicit basic_limiter(std::shared_ptr<Core> core) noexcept : core_(std::move(core)) {}
+    explicit shared_limiter(std::shared_ptr<Core> core) noexcept : core_(std::move(core)) {}
 
     /// Closes: pending waiters complete with error::closed.
-    ~basic_limiter()
+    ~shared_limiter()
     {
         if (core_) core_->close();
     }

@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace sluice::policy {
+namespace sluice {
 
 /// Counts events and reports their rate over the last `window`, estimated like
 /// sliding_window_counter: prev * (1 - elapsed / window) + cur. Lock-free: each of the two
@@ -74,4 +74,4 @@ private:
     std::atomic<std::uint64_t> slots_[2]{};
 };
 
-} // namespace sluice::policy
+} // namespace sluice

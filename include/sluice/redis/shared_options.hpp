@@ -21,7 +21,7 @@ enum class failure_policy {
 };
 
 /// Options of a Redis-backed limiter.
-struct limiter_options {
+struct shared_options {
     /// Keys are "{prefix:key}": the hash tag keeps every key of one limiter key in one
     /// Redis Cluster slot. Two limiters with the same prefix and key share one quota, so
     /// they must be configured alike.
@@ -60,7 +60,7 @@ struct limiter_options {
 };
 
 /// Counters of a Redis-backed limiter since construction.
-struct limiter_stats {
+struct shared_stats {
     /// Requests answered (granted or refused), by Redis or by the failure policy.
     std::uint64_t decisions = 0;
     std::uint64_t admitted = 0;
