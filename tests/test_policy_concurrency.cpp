@@ -104,8 +104,8 @@ TEST_CASE("fixed_window never exceeds limit per window touched")
     report(r, 100 * windows_touched(r, w));
 }
 
-// Several threads open the same new window at once after idle gaps of 2^31 to 2^63
-// windows (exact multiples of 2^32 included) and then call in it: the window admits
+// Several threads open the same new window at once after idle gaps of 2^31 to 2^40
+// windows (exact multiples of 2^32 and 4096 included) and then call in it: the window admits
 // exactly `limit` (no admission lost to a concurrent reset, no stale count reused).
 template <class P>
 void race_after_gaps(std::uint64_t limit, std::int64_t w)
@@ -142,6 +142,12 @@ TEST_CASE("fixed_window: a window opened by racing threads after a long idle gap
 {
     for (int round = 0; round < 20; ++round)
         race_after_gaps<fixed_window>(50, 1000);
+}
+
+TEST_CASE("sliding_window_counter: a window opened by racing threads after a long idle gap admits exactly limit")
+{
+    for (int round = 0; round < 20; ++round)
+        race_after_gaps<sliding_window_counter>(50, 1000);
 }
 
 TEST_CASE("sliding_log never exceeds limit per window length")
