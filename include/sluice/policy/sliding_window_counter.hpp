@@ -61,9 +61,9 @@ public:
 
     /// Earliest time at which n permits fit if nothing else is granted, when ahead == 0
     /// (exact: retry_after of a refusal). With `ahead` queued permits, an estimate that
-    /// prices them and the n as one lump taken at one instant, at most `limit` a window; it
-    /// is not a bound either way (one-by-one grants sink into the previous window's
-    /// decaying weight sooner). Consumes nothing.
+    /// prices them and the n as one lump taken at one instant, at most `limit` a window: it
+    /// can come out earlier or later than granting them one by one would (no bound either
+    /// way). Consumes nothing.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
         const std::uint64_t limit = limit_.load(std::memory_order_relaxed);
