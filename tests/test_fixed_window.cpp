@@ -170,6 +170,93 @@ TEST_CASE("fixed_window matches a window->count map on random arrivals")
     }
 }
 
+// Idle gaps of every magnitude: 2^r windows for every r, and r off by a few windows, so
+// that 2^31, 2^32, 2^63 and the ends of the int64 range are crossed from every side.
+std::int64_t idle_gap(rng& r, std::int64_t window)
+{
+    int bits = static_cast<int>(r.next() % 64);
+    i128 windows = (i128(1) << bits) + r.in(-3, 3);
+    if (windows < 1) windows = 1;
+    return clamp64(windows * window + r.in(0, window - 1));
+}
+
+TEST_CASE("fixed_window matches the model across idle gaps of every length, forward and back")
+{
+    const shape gap_shapes[] = {{1, 1}, {1, 1000}, {100, 1000}, {3, 7}, {fixed_window::max_limit, 1'000'000}};
+    for (const shape& sh : gap_shapes) {
+        for (std::int64_t base : bases) {
+            for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+                fixed_window f(sh.limit, std::chrono::nanoseconds{sh.window});
+                window_model m{sh.limit, sh.window, {}, {}};
+                rng r{seed * 7919 + static_cast<std::uint64_t>(base) + sh.limit};
+                std::int64_t now = base;
+                for (int step = 0; step < 4000; ++step) {
+                    INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed, " step ", step, " now ", now);
+                    std::uint64_t n = r.next() % 2 ? 1 : 1 + r.next() % sh.limit;
+                    int op = static_cast<int>(r.next() % 100);
+                    if (op < 75) {
+                        check_same(f.try_acquire(n, now), m.decide(n, now, true));
+                    } else if (op < 90) {
+                        check_same(f.check(n, now), m.decide(n, now, false));
+                    } else {
+                        sluice::decision want = m.decide(n, now, false);
+                        // Refused: at the end of the window that counts (the clock's end at most).
+                        i128 k = m.window_at(now);
+                        CHECK(f.predict(n, now) == (want.allowed ? now : clamp64((k + 1) * sh.window)));
+                        bool counted = m.count.count(k) && m.count.at(k) != 0;
+                        CHECK(f.idle_at(now) == (counted ? clamp64((k + 1) * sh.window) : i64_min));
+                    }
+                    std::int64_t dt;
+                    int k = static_cast<int>(r.next() % 100);
+                    if (k < 40) dt = r.in(0, sh.window);
+                    else if (k < 75) dt = idle_gap(r, sh.window);
+                    else if (k < 80) dt = -idle_gap(r, sh.window);   // the clock steps back, by any amount
+                    else if (k < 90) dt = r.in(0, 1) ? i64_max : i64_min;   // to an end of the clock
+                    else dt = 0;
+                    now = clamp64(i128(now) + dt);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("fixed_window: a count is never reused after an idle gap, however long")
+{
+    // The gap of the issue: 2^31 + 1 windows of 1 us after a grant at 0 was refused for
+    // 2^31 us (35.8 minutes).
+    fixed_window one(1, 1000ns);
+    CHECK(one.try_acquire(1, 0).allowed);
+    auto d = one.try_acquire(1, (std::int64_t{1} << 31) * 1000 + 1000);
+    CHECK(d.allowed);
+    CHECK(d.remaining == 0);
+    // Every gap near 2^31, 2^32 and 2^62 windows, in both signs of the clock.
+    for (std::int64_t w : {std::int64_t{1}, std::int64_t{1000}}) {
+        for (int bits : {30, 31, 32, 33, 62}) {
+            for (std::int64_t off = -3; off <= 3; ++off) {
+                for (std::int64_t start : {std::int64_t{0}, std::int64_t{-1} << 62, i64_min}) {
+                    i128 gap = (i128(1) << bits) + off;
+                    i128 later = (floor_div(start, w) + gap) * w;
+                    if (later > i64_max) continue;
+                    CAPTURE(w);
+                    CAPTURE(bits);
+                    CAPTURE(off);
+                    CAPTURE(start);
+                    fixed_window f(100, std::chrono::nanoseconds{w});
+                    CHECK(f.try_acquire(100, start).allowed);
+                    // One request per window for 1000 windows after the gap: all admitted.
+                    int admitted = 0;
+                    for (std::int64_t i = 0; i < 1000 && later + i * w <= i64_max - w; ++i)
+                        admitted += f.try_acquire(1, static_cast<std::int64_t>(later + i * w)).allowed;
+                    bool room = later <= i64_max - w;
+                    CHECK(admitted == (room ? std::min<i128>(1000, (i64_max - w - later) / w + 1) : 0));
+                    // A step back to the first window after the gap counts in the newest one.
+                    CHECK(f.try_acquire(100, static_cast<std::int64_t>(later)).allowed == !room);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("fixed_window: a backward step keeps counting in the newest window")
 {
     fixed_window f(3, 1000ns);

@@ -63,7 +63,15 @@ struct gcra_model {
     {
     }
 
-    i128 after(std::uint64_t n, std::int64_t t) const { return std::max(tat, i128(t)) + i128(n) * T; }
+    // Slack is catch-up only: a caller behind its schedule (tat > t) continues it; any
+    // other restarts it at t with no slack credit (textbook: max(tat, t), the same with no
+    // slack). The schedule of a new bucket counts as lost.
+    i128 after(std::uint64_t n, std::int64_t t) const
+    {
+        i128 floor = i128(i64_min) + tau;
+        i128 base = tat > t && tat > floor ? tat : std::max(i128(t) + slack, floor);
+        return base + i128(n) * T;
+    }
 
     // Permits grantable at once, capped at burst (slack is catch-up, not capacity).
     std::uint64_t remaining(i128 tt, std::int64_t t) const
@@ -227,10 +235,10 @@ TEST_CASE("gcra matches the textbook model on random arrivals")
                         std::uint64_t k = 1 + r.next() % sh.burst;
                         CHECK(g.refund(k, now) == m.refund(k, now));
                         // A refund fills the bucket as of its own `now`, even one behind the
-                        // newest instant seen: restart the re-stamped check from there (no
-                        // later than the state itself reaches).
+                        // newest instant seen: restart the re-stamped check from there (before
+                        // the state's schedule lapses at tat, after which slack gives no credit).
                         mono.tat = m.tat;
-                        mono_now = static_cast<std::int64_t>(std::min<i128>(now, m.tat));
+                        mono_now = static_cast<std::int64_t>(std::min<i128>(now, m.tat - 1));
                     }
                     REQUIRE(g.empty_at() == m.empty_at());
                     // Without refunds the re-stamped run is the same run: the state already
@@ -503,17 +511,18 @@ TEST_CASE("gcra: leaky bucket spaces requests, slack lets a late caller catch up
 {
     const std::int64_t T = 1000;
     gcra g(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{2 * T});
-    // Idle: 1 + slack / interval at once.
-    CHECK(g.try_acquire(1, 0).allowed);
-    CHECK(g.try_acquire(1, 0).allowed);
+    // Idle: one at once (slack is no burst), then exactly one per interval.
     CHECK(g.try_acquire(1, 0).allowed);
     auto d = g.try_acquire(1, 0);
     CHECK_FALSE(d.allowed);
     CHECK(d.retry_after.count() == T);
-    // Then exactly one per interval.
     CHECK(g.try_acquire(1, T).allowed);
     CHECK_FALSE(g.try_acquire(1, T).allowed);
-    CHECK(g.try_acquire(1, 2 * T).allowed);
+    // Late on slot 2T by less than the slack: slots 2T and 3T at once, then 4T on time.
+    CHECK(g.try_acquire(1, 4 * T - 1).allowed);
+    CHECK(g.try_acquire(1, 4 * T - 1).allowed);
+    CHECK_FALSE(g.try_acquire(1, 4 * T - 1).allowed);
+    CHECK(g.try_acquire(1, 4 * T).allowed);
     CHECK(g.try_acquire(2, 3 * T).error == error::exceeds_burst);
 }
 

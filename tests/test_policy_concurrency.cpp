@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -101,6 +102,52 @@ TEST_CASE("fixed_window never exceeds limit per window touched")
     fixed_window f(100, std::chrono::nanoseconds{w});
     run_result r = hammer(f);
     report(r, 100 * windows_touched(r, w));
+}
+
+// Several threads open the same new window at once after idle gaps of 2^31 to 2^40
+// windows (exact multiples of 2^32 and 4096 included) and then call in it: the window admits
+// exactly `limit` (no admission lost to a concurrent reset, no stale count reused).
+template <class P>
+void race_after_gaps(std::uint64_t limit, std::int64_t w)
+{
+    P p(limit, std::chrono::nanoseconds{w});
+    const std::int64_t gaps[] = {std::int64_t{1} << 32, std::int64_t{1} << 31, (std::int64_t{1} << 32) + 1,
+                                 std::int64_t{3} << 32, (std::int64_t{1} << 31) + 1, std::int64_t{1} << 33,
+                                 (std::int64_t{1} << 32) - 1, std::int64_t{1} << 40, std::int64_t{1} << 32};
+    std::vector<std::int64_t> epochs{-(std::int64_t{1} << 50)};
+    for (std::int64_t g : gaps) epochs.push_back(epochs.back() + g);
+    const std::int64_t calls = 3 * static_cast<std::int64_t>(limit);
+    std::vector<std::atomic<std::uint64_t>> admitted(epochs.size());
+    std::barrier sync(threads);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) {
+        pool.emplace_back([&, i] {
+            for (std::size_t e = 0; e < epochs.size(); ++e) {
+                sync.arrive_and_wait();
+                std::uint64_t mine = 0;
+                for (std::int64_t k = 0; k < calls; ++k)
+                    mine += p.try_acquire(1, epochs[e] * w + (k * 7 + i) % w).allowed ? 1 : 0;
+                admitted[e].fetch_add(mine, std::memory_order_relaxed);
+            }
+        });
+    }
+    for (auto& t : pool) t.join();
+    for (std::size_t e = 0; e < epochs.size(); ++e) {
+        CAPTURE(e);
+        CHECK(admitted[e].load() == limit);
+    }
+}
+
+TEST_CASE("fixed_window: a window opened by racing threads after a long idle gap admits exactly limit")
+{
+    for (int round = 0; round < 20; ++round)
+        race_after_gaps<fixed_window>(50, 1000);
+}
+
+TEST_CASE("sliding_window_counter: a window opened by racing threads after a long idle gap admits exactly limit")
+{
+    for (int round = 0; round < 20; ++round)
+        race_after_gaps<sliding_window_counter>(50, 1000);
 }
 
 TEST_CASE("sliding_log never exceeds limit per window length")

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "policy_support.hpp"
 
@@ -20,14 +21,14 @@ namespace {
 using namespace sluice_test;
 
 // The literal weighted formula prev * (w - e) / w + cur <= limit, exact in 128 bits, with
-// full window numbers. A clock that steps back by at most max_backward_windows keeps
-// counting in the newest window that admitted anything, with the previous window at full
-// weight; a larger step back means the counts are stale and start afresh.
+// full window numbers. A clock that steps back, by any amount, keeps counting in the
+// newest window that admitted anything, with the previous window at full weight.
 struct counter_model {
     std::uint64_t limit;
     std::int64_t w;
     std::optional<i128> k_last;
     std::uint64_t prev_last = 0, cur_last = 0;
+    i128 fit = 0;   // the instant a refused decide() found room at
 
     struct view {
         i128 k, start, e;
@@ -41,7 +42,7 @@ struct counter_model {
         if (k_last) {
             if (k == *k_last) { prev = prev_last; cur = cur_last; }
             else if (k == *k_last + 1) { prev = cur_last; }
-            else if (k < *k_last && *k_last - k <= sliding_window_counter::max_backward_windows) {
+            else if (k < *k_last) {
                 k = *k_last; prev = prev_last; cur = cur_last;
             }
         }
@@ -84,7 +85,9 @@ struct counter_model {
             i128 mid = lo + (hi - lo) / 2;
             if (fits(at(mid), n)) hi = mid; else lo = mid + 1;
         }
-        d.retry_after = std::chrono::nanoseconds{clamp64(std::min<i128>(lo, i64_max) - t)};
+        fit = lo;
+        // Not before the clock's end: never.
+        d.retry_after = lo >= i64_max ? std::chrono::nanoseconds::max() : std::chrono::nanoseconds{clamp64(lo - t)};
         return d;
     }
 
@@ -109,8 +112,23 @@ struct shape {
     std::int64_t window;
 };
 
-const shape shapes[] = {{1, 1000}, {5, 1000}, {50, 7}, {3, 1'000'000'000}, {10, 3}, {1000, 1'000'003}};
+const shape shapes[] = {{1, 1000}, {5, 1000}, {50, 7}, {3, 1'000'000'000}, {10, 3}, {1000, 1'000'003}, {2, 1}};
 const std::int64_t bases[] = {0, -1'000'000'000'000, 3, i64_min + 3'000'000'000, 4'000'000'000'000'000'000};
+
+// Idle gaps of every magnitude: 2^r windows for every r, off by a few windows, and near
+// multiples of 4096 windows, so that every wrap of a truncated window number is crossed.
+std::int64_t idle_gap(rng& r, std::int64_t window)
+{
+    i128 windows;
+    if (r.next() % 4 == 0) {
+        windows = 4096 * r.in(1, 3) + r.in(-10, 10);
+    } else {
+        int bits = static_cast<int>(r.next() % 64);
+        windows = (i128(1) << bits) + r.in(-3, 3);
+    }
+    if (windows < 1) windows = 1;
+    return clamp64(windows * window + r.in(0, window - 1));
+}
 
 } // namespace
 
@@ -130,14 +148,6 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
                 rng r{seed * 32452843 + static_cast<std::uint64_t>(base) + sh.limit};
                 std::int64_t now = base;
                 for (int step = 0; step < 3000; ++step) {
-                    // Far from the last admission, 12-bit window numbers may alias (see the
-                    // class comment): start over on a fresh instance.
-                    if (m.k_last && floor_div(now, sh.window) - *m.k_last >= 120) {
-                        store.emplace(sh.limit, std::chrono::nanoseconds{sh.window});
-                        m = counter_model{sh.limit, sh.window, {}};
-                        mono = counter_model{sh.limit, sh.window, {}};
-                        mono_now = i64_min;
-                    }
                     sliding_window_counter& c = *store;
                     INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed, " step ", step, " now ", now);
                     std::uint64_t n;
@@ -146,16 +156,7 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
                     else if (kind < 4) n = sh.limit + 1;
                     else if (kind < 60) n = 1;
                     else n = 1 + r.next() % sh.limit;
-                    // A step back of more than max_backward_windows behind the window of the
-                    // last admission is a new start by design (the counts are stale): the
-                    // monotonic view restarts with it.
-                    bool restart = m.k_last && floor_div(now, sh.window) <
-                                                   *m.k_last - sliding_window_counter::max_backward_windows;
                     auto admitted = [&](std::uint64_t k) {
-                        if (restart) {
-                            mono = counter_model{sh.limit, sh.window, {}};
-                            mono_now = i64_min;
-                        }
                         mono_now = std::max(mono_now, now);
                         CHECK(mono.decide(k, mono_now, true).allowed);
                     };
@@ -192,7 +193,7 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
                             // grants sink into the previous window's decaying weight. Reported;
                             // only the exact ahead == 0 case is checked against the model.
                             if (ahead == 0) CHECK(got.at <= m.simulate(n, now, 0));
-                            if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
+                            if (ahead == 0) CHECK(got.at == clamp64(m.fit));
                             bool late = i128(got.at) - now > max_wait;
                             CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
                                                      : boost::system::error_code()));
@@ -203,8 +204,9 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
                     if (k < 30) dt = 0;
                     else if (k < 75) dt = r.in(0, sh.window / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1);
                     else if (k < 88) dt = r.in(0, 3 * sh.window);
-                    // Idle, but for fewer than 128 windows: see the known-bug case below.
-                    else if (k < 92) dt = r.in(0, 127) * sh.window;
+                    else if (k < 92) dt = idle_gap(r, sh.window);   // idle, 1 to 2^63 windows
+                    else if (k < 93) dt = r.in(0, 1) ? i64_max : i64_min;   // to an end of the clock
+                    else if (k < 94) dt = -idle_gap(r, sh.window);  // a long step back
                     else dt = -r.in(0, 3 * sh.window);   // the clock steps back
                     now = clamp64(i128(now) + dt);
                 }
@@ -274,13 +276,55 @@ TEST_CASE("sliding_window_counter: first call anywhere, extremes")
 
 TEST_CASE("sliding_window_counter: idle for 128 or more windows forgets old counts")
 {
-    // The window number keeps 12 bits: a long idle gap must not read as a backward step
-    // (it used to, with 8 bits, and rejected for up to 128 windows).
+    // The window number kept 8 bits and then 12: a long idle gap must not read as a
+    // backward step (with 12 bits, a gap of 4088 to 4097 windows rejected for up to 10).
     for (std::int64_t idle : {2, 9, 128, 200, 255, 256, 257, 1000, 2047, 2048, 2049, 4000, 4098, 100000}) {
         CAPTURE(idle);
         sliding_window_counter c(10, 1000ns);
         CHECK(c.try_acquire(10, 0).allowed);
         CHECK(c.try_acquire(10, idle * 1000).allowed);
+    }
+}
+
+TEST_CASE("sliding_window_counter: no stale count after an idle gap of any length")
+{
+    std::vector<i128> gaps;
+    for (i128 m : {1, 2, 3, 1 << 19})
+        for (int off = -12; off <= 12; ++off) gaps.push_back(4096 * m + off);
+    for (int bits : {31, 32, 33, 62})
+        for (int off = -3; off <= 3; ++off) gaps.push_back((i128(1) << bits) + off);
+    for (std::int64_t w : {std::int64_t{1}, std::int64_t{1000}}) {
+        for (std::int64_t start : {std::int64_t{0}, std::int64_t{-1} << 62, i64_min}) {
+            for (i128 gap : gaps) {
+                i128 later = (floor_div(start, w) + gap) * w;
+                if (later > i64_max - 20 * w) continue;
+                CAPTURE(w);
+                CAPTURE(start);
+                CAPTURE(static_cast<std::int64_t>(gap));
+                sliding_window_counter c(10, std::chrono::nanoseconds{w});
+                CHECK(c.try_acquire(10, start).allowed);
+                // Five in the middle of each of the next 20 windows: the estimate is at most
+                // 5 * (w - e) / w + 5 <= 10, so all fit unless a stale count is read.
+                int admitted = 0;
+                for (std::int64_t i = 0; i < 20; ++i)
+                    admitted += c.try_acquire(5, static_cast<std::int64_t>(later + i * w + w / 2)).allowed;
+                CHECK(admitted == 20);
+            }
+        }
+    }
+}
+
+TEST_CASE("sliding_window_counter: a step back of any length counts in the newest window")
+{
+    for (std::int64_t back : {std::int64_t{9}, std::int64_t{100}, std::int64_t{4095}, std::int64_t{4096},
+                              std::int64_t{4097}, std::int64_t{1} << 31, std::int64_t{1} << 32, std::int64_t{1} << 40}) {
+        CAPTURE(back);
+        sliding_window_counter c(4, 1000ns);
+        CHECK(c.try_acquire(4, 500).allowed);
+        auto d = c.try_acquire(1, 500 - back * 1000);
+        CHECK_FALSE(d.allowed);
+        // Window 0 full at full weight: free from window 1 on, at e = 250.
+        CHECK(d.retry_after.count() == 1250 - (500 - back * 1000));
     }
 }
 

@@ -416,4 +416,24 @@ TEST_CASE("time_wheel: from idle_at on, a used wheel answers like a new one")
     }
 }
 
+TEST_CASE("time_wheel: no stale count after an idle gap of any length")
+{
+    // Slot numbers are full int64 values (no truncation): a gap of 2^31, 2^32 or 2^62
+    // slots, give or take a few, starts from an empty ring.
+    for (int bits : {16, 31, 32, 33, 62}) {
+        for (std::int64_t off = -3; off <= 3; ++off) {
+            CAPTURE(bits);
+            CAPTURE(off);
+            time_wheel t(10, 1ns, 4);
+            CHECK(t.try_acquire(10, 0).allowed);
+            std::int64_t later = (std::int64_t{1} << bits) + off;
+            int admitted = 0;
+            for (std::int64_t i = 0; i < 8; ++i)
+                admitted += t.try_acquire(5, later + i).allowed;
+            // 5 a slot fits twice a turn of 4 slots: slots 0, 1, then 4, 5.
+            CHECK(admitted == 4);
+        }
+    }
+}
+
 TEST_SUITE_END();

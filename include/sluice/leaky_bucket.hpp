@@ -13,13 +13,15 @@ namespace sluice {
 /// Asynchronous leaky bucket: GCRA with burst 1, so grants are spaced 1/rate apart and
 /// waiters are served as a queue, each at its own slot.
 ///
-/// `slack` bounds catch-up: a caller that comes back late (a timer that woke late, a slow
-/// loop) keeps its schedule instead of losing the time, by at most `slack` (a burst of up
-/// to slack * rate extra permits after idleness). The default, default_slack, is 1 ms: it
-/// absorbs timer lateness and wake-up coalescing (limiter_options::coalesce) so that the
-/// achieved rate stays on target, at the price of at most 1 ms worth of permits released
-/// back to back after idleness (none below 1000/s). Pass 0 for exact spacing with no
-/// catch-up at all.
+/// `slack` bounds catch-up: a caller that comes late on its schedule (a timer that woke
+/// late, a slow loop) by less than `slack` keeps the schedule instead of losing the time:
+/// the permits it missed are granted at once (up to slack * rate of them), and the next
+/// ones fall on the schedule again. A caller later than that, or back from idleness,
+/// starts a new schedule at its own instant: after idleness grants are spaced exactly one
+/// interval apart at every rate, and slack never adds to the first permit. The default,
+/// default_slack, is 1 ms: it absorbs timer lateness and wake-up coalescing
+/// (limiter_options::coalesce) so that the achieved rate stays on target. Pass 0 for
+/// exact spacing with no catch-up at all.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class leaky_bucket : public basic_limiter<policy::gcra, Clock, Executor> {
     using base = basic_limiter<policy::gcra, Clock, Executor>;

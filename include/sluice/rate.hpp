@@ -17,6 +17,8 @@ namespace sluice {
 /// rate that divides 10^9 per second (1/s, 3/s is 333,333,334 ns: 2e-9 slow); in
 /// general the achieved rate is below the requested one by less than rate / 10^9
 /// (0.1 % at 10^6/s). Valid rates run from one permit per 292 years to 10^9 per second.
+/// parse_rate() reads decimals exactly; per_second() takes its double as the binary value
+/// it is (0.1 is not 1/10).
 class rate {
 public:
     /// `permits` per second. Throws boost::system::system_error(error::invalid_rate) for
@@ -66,8 +68,11 @@ private:
 };
 
 /// Parses "100/s", "5/min", "2500/h", "1/d", "10/250ms", "0.5/s", "3 / 2h". Units: ns, us,
-/// ms, s, min (or m), h, d, w, y (365 days). Returns error::parse_error for malformed text
-/// and error::invalid_rate for a rate outside the range of sluice::rate.
+/// ms, s, min (or m), h, d, w, y (365 days). The numbers are decimals, read exactly (no
+/// binary floating point): the interval is ceil(period / count) in whole ns, so "1/0.1s"
+/// is 100,000,000 ns. Returns error::parse_error for malformed text, or for a number with
+/// more than 19 significant digits whose extra digits could change the interval, and
+/// error::invalid_rate for a rate outside the range of sluice::rate (never a clamp).
 boost::system::result<rate> parse_rate(std::string_view text) noexcept;
 
 } // namespace sluice

@@ -16,12 +16,12 @@ namespace sluice::policy {
 /// grants at most `limit` permits. The weak guarantee: up to 2*limit can pass within one
 /// window length straddling a boundary (use sliding_log for the strong one).
 ///
-/// The window number (low 32 bits) and the count share one atomic 64-bit word, so a reset
-/// and an admission are one compare-and-swap: two threads can never both reset the window,
-/// and no admission is lost or counted twice. Window numbers compare by serial-number
-/// arithmetic; a clock stepping backwards keeps counting in the newest window seen (it
-/// never reopens an old one). After exactly 2^31 windows of complete idleness the stale
-/// count may be reused, which can only reject, never admit extra.
+/// Lock-free, in two atomic words: the full number of the newest window, and the count
+/// packed with the low 32 bits of the window it belongs to (the private part explains the
+/// protocol). Two threads can never both reset a window, and no admission is lost or
+/// counted twice. Window numbers are full int64 values, so the count is right after an
+/// idle gap of any length, and a clock stepping backwards by any amount keeps counting in
+/// the newest window seen (it never reopens an old one).
 class fixed_window {
 public:
     static constexpr bool reserves_ahead = false;
@@ -68,7 +68,7 @@ public:
         if (need <= room)
             return now;
         std::uint64_t windows = (need - room + limit - 1) / limit;
-        std::int64_t at = window_start(s.window + static_cast<std::int64_t>(windows), window_);
+        std::int64_t at = window_start(detail::int128(s.window) + windows, window_);
         return at > now ? at : now;
     }
 
@@ -81,7 +81,7 @@ public:
     std::int64_t idle_at(std::int64_t now) const noexcept
     {
         state s = load(now);
-        return s.count ? window_start(s.window + 1, window_) : detail::min_ns;
+        return s.count ? window_start(detail::int128(s.window) + 1, window_) : detail::min_ns;
     }
 
     std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
@@ -89,9 +89,6 @@ public:
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:
-    static constexpr std::uint64_t used_bit = 1u << 31;   // the word holds a real window
-    static constexpr std::uint64_t count_mask = used_bit - 1;
-
     static std::uint64_t check_limit(std::uint64_t limit)
     {
         if (limit == 0 || limit > max_limit)
@@ -106,46 +103,63 @@ private:
         return w.count();
     }
 
-    static std::int64_t window_start(std::int64_t k, std::int64_t w) noexcept
+    // Start of window k, saturated to the int64 range (|k| < 2^65, so k * w fits 128 bits).
+    static std::int64_t window_start(detail::int128 k, std::int64_t w) noexcept
     {
-        std::int64_t r;
-        if (__builtin_mul_overflow(k, w, &r))
-            return k > 0 ? detail::max_ns : detail::min_ns;
-        return r;
+        detail::int128 r = k * w;
+        return r > detail::max_ns ? detail::max_ns : r < detail::min_ns ? detail::min_ns : static_cast<std::int64_t>(r);
     }
+
+    // The newest window, newest_, is a full window number. The count word holds a count
+    // and the low 32 bits of the window it was taken in. While the count word's tag equals
+    // the low 32 bits of newest_, its count belongs to newest_; otherwise newest_ has just
+    // been opened and its count is 0 (the word still holds an older window's). Moving to
+    // a new window is two steps, each a compare-and-swap that any thread may perform:
+    // newest_ moves forward (only from a word that belongs to it), then the count word is
+    // reset to the new tag (usually together with the first admission). Two rules keep the
+    // tag unambiguous: newest_ never moves back, and never moves by a multiple of 2^32 in
+    // one step (such a move goes through the window before the target). Readers take
+    // newest_, the count word, and newest_ again, and retry if it moved: since it only
+    // moves forward, the count word was read while newest_ held that value. The step
+    // through the window before a target 2^32*m windows ahead is seen only by a concurrent
+    // call whose `now` is that far behind: it counts in that empty window instead of its own.
+    static constexpr std::uint64_t count_mask = (std::uint64_t{1} << 32) - 1;
+
+    static std::uint64_t tag(std::int64_t k) noexcept { return static_cast<std::uint64_t>(k) & count_mask; }
+    static std::uint64_t pack(std::int64_t k, std::uint64_t count) noexcept { return (tag(k) << 32) | count; }
 
     struct state {
-        std::int64_t window;    // full window number the count belongs to
-        std::uint64_t count;
-        std::uint64_t word;     // the raw word it was read from
+        std::int64_t newest;    // newest_ as read
+        std::uint64_t word;     // the count word as read
+        std::int64_t window;    // the window that counts at `now`
+        std::uint64_t count;    // its count
     };
 
-    // The window that counts at `now` and its count, from the raw word.
-    state decode(std::uint64_t word, std::int64_t now) const noexcept
+    // A consistent view of both words, and the window that counts at `now`: its own, or
+    // the newest if the clock is behind it.
+    state load(std::int64_t now) const noexcept
     {
-        std::int64_t w = window_;
-        std::int64_t cur = detail::floor_div(now, w);
-        if (!(word & used_bit))
-            return {cur, 0, word};
-        auto stored = static_cast<std::uint32_t>(word >> 32);
-        auto diff = static_cast<std::int32_t>(static_cast<std::uint32_t>(cur) - stored);
-        if (diff > 0)
-            return {cur, 0, word};
-        return {cur - diff, word & count_mask, word};   // the stored window is cur - diff
+        std::int64_t cur = detail::floor_div(now, window_);
+        for (;;) {
+            std::int64_t k = newest_.load(std::memory_order_acquire);
+            std::uint64_t word = word_.load(std::memory_order_acquire);
+            if (newest_.load(std::memory_order_acquire) != k)
+                continue;
+            std::uint64_t count = (word >> 32) == tag(k) ? word & count_mask : 0;
+            if (cur > k)
+                return {k, word, cur, 0};
+            return {k, word, k, count};
+        }
     }
-
-    state load(std::int64_t now) const noexcept { return decode(word_.load(std::memory_order_acquire), now); }
 
     decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
         std::uint64_t limit = limit_.load(std::memory_order_relaxed);
         if (n == 0) return detail::invalid_decision(error::invalid_count);
         if (n > limit) return detail::invalid_decision(error::exceeds_burst);
-        std::uint64_t word = word_.load(std::memory_order_acquire);
         for (;;) {
-            state s = decode(word, now);
-            std::int64_t w = window_;
-            std::int64_t end = window_start(s.window + 1, w);
+            state s = load(now);
+            std::int64_t end = window_start(detail::int128(s.window) + 1, window_);
             decision d;
             d.reset_after = std::chrono::nanoseconds{detail::sat_sub(end, now)};
             if (s.count + n > limit) {
@@ -154,17 +168,37 @@ private:
                 d.remaining = s.count < limit ? limit - s.count : 0;
                 return d;
             }
-            std::uint64_t next = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(s.window)) << 32)
-                                 | used_bit | (s.count + n);
-            if (!consume || word_.compare_exchange_weak(word, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
-                d.allowed = true;
-                d.remaining = limit - s.count - n;
+            d.allowed = true;
+            d.remaining = limit - s.count - n;
+            if (!consume)
                 return d;
+            if (s.window == s.newest) {
+                // Count in the newest window; this also resets a word left by an older one.
+                std::uint64_t expected = s.word;
+                if (word_.compare_exchange_strong(expected, pack(s.newest, s.count + n),
+                                                  std::memory_order_acq_rel, std::memory_order_acquire))
+                    return d;
+                continue;
             }
+            // A newer window: first finish the reset of the newest one, if pending, so that
+            // newest_ moves only from a word that belongs to it.
+            if ((s.word >> 32) != tag(s.newest)) {
+                std::uint64_t expected = s.word;
+                word_.compare_exchange_strong(expected, pack(s.newest, 0),
+                                              std::memory_order_acq_rel, std::memory_order_acquire);
+                continue;
+            }
+            std::int64_t target = s.window;
+            if (tag(target) == tag(s.newest))
+                --target;   // a multiple of 2^32 windows ahead: step through the window before
+            std::int64_t expected = s.newest;
+            newest_.compare_exchange_strong(expected, target, std::memory_order_acq_rel, std::memory_order_acquire);
         }
     }
 
-    alignas(64) std::atomic<std::uint64_t> word_{0};
+    // Window INT64_MIN with a count of 0: the state of a fresh instance.
+    alignas(64) std::atomic<std::int64_t> newest_{detail::min_ns};
+    std::atomic<std::uint64_t> word_{0};
     std::atomic<std::uint64_t> limit_;
     const std::int64_t window_;
 };

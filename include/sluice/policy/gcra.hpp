@@ -19,8 +19,10 @@ namespace sluice::policy {
 /// n * interval, so a decision is one compare-and-swap and never uses floating point.
 ///
 /// A token bucket is gcra(rate, burst); a leaky bucket is gcra(rate, 1, slack): requests
-/// spaced exactly one interval apart, and `slack` lets a caller that comes late catch up
-/// on its schedule by at most that much (a burst of slack / interval permits).
+/// spaced exactly one interval apart, and `slack` lets a caller that comes late on its
+/// schedule by less than that catch up (up to slack / interval permits back to back). A
+/// caller later than that, or back from idleness, starts a new schedule at now: slack
+/// never adds to the burst of an idle bucket.
 ///
 /// z starts at the minimum of int64 ("empty long ago": full), so the first call is not a
 /// special case; all arithmetic saturates. A clock that steps backwards never admits more:
@@ -182,12 +184,21 @@ private:
         return {interval, tau + slack, burst, slack};
     }
 
-    // z_new = max(z, now - tau) + n * interval; max_ns means "never" (saturated).
+    // Where the grant at `now` continues from. The caller's own schedule z while it is
+    // late on it by less than the slack (z > now - tau): it catches up. Otherwise (idle, or
+    // later than the slack) the schedule restarts at now with a full bucket and no slack
+    // credit (now - burst * interval), so grants after idleness are one interval apart.
+    // With no slack this is max(z, now - tau): textbook GCRA.
+    static std::int64_t schedule_start(const config& c, std::int64_t z, std::int64_t now) noexcept
+    {
+        return z > detail::sat_sub(now, c.tau) ? z : detail::sat_sub(now, c.tau - c.slack);
+    }
+
+    // z_new = schedule_start + n * interval; max_ns means "never" (saturated).
     static std::int64_t next_z(const config& c, std::int64_t z, std::uint64_t n, std::int64_t now,
                                bool* overflow = nullptr) noexcept
     {
-        std::int64_t start = detail::sat_sub(now, c.tau);
-        if (z > start) start = z;
+        std::int64_t start = schedule_start(c, z, now);
         std::int64_t r;
         if (__builtin_add_overflow(start, detail::sat_mul(n, c.interval), &r)) {
             if (overflow) *overflow = true;

@@ -18,18 +18,16 @@ namespace sluice::policy {
 /// estimate stays within `limit`. It smooths the boundary burst of a fixed window at the
 /// cost of exactness (permits are assumed spread evenly over the previous window).
 ///
-/// Lock-free: both counts (26 bits each) and the window number (low 12 bits, serial-number
-/// arithmetic) share one atomic word. A clock stepping backwards by up to
-/// `max_backward_windows` keeps counting in the newest window seen, with the previous
-/// window at full weight: it can only reject more. Any other difference means the counts
-/// are stale and start afresh (a step back of more than 8 windows is a new start). Only an idle gap within 8 windows below to 1 window above a
-/// multiple of 4096 windows aliases, and may reject for up to 8 windows.
-/// Integer arithmetic only.
+/// Lock-free, in two atomic words: the full number of the newest window, and both counts
+/// (26 bits each) packed with the low 12 bits of the window they belong to (the private
+/// part explains the protocol). Window numbers are full int64 values, so after an idle gap
+/// of any length the counts are exactly those of the formula. A clock stepping backwards,
+/// by any amount, keeps counting in the newest window seen, with the previous window at
+/// full weight: it can only reject more. Integer arithmetic only.
 class sliding_window_counter {
 public:
     static constexpr bool reserves_ahead = false;
     static constexpr std::uint64_t max_limit = (std::uint64_t{1} << 26) - 1;
-    static constexpr int max_backward_windows = 8;
 
     /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^26 - 1, and
     /// error::invalid_rate unless window > 0.
@@ -61,12 +59,15 @@ public:
         return detail::deferred_reservation(predict(n, now, ahead), now, max_wait);
     }
 
-    /// Earliest time at which `ahead` queued permits and then n more fit (a lower bound).
-    /// Consumes nothing.
+    /// Earliest time at which n permits fit if nothing else is granted, when ahead == 0
+    /// (exact: retry_after of a refusal). With `ahead` queued permits, an estimate that
+    /// prices them and the n as one lump taken at one instant, at most `limit` a window: it
+    /// can come out earlier or later than granting them one by one would (no bound either
+    /// way). Consumes nothing.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
         const std::uint64_t limit = limit_.load(std::memory_order_relaxed);
-        state s = decode(word_.load(std::memory_order_acquire), now);
+        state s = decode_now(now);
         std::uint64_t need = ahead + n;
         std::int64_t at;
         if (need <= limit) {
@@ -86,7 +87,7 @@ public:
     /// exactly as a new one: both windows empty; at or before `now` when they already are.
     std::int64_t idle_at(std::int64_t now) const noexcept
     {
-        state s = decode(word_.load(std::memory_order_acquire), now);
+        state s = decode_now(now);
         return idle_time(s, s.cur);
     }
 
@@ -119,22 +120,69 @@ private:
         std::uint64_t prev, cur;
     };
 
-    state decode(std::uint64_t word, std::int64_t now) const noexcept
+    // The newest window, newest_, is a full window number. The count word holds both
+    // counts and the low 12 bits (the tag) of the window whose `cur` they are. Tag equal
+    // to newest_'s: the counts are newest_'s. Tag equal to newest_ - 1's: newest_ has just
+    // been opened right after the word's window (prev = the word's cur, cur = 0). Any
+    // other tag: newest_ was opened later than that (both 0). Opening a window is two
+    // compare-and-swaps that any thread may perform: newest_ moves forward (only from a
+    // word that belongs to it), then the word is rewritten for it (usually with the first
+    // admission). newest_ never moves back, and a move of d >= 2 windows never has
+    // d = 0 or 1 modulo 4096 (such a move goes through the window two before the target),
+    // so a tag never matches a word it does not belong to. Readers take newest_, the
+    // word, and newest_ again, and retry if it moved: since it only moves forward, the
+    // word was read while newest_ held that value. The step through the window two before
+    // a target is seen only by a concurrent call whose `now` is 4094 or more windows
+    // behind: it counts in that empty window instead of its own.
+    static std::uint64_t tag(std::int64_t k) noexcept { return static_cast<std::uint64_t>(k) & id_mask; }
+    static std::uint64_t pack(std::int64_t k, std::uint64_t prev, std::uint64_t cur) noexcept
+    {
+        return (cur << 38) | (prev << 12) | tag(k);
+    }
+
+    struct view {
+        std::int64_t newest;       // newest_ as read
+        std::uint64_t word;        // the count word as read
+        std::uint64_t prev, cur;   // newest_'s counts
+        bool current;              // the word belongs to newest_
+    };
+
+    view load_view() const noexcept
+    {
+        for (;;) {
+            std::int64_t k = newest_.load(std::memory_order_acquire);
+            std::uint64_t word = word_.load(std::memory_order_acquire);
+            if (newest_.load(std::memory_order_acquire) != k)
+                continue;
+            std::uint64_t prev = (word >> 12) & mask, cur = (word >> 38) & mask;
+            if ((word & id_mask) == tag(k))
+                return {k, word, prev, cur, true};
+            if ((word & id_mask) == ((static_cast<std::uint64_t>(k) - 1) & id_mask))
+                return {k, word, cur, 0, false};
+            return {k, word, 0, 0, false};
+        }
+    }
+
+    // The window that counts at `now` (its own, or the newest if the clock is behind it),
+    // with its counts.
+    state decode(const view& v, std::int64_t now) const noexcept
     {
         std::int64_t k = detail::floor_div(now, window_);
-        std::uint64_t id = word & id_mask;
-        std::uint64_t prev = (word >> 12) & mask, cur = (word >> 38) & mask;
-        // Serial-number difference of the 12-bit window numbers, in [-2048, 2047].
-        auto diff = static_cast<std::int64_t>((static_cast<std::uint64_t>(k) - id + 2048) & id_mask) - 2048;
-        if (diff < -max_backward_windows) diff = 2;   // stale counts, not a clock step
-        if (diff == 1) { prev = cur; cur = 0; }
-        else if (diff > 1 || (prev == 0 && cur == 0)) { prev = 0; cur = 0; }
-        else if (diff < 0) k -= diff;   // the stored window is k - diff
+        std::uint64_t prev = 0, cur = 0;
+        if (k > v.newest && static_cast<std::uint64_t>(k) - static_cast<std::uint64_t>(v.newest) == 1) {
+            prev = v.cur;
+        } else if (k <= v.newest) {
+            k = v.newest;
+            prev = v.prev;
+            cur = v.cur;
+        }
         std::int64_t start = mul(k, window_);
         std::int64_t e = detail::sat_sub(now, start);
         if (e < 0) e = 0;               // the clock went back: previous window at full weight
         return {k, start, e, prev, cur};
     }
+
+    state decode_now(std::int64_t now) const noexcept { return decode(load_view(), now); }
 
     static std::int64_t mul(std::int64_t k, std::int64_t w) noexcept
     {
@@ -180,30 +228,54 @@ private:
         const std::uint64_t limit = limit_.load(std::memory_order_relaxed);
         if (n == 0) return detail::invalid_decision(error::invalid_count);
         if (n > limit) return detail::invalid_decision(error::exceeds_burst);
-        std::uint64_t word = word_.load(std::memory_order_acquire);
         for (;;) {
-            state s = decode(word, now);
+            view v = load_view();
+            state s = decode(v, now);
             decision d;
             bool ok = fits(s, n, limit);
             std::uint64_t cur = s.cur + (ok ? n : 0);
             std::int64_t idle = idle_time(s, cur);
-            d.reset_after = std::chrono::nanoseconds{idle > now ? idle - now : 0};
+            d.reset_after = std::chrono::nanoseconds{idle > now ? detail::sat_sub(idle, now) : 0};
             detail::uint128 used = (detail::uint128(s.prev) * detail::uint128(window_ - s.elapsed) + detail::uint128(window_) - 1) / detail::uint128(window_) + cur;
             d.remaining = used >= limit ? 0 : static_cast<std::uint64_t>(limit - used);
             if (!ok) {
                 std::int64_t t = free_at(s, n, limit);
-                d.retry_after = std::chrono::nanoseconds{t > now ? t - now : 1};
+                // Room only at or past the clock's end: "never", not a short wait.
+                d.retry_after = t == detail::max_ns ? std::chrono::nanoseconds::max()
+                                                    : std::chrono::nanoseconds{t > now ? detail::sat_sub(t, now) : 1};
                 return d;
             }
-            std::uint64_t next = (cur << 38) | (s.prev << 12) | (static_cast<std::uint64_t>(s.window) & id_mask);
-            if (!consume || word_.compare_exchange_weak(word, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
-                d.allowed = true;
+            d.allowed = true;
+            if (!consume)
                 return d;
+            if (s.window == v.newest) {
+                // Count in the newest window; this also rewrites a word left by an older one.
+                std::uint64_t expected = v.word;
+                if (word_.compare_exchange_strong(expected, pack(v.newest, s.prev, cur),
+                                                  std::memory_order_acq_rel, std::memory_order_acquire))
+                    return d;
+                continue;
             }
+            // A newer window: first finish opening the newest one, if pending, so that
+            // newest_ moves only from a word that belongs to it.
+            if (!v.current) {
+                std::uint64_t expected = v.word;
+                word_.compare_exchange_strong(expected, pack(v.newest, v.prev, v.cur),
+                                              std::memory_order_acq_rel, std::memory_order_acquire);
+                continue;
+            }
+            std::int64_t target = s.window;
+            std::uint64_t step = static_cast<std::uint64_t>(target) - static_cast<std::uint64_t>(v.newest);
+            if (step >= 2 && (step & id_mask) <= 1)
+                target -= 2;   // the tag would match the word: go through the window two before
+            std::int64_t expected = v.newest;
+            newest_.compare_exchange_strong(expected, target, std::memory_order_acq_rel, std::memory_order_acquire);
         }
     }
 
-    alignas(64) std::atomic<std::uint64_t> word_{0};
+    // Window INT64_MIN with both counts 0: the state of a fresh instance.
+    alignas(64) std::atomic<std::int64_t> newest_{detail::min_ns};
+    std::atomic<std::uint64_t> word_{0};
     std::atomic<std::uint64_t> limit_;
     const std::int64_t window_;
 };
