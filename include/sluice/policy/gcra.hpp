@@ -156,6 +156,13 @@ public:
         return detail::sat_add(z, c.tau);
     }
 
+    /// How long until the bucket is full again if nothing is taken (0 when it is).
+    std::chrono::nanoseconds reset_after(std::int64_t now) const noexcept
+    {
+        auto [c, z] = snapshot();
+        return std::chrono::nanoseconds{reset(c, z, now)};
+    }
+
     rate get_rate() const noexcept { return rate::every(std::chrono::nanoseconds{interval_.load(std::memory_order_relaxed)}); }
     std::uint64_t burst() const noexcept { return burst_.load(std::memory_order_relaxed); }
     std::int64_t interval_ns() const noexcept { return interval_.load(std::memory_order_relaxed); }
