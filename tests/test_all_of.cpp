@@ -1,8 +1,12 @@
+#include <sluice/all_of.hpp>
+#include <sluice/manual_clock.hpp>
 #include <sluice/policy/all_of.hpp>
 #include <sluice/policy/fixed_window.hpp>
 #include <sluice/policy/gcra.hpp>
 #include <sluice/policy/sliding_log.hpp>
 #include <sluice/policy/sliding_window_counter.hpp>
+
+#include <boost/asio/io_context.hpp>
 
 #include <doctest/doctest.h>
 
@@ -15,8 +19,11 @@
 #include "policy_support.hpp"
 
 using namespace std::chrono_literals;
-using namespace sluice;
 using namespace sluice::policy;
+using sluice::decision;
+using sluice::error;
+using sluice::rate;
+using sluice::reservation;
 
 namespace {
 
@@ -204,6 +211,43 @@ TEST_CASE("all_of: a rejected decision reports reset_after with nothing taken")
     auto e = p.try_acquire(1, t);
     CHECK_FALSE(e.allowed);
     CHECK(e.reset_after == 1s);
+}
+
+TEST_CASE("all_of: a part's set_rate keeps what the composite consumed, in permits")
+{
+    all_of<gcra, fixed_window> p{std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)}};
+    REQUIRE(p.try_acquire(5, 0).allowed);
+    p.part<0>().set_rate(rate::per_second(20), 0);
+    auto d = p.check(6, 0);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.remaining == 5);
+    CHECK(d.retry_after == 50ms);
+    CHECK(p.try_acquire(5, 0).allowed);
+    CHECK_FALSE(p.try_acquire(1, 0).allowed);
+    // Slower: the 5 left stay 5, and the bucket refills at the new rate.
+    all_of<gcra, fixed_window> q{std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)}};
+    REQUIRE(q.try_acquire(5, 0).allowed);
+    q.part<0>().set_burst(20, 0);
+    q.part<0>().set_rate(rate::per_second(5), 0);
+    CHECK(q.check(1, 0).remaining == 4);
+    CHECK(q.try_acquire(5, 0).allowed);
+    CHECK(q.try_acquire(1, 0).retry_after == 200ms);
+}
+
+TEST_CASE("all_of: the asynchronous update keeps what was consumed")
+{
+    using clk = sluice::basic_manual_clock<struct all_of_update_tag>;
+    boost::asio::io_context io;
+    clk::set(std::chrono::seconds(1000));
+    sluice::basic_all_of<clk, boost::asio::any_io_executor, gcra, fixed_window> l(
+        io, std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)});
+    REQUIRE(l.try_acquire(5).allowed);
+    l.update<0>([](gcra& g, std::int64_t now) { g.set_rate(rate::per_second(20), now); });
+    CHECK_FALSE(l.try_acquire(6).allowed);
+    CHECK(l.try_acquire(5).allowed);
+    auto d = l.try_acquire(1);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after == 50ms);
 }
 
 TEST_SUITE_END();
