@@ -37,7 +37,10 @@ namespace sluice::policy {
 /// set_slack() publish the configuration and rewrite z through a sequence lock (writers
 /// take it by setting its odd bit), so a decision sees either the old or the new
 /// configuration, never a mix, and one taken with the old configuration does not commit on
-/// the rewritten state (its compare-and-swap fails).
+/// the rewritten state (its compare-and-swap fails). The exception is a change that leaves
+/// z as it was: a decision racing with it then counts as taken just before it (exactly so
+/// for set_burst and set_slack; for set_rate its permits keep the old interval, off by at
+/// most n x the change of interval).
 ///
 /// 48 bytes and no padding, so that keyed limiters can hold one per key; the asynchronous
 /// limiters give their policy a cache line of its own.
@@ -234,13 +237,16 @@ private:
 
     decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
+        // One object returned on every path (built in the caller's slot, not copied).
+        decision d;
         for (;;) {
             snap s = snapshot();
-            if (n == 0) return detail::invalid_decision(error::invalid_count);
-            if (n > s.c.burst) return detail::invalid_decision(error::exceeds_burst);
+            if (n == 0 || n > s.c.burst) {
+                d = detail::invalid_decision(n == 0 ? error::invalid_count : error::exceeds_burst);
+                return d;
+            }
             int128 z = s.z();
             int128 nz = next_z(s.c, z, n, now);
-            decision d;
             if (nz > now) {
                 // Ready only at or past the clock's end: never. A wait longer than int64
                 // holds (after a backward step of more than 2^63 ns) saturates.
@@ -262,8 +268,10 @@ private:
     {
         if (z >= now) return 0;
         int128 lag = now - z;
-        int128 full = c.tau - c.slack;
-        return static_cast<std::uint64_t>((lag < full ? lag : full) / c.interval);
+        // Divide in 64 bits: the capped lag fits, and a 128-bit division is a library call.
+        std::int64_t full = c.tau - c.slack;
+        std::int64_t room = lag < full ? static_cast<std::int64_t>(lag) : full;
+        return static_cast<std::uint64_t>(room / c.interval);
     }
 
     static std::int64_t reset(const config& c, int128 z, std::int64_t now) noexcept
