@@ -35,8 +35,13 @@ struct rng {
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
         return z ^ (z >> 31);
     }
-    // Uniform in [lo, hi] (hi - lo < 2^63).
-    std::int64_t in(std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+    // Uniform in [lo, hi], any lo <= hi (modular arithmetic in uint64).
+    std::int64_t in(std::int64_t lo, std::int64_t hi)
+    {
+        std::uint64_t span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo) + 1;
+        std::uint64_t x = span == 0 ? next() : next() % span;
+        return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + x);
+    }
     bool chance(int percent) { return static_cast<int>(next() % 100) < percent; }
 };
 
