@@ -4,10 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "policy_support.hpp"
 
@@ -723,6 +725,35 @@ TEST_CASE("gcra: the ends of the int64 clock")
     REQUIRE(t.allowed);
     CHECK(t.reset_after == 1000ns);
     CHECK(top.check(1, i64_max - 450).reset_after == 950ns);
+}
+
+TEST_CASE("gcra: threads deciding across the flip of the base admit exactly what the bucket allows")
+{
+    // Both threads walk the same instants, -4 T to +4 T ns by ns; z crosses 0 on the way,
+    // where the state moves to the other half of its range (through the sequence lock).
+    // Whatever the interleaving, every grant moves z by T from 12 T before the first
+    // instant, and the last instant drains the bucket: exactly burst + 8 grants.
+    const std::int64_t T = 16;
+    const std::uint64_t burst = 8;
+    for (int round = 0; round < 300; ++round) {
+        gcra g(rate::every(std::chrono::nanoseconds{T}), burst);
+        std::atomic<std::uint64_t> admitted{0};
+        std::atomic<int> ready{0};
+        auto walk = [&] {
+            ready.fetch_add(1);
+            while (ready.load() < 2) std::this_thread::yield();
+            std::uint64_t mine = 0;
+            for (std::int64_t t = -4 * T; t <= 4 * T; ++t)
+                for (int k = 0; k < 3; ++k)
+                    mine += g.try_acquire(1, t).allowed ? 1 : 0;
+            admitted += mine;
+        };
+        std::thread a(walk), b(walk);
+        a.join();
+        b.join();
+        REQUIRE(admitted.load() == burst + 8);
+        REQUIRE(g.empty_at() == 4 * T);
+    }
 }
 
 TEST_SUITE_END();
