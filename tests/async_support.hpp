@@ -202,7 +202,7 @@ struct all_of_of {
     static void set_limit(type& l, std::uint64_t limit)
     {
         l.template update<0>([&](sluice::policy::gcra& p, std::int64_t now) {
-            p.set_burst(limit);
+            p.set_burst(limit, now);
             p.set_rate(sluice::rate::per(limit, std::chrono::seconds(1)), now);
         });
         l.template update<1>([&](sluice::policy::fixed_window& p, std::int64_t) { p.set_limit(limit); });

@@ -1,8 +1,12 @@
+#include <sluice/all_of.hpp>
+#include <sluice/manual_clock.hpp>
 #include <sluice/policy/all_of.hpp>
 #include <sluice/policy/fixed_window.hpp>
 #include <sluice/policy/gcra.hpp>
 #include <sluice/policy/sliding_log.hpp>
 #include <sluice/policy/sliding_window_counter.hpp>
+
+#include <boost/asio/io_context.hpp>
 
 #include <doctest/doctest.h>
 
@@ -15,8 +19,11 @@
 #include "policy_support.hpp"
 
 using namespace std::chrono_literals;
-using namespace sluice;
 using namespace sluice::policy;
+using sluice::decision;
+using sluice::error;
+using sluice::rate;
+using sluice::reservation;
 
 namespace {
 
@@ -33,19 +40,28 @@ struct reference {
     decision decide(std::uint64_t n, std::int64_t t, bool consume)
     {
         decision ds[] = {g.check(n, t), l.check(n, t), f.check(n, t), c.check(n, t)};
+        // How long until each part is idle with nothing taken: the bucket is full
+        // burst x interval after it was empty; the others are idle at idle_at.
+        std::int64_t idle[] = {clamp64(i128(g.empty_at()) + 5 * 100), l.idle_at(t), f.idle_at(t), c.idle_at(t)};
         decision out;
         out.allowed = true;
         out.remaining = ~std::uint64_t{0};
         std::uint64_t now_remaining = ~std::uint64_t{0};   // when nothing is taken
-        for (const decision& d : ds) {
+        std::int64_t now_reset = 0;
+        for (std::size_t i = 0; i < 4; ++i) {
+            const decision& d = ds[i];
             now_remaining = std::min(now_remaining, d.allowed ? d.remaining + n : d.remaining);
+            now_reset = std::max(now_reset, d.allowed ? clamp64(std::max<i128>(i128(idle[i]) - t, 0)) : d.reset_after.count());
             if (d.error && !out.error) out.error = d.error;
             out.allowed = out.allowed && d.allowed;
             out.retry_after = std::max(out.retry_after, d.retry_after);
             out.reset_after = std::max(out.reset_after, d.reset_after);
             out.remaining = std::min(out.remaining, d.remaining);
         }
-        if (!out.allowed && !out.error) out.remaining = now_remaining;
+        if (!out.allowed && !out.error) {
+            out.remaining = now_remaining;
+            out.reset_after = std::chrono::nanoseconds{now_reset};
+        }
         if (out.error) {
             out.allowed = false;
             out.retry_after = std::chrono::nanoseconds::max();
@@ -177,6 +193,61 @@ TEST_CASE("all_of: nested composites and the minimum remaining")
     auto f = p.try_acquire(1, 5000);
     CHECK_FALSE(f.allowed);   // the counter holds 5 of 5
     CHECK(f.retry_after.count() == 10'000 + 2000 - 5000);
+}
+
+TEST_CASE("all_of: a rejected decision reports reset_after with nothing taken")
+{
+    all_of<gcra, fixed_window> p{std::tuple{rate::per_second(10), 10}, std::tuple{1, std::chrono::nanoseconds(1s)}};
+    REQUIRE(p.try_acquire(1, 0).allowed);
+    const std::int64_t t = std::chrono::nanoseconds(990ms).count();
+    // The bucket is full again; the window holds 1 of 1 until 1 s.
+    auto d = p.check(1, t);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after == 10ms);
+    CHECK(d.remaining == 0);
+    CHECK(d.reset_after == 10ms);
+    // The bucket in debt: its own reset counts, still without the refused request.
+    REQUIRE(p.part<0>().try_acquire(10, t));
+    auto e = p.try_acquire(1, t);
+    CHECK_FALSE(e.allowed);
+    CHECK(e.reset_after == 1s);
+}
+
+TEST_CASE("all_of: a part's set_rate keeps what the composite consumed, in permits")
+{
+    all_of<gcra, fixed_window> p{std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)}};
+    REQUIRE(p.try_acquire(5, 0).allowed);
+    p.part<0>().set_rate(rate::per_second(20), 0);
+    auto d = p.check(6, 0);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.remaining == 5);
+    CHECK(d.retry_after == 50ms);
+    CHECK(p.try_acquire(5, 0).allowed);
+    CHECK_FALSE(p.try_acquire(1, 0).allowed);
+    // Slower: the 5 left stay 5, and the bucket refills at the new rate.
+    all_of<gcra, fixed_window> q{std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)}};
+    REQUIRE(q.try_acquire(5, 0).allowed);
+    q.part<0>().set_burst(20, 0);
+    q.part<0>().set_rate(rate::per_second(5), 0);
+    CHECK(q.check(1, 0).remaining == 4);
+    CHECK(q.try_acquire(5, 0).allowed);
+    CHECK(q.try_acquire(1, 0).retry_after == 200ms);
+}
+
+TEST_CASE("all_of: the asynchronous update keeps what was consumed")
+{
+    using clk = sluice::basic_manual_clock<struct all_of_update_tag>;
+    boost::asio::io_context io;
+    clk::set(std::chrono::seconds(1000));
+    sluice::basic_all_of<clk, boost::asio::any_io_executor, gcra, fixed_window> l(
+        io, std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)});
+    REQUIRE(l.try_acquire(5).allowed);
+    l.update<0>([](gcra& g, std::int64_t now) { g.set_rate(rate::per_second(20), now); });
+    CHECK_FALSE(l.try_acquire(6).allowed);
+    CHECK(l.try_acquire(5).allowed);
+    auto d = l.try_acquire(1);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after == 50ms);
 }
 
 TEST_SUITE_END();

@@ -4,10 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "policy_support.hpp"
 
@@ -35,8 +37,13 @@ struct rng {
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
         return z ^ (z >> 31);
     }
-    // Uniform in [lo, hi] (hi - lo < 2^63).
-    std::int64_t in(std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
+    // Uniform in [lo, hi], any lo <= hi (modular arithmetic in uint64).
+    std::int64_t in(std::int64_t lo, std::int64_t hi)
+    {
+        std::uint64_t span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo) + 1;
+        std::uint64_t x = span == 0 ? next() : next() % span;
+        return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + x);
+    }
     bool chance(int percent) { return static_cast<int>(next() % 100) < percent; }
 };
 
@@ -47,10 +54,12 @@ std::int64_t clamp64(i128 v)
     return static_cast<std::int64_t>(v);
 }
 
-// Textbook GCRA (virtual scheduling) on a theoretical arrival time held in 128 bits, so
-// nothing saturates. A request of n conforms at t when max(tat, t) + n*T - t <= tau.
-// The only concession to the int64 representation: the bucket was last empty at
-// INT64_MIN at the earliest, which is what "long ago" can mean in int64 nanoseconds.
+// ITU-T I.371 virtual scheduling (textbook GCRA) on a theoretical arrival time held in
+// 128 bits, so nothing saturates: a request of n conforms at t when
+// max(tat, t) + n*T - t <= tau, and then tat = max(tat, t) + n*T. A new bucket's tat is
+// long before any int64 instant (full at every one). The int64 clock shows only where
+// results are read: a permit ready at or past INT64_MAX is never ready (the clock ends
+// there), and durations saturate at INT64_MAX.
 struct gcra_model {
     i128 T;
     std::uint64_t burst;
@@ -58,20 +67,17 @@ struct gcra_model {
     i128 tau;
     i128 tat;
 
+    static constexpr i128 long_ago = -(i128(1) << 100);
+
     gcra_model(std::int64_t interval, std::uint64_t b, std::int64_t s)
-        : T(interval), burst(b), slack(s), tau(i128(b) * interval + s), tat(i128(i64_min) + tau)
+        : T(interval), burst(b), slack(s), tau(i128(b) * interval + s), tat(long_ago)
     {
     }
 
     // Slack is catch-up only: a caller behind its schedule (tat > t) continues it; any
     // other restarts it at t with no slack credit (textbook: max(tat, t), the same with no
-    // slack). The schedule of a new bucket counts as lost.
-    i128 after(std::uint64_t n, std::int64_t t) const
-    {
-        i128 floor = i128(i64_min) + tau;
-        i128 base = tat > t && tat > floor ? tat : std::max(i128(t) + slack, floor);
-        return base + i128(n) * T;
-    }
+    // slack).
+    i128 after(std::uint64_t n, std::int64_t t) const { return (tat > t ? tat : i128(t) + slack) + i128(n) * T; }
 
     // Permits grantable at once, capped at burst (slack is catch-up, not capacity).
     std::uint64_t remaining(i128 tt, std::int64_t t) const
@@ -82,8 +88,8 @@ struct gcra_model {
         return k > i128(burst) ? burst : static_cast<std::uint64_t>(k);
     }
 
-    // Instants past INT64_MAX read as INT64_MAX, the end of the clock.
-    std::int64_t reset(i128 tt, std::int64_t t) const { return clamp64(std::max<i128>(std::min<i128>(tt - slack, i64_max) - t, 0)); }
+    // Until the bucket holds its burst again (slack is not capacity).
+    std::int64_t reset(i128 tt, std::int64_t t) const { return clamp64(std::max<i128>(tt - slack - t, 0)); }
 
     sluice::decision decide(std::uint64_t n, std::int64_t t, bool consume)
     {
@@ -94,9 +100,7 @@ struct gcra_model {
             return d;
         }
         i128 nt = after(n, t);
-        // A permit ready only past INT64_MAX is never ready: the clock ends there (and a
-        // wait that ends exactly at INT64_MAX reads as "never" too).
-        i128 ready = nt - tau;
+        i128 ready = nt - tau;   // the instant the request conforms
         if (ready <= t) {
             d.allowed = true;
             if (consume) tat = nt;
@@ -132,14 +136,37 @@ struct gcra_model {
         return r;
     }
 
+    // Gives n permits back, up to a full bucket at t.
     std::int64_t refund(std::uint64_t n, std::int64_t t)
     {
-        i128 nt = std::max({tat - i128(n) * T, i128(t), i128(i64_min) + tau});
+        i128 nt = std::max(tat - i128(n) * T, i128(t));
         if (nt >= tat) return 0;
         i128 moved = tat - nt;
         tat = nt;
-        return static_cast<std::int64_t>(moved);
+        return clamp64(moved);
     }
+
+    // Reconfiguration counts in permits. The credit at t is tau - max(tat - t, 0) ns at
+    // the old interval (negative: a debt); it is rescaled to the new interval (towards
+    // zero, to whole ns), then capped by the new bucket; a debt past the end of the clock
+    // stays there.
+    void reconfigure(i128 new_T, std::uint64_t new_burst, i128 new_slack, std::int64_t t)
+    {
+        i128 credit = tau - std::max<i128>(tat - t, 0);
+        i128 new_tau = i128(new_burst) * new_T + new_slack;
+        credit = credit * new_T / T;
+        if (credit > new_tau) credit = new_tau;
+        i128 nt = i128(t) + new_tau - credit;
+        if (nt - new_tau > i64_max) nt = i128(i64_max) + new_tau;
+        T = new_T;
+        burst = new_burst;
+        slack = new_slack;
+        tau = new_tau;
+        tat = nt;
+    }
+
+    // Whether gcra accepts the configuration: burst * interval + slack within int64.
+    static bool valid(i128 t, std::uint64_t b, i128 s) { return b > 0 && i128(b) * t < i64_max && i128(b) * t + s < i64_max; }
 
     std::int64_t empty_at() const { return clamp64(tat - tau); }
 };
@@ -238,7 +265,7 @@ TEST_CASE("gcra matches the textbook model on random arrivals")
                         // newest instant seen: restart the re-stamped check from there (before
                         // the state's schedule lapses at tat, after which slack gives no credit).
                         mono.tat = m.tat;
-                        mono_now = static_cast<std::int64_t>(std::min<i128>(now, m.tat - 1));
+                        mono_now = clamp64(std::min<i128>(now, m.tat - 1));
                     }
                     REQUIRE(g.empty_at() == m.empty_at());
                     // Without refunds the re-stamped run is the same run: the state already
@@ -248,6 +275,93 @@ TEST_CASE("gcra matches the textbook model on random arrivals")
                 }
                 CHECK(admitted > 0);
             }
+        }
+    }
+}
+
+TEST_CASE("gcra matches virtual scheduling across reconfiguration and the whole int64 clock")
+{
+    // Intervals a reconfiguration picks from: 1 ns up to a year (with bursts that fit).
+    const std::int64_t intervals[] = {1, 3, 7, 100, 1000, 999'983, 1'000'000'000, 86'400'000'000'000, 31'536'000'000'000'000};
+    for (const shape& sh : shapes) {
+        for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+            gcra g(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst, std::chrono::nanoseconds{sh.slack});
+            gcra_model m(sh.interval, sh.burst, sh.slack);
+            rng r{seed * 104729 + static_cast<std::uint64_t>(sh.interval)};
+            std::int64_t now = bases[seed % std::size(bases)];
+            std::uint64_t admitted = 0;
+            int flips = 0;
+            for (int step = 0; step < 4000; ++step) {
+                INFO("shape ", std::string(sh.name), " seed ", seed, " step ", step, " now ", now, " T ", static_cast<std::int64_t>(m.T),
+                     " burst ", m.burst, " slack ", static_cast<std::int64_t>(m.slack));
+                int op = static_cast<int>(r.next() % 100);
+                if (op < 55) {
+                    std::uint64_t n = 1 + r.next() % m.burst;
+                    sluice::decision want = m.decide(n, now, true);
+                    sluice::decision got = g.try_acquire(n, now);
+                    check_same(got, want);
+                    admitted += got.allowed ? n : 0;
+                } else if (op < 63) {
+                    std::uint64_t n = pick_n(r, m.burst);
+                    check_same(g.check(n, now), m.decide(n, now, false));
+                } else if (op < 73) {
+                    std::uint64_t n = 1 + r.next() % m.burst;
+                    std::int64_t max_wait = r.chance(10) ? ns_max : r.in(0, clamp64(3 * m.tau));
+                    sluice::reservation want = m.reserve(n, now, max_wait);
+                    sluice::reservation got = g.reserve(n, now, max_wait);
+                    CHECK(got.granted == want.granted);
+                    CHECK(got.at == want.at);
+                    CHECK(got.error == want.error);
+                } else if (op < 78) {
+                    std::uint64_t k = 1 + r.next() % m.burst;
+                    CHECK(g.refund(k, now) == m.refund(k, now));
+                } else if (op < 88) {
+                    std::int64_t T = intervals[r.next() % std::size(intervals)];
+                    CAPTURE(T);
+                    if (gcra_model::valid(T, m.burst, m.slack)) {
+                        auto f = g.set_rate(rate::every(std::chrono::nanoseconds{T}), now);
+                        CHECK(f.first == T);
+                        CHECK(f.second == static_cast<std::int64_t>(m.T));
+                        m.reconfigure(T, m.burst, m.slack, now);
+                    } else {
+                        CHECK(thrown([&] { g.set_rate(rate::every(std::chrono::nanoseconds{T}), now); }) == error::invalid_burst);
+                    }
+                } else if (op < 96) {
+                    std::uint64_t b = 1 + r.next() % (r.chance(50) ? 4 : 100);
+                    CAPTURE(b);
+                    if (gcra_model::valid(m.T, b, m.slack)) {
+                        g.set_burst(b, now);
+                        m.reconfigure(m.T, b, m.slack, now);
+                    } else {
+                        CHECK(thrown([&] { g.set_burst(b, now); }) == error::invalid_burst);
+                    }
+                } else {
+                    std::int64_t sl = r.chance(50) ? 0 : r.in(0, clamp64(4 * m.T));
+                    CAPTURE(sl);
+                    if (gcra_model::valid(m.T, m.burst, sl)) {
+                        g.set_slack(std::chrono::nanoseconds{sl}, now);
+                        m.reconfigure(m.T, m.burst, sl, now);
+                    } else {
+                        CHECK(thrown([&] { g.set_slack(std::chrono::nanoseconds{sl}, now); }) == error::invalid_burst);
+                    }
+                }
+                REQUIRE(g.burst() == m.burst);
+                REQUIRE(g.interval_ns() == static_cast<std::int64_t>(m.T));
+                REQUIRE(g.empty_at() == m.empty_at());
+                REQUIRE(g.idle_at(now) == clamp64(m.tat));
+                REQUIRE(g.reset_after(now).count() == m.reset(m.tat, now));
+                // Time: mostly small steps, sometimes idle, back, or to either end of the
+                // clock (steps of more than 2^63 ns both ways).
+                int k = static_cast<int>(r.next() % 100);
+                std::int64_t before = now;
+                if (k < 3) now = i64_min + r.in(0, clamp64(2 * m.tau));
+                else if (k < 6) now = i64_max - r.in(0, clamp64(2 * m.tau));
+                else if (k < 8) now = r.in(-clamp64(2 * m.tau), clamp64(2 * m.tau));
+                else now = step_time(r, now, static_cast<std::int64_t>(m.T), m.tau);
+                flips += (before < 0) != (now < 0) ? 1 : 0;
+            }
+            CHECK(admitted > 0);
+            CHECK(flips > 0);
         }
     }
 }
@@ -292,18 +406,27 @@ TEST_CASE("gcra: the clock's last instant grants nothing extra")
     CHECK(slow.try_acquire(1, i64_max).retry_after.count() > 0);
 }
 
-TEST_CASE("gcra: near INT64_MIN a fresh bucket holds what fits since INT64_MIN")
+TEST_CASE("gcra: near INT64_MIN a fresh bucket is full, and keeps what it has left")
 {
-    // "Long ago" is INT64_MIN: before INT64_MIN + burst * interval the bucket has only
-    // refilled since then. It never grants more than that.
+    // Used at INT64_MIN + 350, the bucket was empty before INT64_MIN: it still holds the
+    // rest of its burst.
     gcra g(rate::every(100ns), 10);
     auto d = g.try_acquire(1, i64_min + 350);
     CHECK(d.allowed);
-    CHECK(d.remaining == 2);
-    CHECK(g.try_acquire(2, i64_min + 350).allowed);
+    CHECK(d.remaining == 9);
+    CHECK(g.empty_at() == i64_min);
+    CHECK(g.try_acquire(9, i64_min + 350).allowed);
     CHECK_FALSE(g.try_acquire(1, i64_min + 350).allowed);
+    CHECK(g.empty_at() == i64_min + 350);
+    // And a backward step to INT64_MIN waits for the same state.
+    auto e = g.try_acquire(1, i64_min);
+    CHECK_FALSE(e.allowed);
+    CHECK(e.retry_after == 450ns);
+    CHECK(g.refund(3, i64_min) == 300);
+    CHECK(g.try_acquire(1, i64_min + 150).allowed);
     gcra h(rate::every(100ns), 10);
-    CHECK(h.try_acquire(10, i64_min + 1000).allowed);
+    CHECK(h.try_acquire(10, i64_min).allowed);
+    CHECK(h.idle_at(i64_min) == i64_min + 1000);
 }
 
 TEST_CASE("gcra: extreme rates and bursts")
@@ -467,10 +590,10 @@ TEST_CASE("gcra: set_rate rescales the debt around now")
     REQUIRE(h.empty_at() == 3);
     h.set_rate(rate::every(1ns), 1);
     CHECK(h.empty_at() == 1 + 2 / 3);
-    // No debt: nothing moves.
+    // A full bucket stays full: 3 permits at the new interval.
     gcra idle(rate::every(100ns), 3);
     idle.set_rate(rate::every(10ns), 0);
-    CHECK(idle.empty_at() == i64_min);
+    CHECK(idle.empty_at() == -30);
     CHECK(idle.try_acquire(3, 0).allowed);
     CHECK(idle.try_acquire(1, 0).retry_after == 10ns);
     // A rate whose burst no longer fits: throws and leaves the limiter as it was.
@@ -480,31 +603,60 @@ TEST_CASE("gcra: set_rate rescales the debt around now")
     CHECK(big.get_rate() == rate::every(1ns));
 }
 
-TEST_CASE("gcra: set_burst")
+TEST_CASE("gcra: set_burst keeps the permits available now, capped by the new burst")
 {
     gcra g(rate::every(100ns), 2);
     CHECK(g.try_acquire(2, 0).allowed);
     CHECK_FALSE(g.try_acquire(1, 0).allowed);
     // The debt is kept; the bigger bucket fills from it.
-    g.set_burst(5);
+    g.set_burst(5, 0);
     CHECK(g.burst() == 5);
     CHECK(g.empty_at() == 0);
     CHECK_FALSE(g.try_acquire(1, 0).allowed);
     CHECK(g.try_acquire(5, 500).allowed);
-    // An idle bucket holds the new burst at once.
+    // A full bucket that grows holds what it held, and refills to the new burst.
     gcra idle(rate::every(100ns), 2);
-    idle.set_burst(7);
-    CHECK(idle.try_acquire(7, 0).allowed);
+    idle.set_burst(7, 0);
+    CHECK(idle.check(1, 0).remaining == 1);
+    CHECK(idle.reset_after(0) == 500ns);
+    CHECK(idle.check(1, 0).reset_after == 600ns);
+    CHECK(idle.try_acquire(2, 0).allowed);
     CHECK_FALSE(idle.try_acquire(1, 0).allowed);
+    CHECK_FALSE(idle.check(7, 699).allowed);
+    CHECK(idle.try_acquire(7, 700).allowed);
     // Shrinking caps what a long idle period saved.
     gcra s(rate::every(100ns), 10);
-    s.set_burst(3);
+    s.set_burst(3, 0);
     CHECK(s.try_acquire(3, 1'000'000).allowed);
     CHECK_FALSE(s.try_acquire(1, 1'000'000).allowed);
     CHECK(s.try_acquire(4, 0).error == error::exceeds_burst);
-    CHECK(thrown([&] { s.set_burst(0); }) == error::invalid_burst);
+    CHECK(thrown([&] { s.set_burst(0, 0); }) == error::invalid_burst);
     CHECK(s.burst() == 3);
     CHECK(s.slack() == 0ns);
+    // Shrinking keeps fewer when fewer are left.
+    gcra part(rate::every(100ns), 10);
+    CHECK(part.try_acquire(8, 0).allowed);
+    part.set_burst(5, 0);
+    CHECK(part.check(2, 0).allowed);
+    CHECK_FALSE(part.check(3, 0).allowed);
+}
+
+TEST_CASE("gcra: set_slack changes how far a late caller may catch up, from now on")
+{
+    const std::int64_t T = 1000;
+    gcra g(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{2 * T});
+    CHECK(g.try_acquire(1, 0).allowed);   // the schedule: 0, T, 2T, ...
+    g.set_slack(std::chrono::nanoseconds{5 * T}, 0);
+    // Late by 4T - 1 (within the new slack): slots T, 2T and 3T at once, 4T is not due.
+    CHECK(g.try_acquire(1, 4 * T - 1).allowed);
+    CHECK(g.try_acquire(1, 4 * T - 1).allowed);
+    CHECK(g.try_acquire(1, 4 * T - 1).allowed);
+    CHECK_FALSE(g.try_acquire(1, 4 * T - 1).allowed);
+    g.set_slack(0ns, 4 * T - 1);
+    CHECK_FALSE(g.try_acquire(1, 4 * T - 1).allowed);
+    CHECK(g.try_acquire(1, 4 * T).allowed);
+    CHECK_FALSE(g.try_acquire(1, 4 * T).allowed);
+    CHECK(thrown([&] { g.set_slack(-1ns, 0); }) == error::invalid_rate);
 }
 
 TEST_CASE("gcra: leaky bucket spaces requests, slack lets a late caller catch up")
@@ -524,6 +676,91 @@ TEST_CASE("gcra: leaky bucket spaces requests, slack lets a late caller catch up
     CHECK_FALSE(g.try_acquire(1, 4 * T - 1).allowed);
     CHECK(g.try_acquire(1, 4 * T).allowed);
     CHECK(g.try_acquire(2, 3 * T).error == error::exceeds_burst);
+}
+
+TEST_CASE("gcra: set_rate keeps the permits available now, in permits")
+{
+    // 5 of 10 taken: 5 permits are left, whatever the new rate.
+    gcra faster(rate::per_second(10), 10);
+    REQUIRE(faster.try_acquire(5, 0).allowed);
+    faster.set_rate(rate::per_second(20), 0);
+    CHECK(faster.check(1, 0).remaining == 4);   // after taking 1
+    CHECK_FALSE(faster.try_acquire(10, 0).allowed);
+    CHECK(faster.try_acquire(5, 0).allowed);
+    CHECK_FALSE(faster.try_acquire(1, 0).allowed);
+
+    gcra slower(rate::per_second(10), 10);
+    REQUIRE(slower.try_acquire(5, 0).allowed);
+    slower.set_rate(rate::per_second(5), 0);
+    CHECK(slower.check(1, 0).remaining == 4);
+    CHECK(slower.try_acquire(5, 0).allowed);
+    auto d = slower.try_acquire(1, 0);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after == 200ms);
+}
+
+TEST_CASE("gcra: the ends of the int64 clock")
+{
+    // A fresh bucket is full at the clock's first instants.
+    for (std::int64_t start : {i64_min, i64_min + 5, i64_min + 999}) {
+        CAPTURE(start);
+        gcra g(rate::every(100ns), 10);
+        for (int i = 0; i < 10; ++i) {
+            CAPTURE(i);
+            auto d = g.try_acquire(1, start);
+            CHECK(d.allowed);
+            CHECK(d.remaining == static_cast<std::uint64_t>(9 - i));
+            CHECK(d.reset_after.count() == 100 * (i + 1));
+        }
+        auto d = g.try_acquire(1, start);
+        CHECK_FALSE(d.allowed);
+        CHECK(d.retry_after == 100ns);
+        CHECK(d.reset_after == 1000ns);
+    }
+    // A backward step of more than 2^63 ns: the wait is longer than int64 holds.
+    gcra back(rate::every(100ns), 10);
+    REQUIRE(back.try_acquire(10, i64_max - 1000).allowed);
+    auto d = back.try_acquire(1, -1000);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.retry_after == std::chrono::nanoseconds::max());
+    CHECK(d.reset_after == std::chrono::nanoseconds::max());
+    CHECK(d.remaining == 0);
+    // Full again burst x interval after the last grant, even when that is within burst x
+    // interval of INT64_MAX.
+    gcra top(rate::every(100ns), 10);
+    auto t = top.try_acquire(10, i64_max - 500);
+    REQUIRE(t.allowed);
+    CHECK(t.reset_after == 1000ns);
+    CHECK(top.check(1, i64_max - 450).reset_after == 950ns);
+}
+
+TEST_CASE("gcra: threads deciding across the flip of the base admit exactly what the bucket allows")
+{
+    // Both threads walk the same instants, -4 T to +4 T ns by ns; z crosses 0 on the way,
+    // where the state moves to the other half of its range (through the sequence lock).
+    // Whatever the interleaving, every grant moves z by T from 12 T before the first
+    // instant, and the last instant drains the bucket: exactly burst + 8 grants.
+    const std::int64_t T = 16;
+    const std::uint64_t burst = 8;
+    for (int round = 0; round < 300; ++round) {
+        gcra g(rate::every(std::chrono::nanoseconds{T}), burst);
+        std::atomic<std::uint64_t> admitted{0};
+        std::atomic<int> ready{0};
+        auto walk = [&] {
+            ready.fetch_add(1);
+            while (ready.load() < 2) std::this_thread::yield();
+            std::uint64_t mine = 0;
+            for (std::int64_t t = -4 * T; t <= 4 * T; ++t)
+                for (int k = 0; k < 3; ++k)
+                    mine += g.try_acquire(1, t).allowed ? 1 : 0;
+            admitted += mine;
+        };
+        std::thread a(walk), b(walk);
+        a.join();
+        b.join();
+        REQUIRE(admitted.load() == burst + 8);
+        REQUIRE(g.empty_at() == 4 * T);
+    }
 }
 
 TEST_SUITE_END();

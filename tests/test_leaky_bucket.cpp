@@ -29,13 +29,12 @@ struct pacer_model {
     i128 slack;
     std::optional<i128> slot;   // the last granted slot
 
-    // The slot a request at t would take. The int64 concession (as in test_gcra): the
-    // bucket was last empty at INT64_MIN at the earliest, so no slot comes before
-    // INT64_MIN + T.
+    // The slot a request at t would take. Every instant of the int64 clock is valid, the
+    // first one included: a new bucket grants at once wherever the clock starts.
     i128 next(std::int64_t t) const
     {
         if (slot && *slot + T + slack > t) return *slot + T;
-        return std::max<i128>(t, i128(i64_min) + T);
+        return t;
     }
 
     sluice::decision decide(std::int64_t t, bool consume)

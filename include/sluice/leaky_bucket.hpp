@@ -52,7 +52,8 @@ public:
     {
     }
 
-    /// Changes the rate; queued waiters are rescheduled at it. Thread-safe.
+    /// Changes the rate, counting what was consumed in permits (the catch-up available now
+    /// is kept, capped by the slack); queued waiters are rescheduled at it. Thread-safe.
     void set_rate(rate r)
     {
         this->reconfigure([r](policy::gcra& p, std::int64_t now) { return p.set_rate(r, now); });
@@ -66,10 +67,10 @@ public:
 
     static policy_config policy_args(rate r, std::chrono::nanoseconds slack = default_slack) { return {r, 1, slack}; }
 
-    /// Applies `c` to a live bucket, keeping what it has consumed (see set_rate).
+    /// Applies `c` to a live bucket, keeping what it has consumed, in permits (see set_rate).
     static std::pair<std::int64_t, std::int64_t> apply_config(policy::gcra& p, std::int64_t now, const policy_config& c)
     {
-        p.set_slack(std::get<2>(c));
+        p.set_slack(std::get<2>(c), now);
         return p.set_rate(std::get<0>(c), now);
     }
 };

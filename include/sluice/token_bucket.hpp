@@ -33,18 +33,21 @@ public:
     {
     }
 
-    /// Changes the rate. Permits already consumed stay consumed; queued waiters are
-    /// rescheduled under the new rate (their debt is repaid at it). Thread-safe.
+    /// Changes the rate, counting what was consumed in permits: the permits available now
+    /// are kept (capped by the burst), and queued waiters are rescheduled under the new
+    /// rate (their debt, the same number of permits, is repaid at it). Thread-safe.
     void set_rate(rate r)
     {
         this->reconfigure([r](policy::gcra& p, std::int64_t now) { return p.set_rate(r, now); });
     }
 
-    /// Changes the burst. An idle bucket holds the new burst at once. Thread-safe.
+    /// Changes the burst. The permits available now are kept, capped by the new burst: a
+    /// bucket that grows refills to it at the rate; queued waiters keep their slots.
+    /// Thread-safe.
     void set_burst(std::uint64_t burst)
     {
-        this->reconfigure([burst](policy::gcra& p, std::int64_t) {
-            p.set_burst(burst);
+        this->reconfigure([burst](policy::gcra& p, std::int64_t now) {
+            p.set_burst(burst, now);
             return std::pair<std::int64_t, std::int64_t>{1, 1};
         });
     }
@@ -57,11 +60,12 @@ public:
 
     static policy_config policy_args(rate r, std::uint64_t burst) { return {r, burst}; }
 
-    /// Applies `c` to a live bucket, keeping what it has consumed (see set_rate).
+    /// Applies `c` to a live bucket, keeping what it has consumed, in permits (see set_rate
+    /// and set_burst).
     static std::pair<std::int64_t, std::int64_t> apply_config(policy::gcra& p, std::int64_t now, const policy_config& c)
     {
         auto factor = p.set_rate(std::get<0>(c), now);
-        p.set_burst(std::get<1>(c));
+        p.set_burst(std::get<1>(c), now);
         return factor;
     }
 };

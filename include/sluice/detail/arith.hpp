@@ -41,6 +41,14 @@ constexpr std::int64_t sat_mul(std::uint64_t n, std::int64_t interval) noexcept
     return r;
 }
 
+/// v narrowed to int64, saturated at both ends (for 128-bit intermediates).
+constexpr std::int64_t sat_narrow(int128 v) noexcept
+{
+    if (v > max_ns) return max_ns;
+    if (v < min_ns) return min_ns;
+    return static_cast<std::int64_t>(v);
+}
+
 /// Floor division for a possibly negative numerator and a positive divisor.
 constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept
 {

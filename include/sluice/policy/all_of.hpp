@@ -5,6 +5,8 @@
 #include <sluice/detail/arith.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <mutex>
 #include <tuple>
@@ -49,7 +51,9 @@ struct parts<std::index_sequence<I...>, P...> : part<I, P>... {
 /// A decision checks every part and then commits to every part under one mutex (a short
 /// critical section: the parts' own operations, no allocation), so parts are owned by the
 /// composite and must not be used on their own. The decision reports the longest
-/// retry_after and reset_after and the smallest remaining over the parts.
+/// retry_after and reset_after and the smallest remaining over the parts; when it refuses,
+/// nothing is taken, so a part that would have granted counts with its state as it stands
+/// (remaining and reset_after without the n it would have taken).
 template <class... P>
 class all_of {
 public:
@@ -112,6 +116,15 @@ public:
         return at;
     }
 
+    /// How long until every part is back to its full, idle state, taking nothing.
+    std::chrono::nanoseconds reset_after(std::int64_t now) const noexcept
+    {
+        std::lock_guard lock(mutex_);
+        std::chrono::nanoseconds r{0};
+        parts_.each([&](const auto& p) { r = std::max(r, untaken_reset(p, now)); });
+        return r;
+    }
+
     /// The smallest burst among the parts: larger requests can never be granted.
     std::uint64_t burst() const noexcept
     {
@@ -130,14 +143,29 @@ public:
     }
 
 private:
+    // How long until p is idle as it stands: its own answer when it has one (gcra, all_of),
+    // else the time until idle_at.
+    template <class Part>
+    static std::chrono::nanoseconds untaken_reset(const Part& p, std::int64_t now) noexcept
+    {
+        if constexpr (requires { { p.reset_after(now) } -> std::convertible_to<std::chrono::nanoseconds>; }) {
+            return p.reset_after(now);
+        } else {
+            std::int64_t at = p.idle_at(now);
+            return std::chrono::nanoseconds{at > now ? sluice::detail::sat_sub(at, now) : 0};
+        }
+    }
+
     decision combined(std::uint64_t n, std::int64_t now) const noexcept
     {
         decision out;
         out.allowed = true;
         out.remaining = ~std::uint64_t{0};
-        // A part that would grant reports what remains after taking n; if another part
-        // refuses, nothing is taken, so its remaining is n more.
+        // A part that would grant reports what remains after taking n and when it is idle
+        // again after taking it; if another part refuses, nothing is taken, so its
+        // remaining is n more and its reset_after is that of its present state.
         std::uint64_t untaken = ~std::uint64_t{0};
+        std::chrono::nanoseconds untaken_reset_after{0};
         parts_.each([&](const auto& p) {
             decision d = p.check(n, now);
             if (d.error && !out.error) out.error = d.error;
@@ -146,9 +174,12 @@ private:
             out.reset_after = std::max(out.reset_after, d.reset_after);
             out.remaining = std::min(out.remaining, d.remaining);
             untaken = std::min(untaken, d.allowed ? d.remaining + n : d.remaining);
+            untaken_reset_after = std::max(untaken_reset_after, d.allowed ? untaken_reset(p, now) : d.reset_after);
         });
-        if (!out.allowed && !out.error)
+        if (!out.allowed && !out.error) {
             out.remaining = untaken;
+            out.reset_after = untaken_reset_after;
+        }
         if (out.error) {
             out.allowed = false;
             out.retry_after = std::chrono::nanoseconds::max();

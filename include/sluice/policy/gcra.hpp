@@ -10,27 +10,37 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <utility>
 
 namespace sluice::policy {
 
-/// Generic cell rate algorithm. The whole state is one atomic int64: the instant `z` at
-/// which the bucket is (or was) empty, in integer nanoseconds. At `now` the bucket holds
+/// Generic cell rate algorithm. The whole state is the instant `z` at which the bucket is
+/// (or was) empty, in integer nanoseconds, in one atomic int64. At `now` the bucket holds
 /// min(burst, (now - z) / interval) permits, and consuming n moves z forward by
 /// n * interval, so a decision is one compare-and-swap and never uses floating point.
 ///
 /// A token bucket is gcra(rate, burst); a leaky bucket is gcra(rate, 1, slack): requests
-/// spaced exactly one interval apart, and `slack` lets a caller that comes late on its
-/// schedule by less than that catch up (up to slack / interval permits back to back). A
-/// caller later than that, or back from idleness, starts a new schedule at now: slack
-/// never adds to the burst of an idle bucket.
+/// spaced exactly one interval apart, and `slack` lets a caller that comes late catch up
+/// on its schedule by at most that much (a burst of slack / interval permits).
 ///
-/// z starts at the minimum of int64 ("empty long ago": full), so the first call is not a
-/// special case; all arithmetic saturates. A clock that steps backwards never admits more:
-/// z never moves back except through refund().
+/// Every instant of the int64 clock is valid, and decisions there are exact (intermediates
+/// in 128 bits). z itself needs more than 64 bits: a bucket used within burst x interval
+/// after INT64_MIN was empty before INT64_MIN, and a reservation far ahead lies up to
+/// INT64_MAX. So z is held relative to a base, 0 or -2^63, published with the
+/// configuration; the base flips (under the configuration's sequence lock, see below) only
+/// when z crosses between the two halves of its range. A new bucket starts at -2^64, empty
+/// long enough ago to be full at every instant. A clock that steps backwards never admits
+/// more: z never moves back except through refund().
 ///
-/// Thread-safe and lock-free for decisions. set_rate()/set_burst() publish the
-/// configuration through a sequence lock (writers take it by setting its odd bit), so a
-/// decision sees either the old or the new configuration, never a mix.
+/// Thread-safe and lock-free for decisions, except a decision that flips the base, which
+/// takes the sequence lock and retries if anything changed. set_rate(), set_burst() and
+/// set_slack() publish the configuration and rewrite z through a sequence lock (writers
+/// take it by setting its odd bit), so a decision sees either the old or the new
+/// configuration, never a mix, and one taken with the old configuration does not commit on
+/// the rewritten state (its compare-and-swap fails). The exception is a change that leaves
+/// z as it was: a decision racing with it then counts as taken just before it (exactly so
+/// for set_burst and set_slack; for set_rate its permits keep the old interval, off by at
+/// most n x the change of interval).
 ///
 /// 48 bytes and no padding, so that keyed limiters can hold one per key; the asynchronous
 /// limiters give their policy a cache line of its own.
@@ -68,19 +78,21 @@ public:
                         std::uint64_t /*ahead*/ = 0) noexcept
     {
         for (;;) {
-            auto [c, z] = snapshot();
+            snap s = snapshot();
             if (n == 0) return detail::invalid_reservation(error::invalid_count);
-            if (n > c.burst) return detail::invalid_reservation(error::exceeds_burst);
-            std::int64_t nz = next_z(c, z, n, now);
+            if (n > s.c.burst) return detail::invalid_reservation(error::exceeds_burst);
+            int128 nz = next_z(s.c, s.z(), n, now);
             reservation r;
-            r.at = nz;
-            if (nz == detail::max_ns || detail::sat_sub(nz, now) > max_wait) {
+            // Ready only at or past the clock's end: never.
+            if (nz >= detail::max_ns || nz - now > max_wait) {
+                r.at = detail::sat_narrow(nz);
                 r.error = make_error_code(error::would_exceed_timeout);
                 return r;
             }
-            if (commit(z, nz)) {
+            if (commit(s, nz)) {
                 r.granted = true;
-                if (r.at < now) r.at = now;   // granted from the bucket: usable now, not before
+                // Granted from the bucket: usable now, not before.
+                r.at = nz < now ? now : static_cast<std::int64_t>(nz);
                 return r;
             }
         }
@@ -91,71 +103,82 @@ public:
     /// part of the state; `ahead` counts requests queued elsewhere (a composite's queue).
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
-        auto [c, z] = snapshot();
-        return next_z(c, z, ahead + n, now);
+        std::uint64_t k;
+        if (__builtin_add_overflow(ahead, n, &k))
+            return detail::max_ns;
+        snap s = snapshot();
+        return detail::sat_narrow(next_z(s.c, s.z(), k, now));
     }
 
     /// Gives back n permits consumed earlier (a cancelled reservation). Returns how far z
-    /// moved back, in ns: reservations queued after the refunded one may start that much
-    /// earlier. The bucket never ends up fuller than its burst.
+    /// moved back, in ns (saturated): reservations queued after the refunded one may start
+    /// that much earlier. The bucket never ends up fuller than its burst.
     std::int64_t refund(std::uint64_t n, std::int64_t now) noexcept
     {
         for (;;) {
-            auto [c, z] = snapshot();
-            std::int64_t floor = detail::sat_sub(now, c.tau);
-            std::int64_t nz = detail::sat_sub(z, detail::sat_mul(n, c.interval));
+            snap s = snapshot();
+            int128 z = s.z();
+            int128 floor = int128(now) - s.c.tau;
+            int128 nz = z - int128(n) * s.c.interval;
             if (nz < floor) nz = floor;
             if (nz >= z) return 0;
-            if (commit(z, nz)) return z - nz;
+            if (commit(s, nz)) return detail::sat_narrow(z - nz);
         }
     }
 
-    /// Changes the rate. Permits already consumed stay consumed, counted in permits: a debt
-    /// (reservations in the future) is rescaled around `now` to the new interval, so queued
-    /// reservations are repaid at the new rate. Returns the factor applied to the debt as
-    /// {new interval, old interval}. Throws like the constructor.
+    /// Changes the rate. What was consumed stays consumed, counted in permits: the permits
+    /// available at `now` are kept (capped by the burst), and a debt (reservations in the
+    /// future) stays a debt of the same number of permits, repaid at the new rate. That is,
+    /// z - now is rescaled by new interval / old interval (rounded towards now, to whole
+    /// ns). Returns that factor as {new interval, old interval}. Throws like the
+    /// constructor, and then changes nothing.
     std::pair<std::int64_t, std::int64_t> set_rate(rate r, std::int64_t now)
     {
         write_guard guard(*this);
         config old = current();
         config c = make_config(r.interval().count(), old.burst, old.slack);
-        store(c);
-        // Rescale the debt while the sequence is odd, so that no decision taken with the old
-        // configuration can commit on the rescaled state (its CAS fails).
-        for (std::int64_t z = z_.load(std::memory_order_acquire); z > now;) {
-            detail::int128 debt = static_cast<detail::int128>(z - now) * c.interval / old.interval;
-            std::int64_t nz = debt > detail::max_ns - now ? detail::max_ns : now + static_cast<std::int64_t>(debt);
-            if (z_.compare_exchange_weak(z, nz, std::memory_order_acq_rel))
-                break;
-        }
+        rewrite(c, [&](int128 z) {
+            int128 from = z > int128(now) - old.tau ? z : int128(now) - old.tau;   // credit capped by the old bucket
+            int128 nz = now + (from - now) * c.interval / old.interval;
+            return clamp(nz, now, c);
+        });
         return {c.interval, old.interval};
     }
 
-    /// Changes the burst. An idle bucket holds the new burst at once; a bucket in debt keeps
-    /// its debt. Throws like the constructor.
-    void set_burst(std::uint64_t burst)
+    /// Changes the burst. The permits available at `now` are kept, capped by the new burst
+    /// (a full bucket of 10 that grows to 20 holds 10 now and refills to 20); a debt is
+    /// kept. Throws like the constructor, and then changes nothing.
+    void set_burst(std::uint64_t burst, std::int64_t now)
     {
         write_guard guard(*this);
         config old = current();
         config c = make_config(old.interval, burst, old.slack);
-        store(c);
+        rewrite(c, [&](int128 z) { return keep_available(z, now, old, c); });
     }
 
-    /// Changes the slack (how far a late caller may catch up). Throws like the constructor.
-    void set_slack(std::chrono::nanoseconds slack)
+    /// Changes the slack (how far a late caller may catch up), keeping the permits
+    /// available at `now` like set_burst. Throws like the constructor.
+    void set_slack(std::chrono::nanoseconds slack, std::int64_t now)
     {
         write_guard guard(*this);
         config old = current();
         config c = make_config(old.interval, old.burst, slack.count());
-        store(c);
+        rewrite(c, [&](int128 z) { return keep_available(z, now, old, c); });
     }
 
     /// The earliest instant from which, if nothing more is consumed, this bucket decides
     /// exactly as a new one (full, nothing reserved); at or before `now` when it already does.
     std::int64_t idle_at(std::int64_t /*now*/) const noexcept
     {
-        auto [c, z] = snapshot();
-        return detail::sat_add(z, c.tau);
+        snap s = snapshot();
+        return detail::sat_narrow(s.z() + s.c.tau);
+    }
+
+    /// How long until the bucket is full again if nothing is taken (0 when it is).
+    std::chrono::nanoseconds reset_after(std::int64_t now) const noexcept
+    {
+        snap s = snapshot();
+        return std::chrono::nanoseconds{reset(s.c, s.z(), now)};
     }
 
     rate get_rate() const noexcept { return rate::every(std::chrono::nanoseconds{interval_.load(std::memory_order_relaxed)}); }
@@ -163,10 +186,13 @@ public:
     std::int64_t interval_ns() const noexcept { return interval_.load(std::memory_order_relaxed); }
     std::chrono::nanoseconds slack() const noexcept { return std::chrono::nanoseconds{slack_.load(std::memory_order_relaxed)}; }
 
-    /// The raw state, for tests and the async layer: the instant the bucket is empty.
-    std::int64_t empty_at() const noexcept { return z_.load(std::memory_order_acquire); }
+    /// The raw state, for tests and the async layer: the instant the bucket is empty
+    /// (INT64_MIN for any instant at or before it).
+    std::int64_t empty_at() const noexcept { return detail::sat_narrow(snapshot().z()); }
 
 private:
+    using int128 = detail::int128;
+
     struct config {
         std::int64_t interval;
         std::int64_t tau;   // how far z may lag behind now: burst * interval + slack
@@ -184,75 +210,142 @@ private:
         return {interval, tau + slack, burst, slack};
     }
 
-    // Where the grant at `now` continues from. The caller's own schedule z while it is
-    // late on it by less than the slack (z > now - tau): it catches up. Otherwise (idle, or
-    // later than the slack) the schedule restarts at now with a full bucket and no slack
-    // credit (now - burst * interval), so grants after idleness are one interval apart.
-    // With no slack this is max(z, now - tau): textbook GCRA.
-    static std::int64_t schedule_start(const config& c, std::int64_t z, std::int64_t now) noexcept
+    // z_new = start + k * interval, where the grant continues the caller's own schedule z
+    // while it is late on it by less than the slack (z > now - tau), and otherwise (idle,
+    // or later than the slack) restarts it at now with a full bucket and no slack credit
+    // (now - burst * interval): grants after idleness are one interval apart. With no
+    // slack this is max(z, now - tau), textbook GCRA. The operands keep it within 128
+    // bits: z >= -2^64, k * interval < 2^127 - 2^64.
+    static int128 next_z(const config& c, int128 z, std::uint64_t k, std::int64_t now) noexcept
     {
-        return z > detail::sat_sub(now, c.tau) ? z : detail::sat_sub(now, c.tau - c.slack);
+        int128 start = int128(now) - c.tau;
+        start = z > start ? z : start + c.slack;
+        return start + int128(k) * c.interval;
     }
 
-    // z_new = schedule_start + n * interval; max_ns means "never" (saturated).
-    static std::int64_t next_z(const config& c, std::int64_t z, std::uint64_t n, std::int64_t now,
-                               bool* overflow = nullptr) noexcept
+    // A rewritten state within the bucket's limits: no fuller than c allows at `now`, no
+    // later than the end of the clock (a debt beyond it is never repaid).
+    static int128 clamp(int128 z, std::int64_t now, const config& c) noexcept
     {
-        std::int64_t start = schedule_start(c, z, now);
-        std::int64_t r;
-        if (__builtin_add_overflow(start, detail::sat_mul(n, c.interval), &r)) {
-            if (overflow) *overflow = true;
-            return detail::max_ns;
-        }
-        return r;
+        if (z < int128(now) - c.tau) return int128(now) - c.tau;
+        if (z > detail::max_ns) return detail::max_ns;
+        return z;
+    }
+
+    // The permits available at `now` under `old`, capped by `c`; the debt as it is.
+    static int128 keep_available(int128 z, std::int64_t now, const config& old, const config& c) noexcept
+    {
+        std::int64_t cap = old.tau < c.tau ? old.tau : c.tau;
+        return z > int128(now) - cap ? z : int128(now) - cap;
     }
 
     decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
+        // One object returned on every path (built in the caller's slot, not copied).
+        decision d;
         for (;;) {
-            auto [c, z] = snapshot();
-            if (n == 0) return detail::invalid_decision(error::invalid_count);
-            if (n > c.burst) return detail::invalid_decision(error::exceeds_burst);
-            bool never = false;
-            std::int64_t nz = next_z(c, z, n, now, &never);
-            decision d;
-            // At now == max_ns a saturated nz is not <= now by luck: it is "never".
-            if (never || nz > now) {
-                d.retry_after = std::chrono::nanoseconds{nz == detail::max_ns ? detail::max_ns : nz - now};
-                d.remaining = available(c, z, now);
-                d.reset_after = std::chrono::nanoseconds{reset(c, z, now)};
+            snap s = snapshot();
+            if (n == 0 || n > s.c.burst) {
+                d = detail::invalid_decision(n == 0 ? error::invalid_count : error::exceeds_burst);
                 return d;
             }
-            if (!consume || commit(z, nz)) {
+            int128 z = s.z();
+            int128 nz = next_z(s.c, z, n, now);
+            if (nz > now) {
+                // Ready only at or past the clock's end: never. A wait longer than int64
+                // holds (after a backward step of more than 2^63 ns) saturates.
+                d.retry_after = std::chrono::nanoseconds{nz >= detail::max_ns ? detail::max_ns : detail::sat_narrow(nz - now)};
+                d.remaining = available(s.c, z, now);
+                d.reset_after = std::chrono::nanoseconds{reset(s.c, z, now)};
+                return d;
+            }
+            if (!consume || commit(s, nz)) {
                 d.allowed = true;
-                d.remaining = available(c, nz, now);
-                d.reset_after = std::chrono::nanoseconds{reset(c, nz, now)};
+                d.remaining = available(s.c, nz, now);
+                d.reset_after = std::chrono::nanoseconds{reset(s.c, nz, now)};
                 return d;
             }
         }
     }
 
-    static std::uint64_t available(const config& c, std::int64_t z, std::int64_t now) noexcept
+    static std::uint64_t available(const config& c, int128 z, std::int64_t now) noexcept
     {
         if (z >= now) return 0;
-        std::int64_t lag = detail::sat_sub(now, z);
+        int128 lag = now - z;
+        // Divide in 64 bits: the capped lag fits, and a 128-bit division is a library call.
         std::int64_t full = c.tau - c.slack;
-        std::uint64_t k = static_cast<std::uint64_t>((lag < full ? lag : full) / c.interval);
-        return k < c.burst ? k : c.burst;
+        std::int64_t room = lag < full ? static_cast<std::int64_t>(lag) : full;
+        return static_cast<std::uint64_t>(room / c.interval);
     }
 
-    static std::int64_t reset(const config& c, std::int64_t z, std::int64_t now) noexcept
+    static std::int64_t reset(const config& c, int128 z, std::int64_t now) noexcept
     {
-        std::int64_t t = detail::sat_sub(detail::sat_add(z, c.tau - c.slack), now);
-        return t > 0 ? t : 0;
+        int128 t = z + (c.tau - c.slack) - now;
+        return t > 0 ? detail::sat_narrow(t) : 0;
     }
 
-    bool commit(std::int64_t& expected, std::int64_t desired) noexcept
+    // The state: z = base + the stored word. Two bases cover every z a bucket can reach,
+    // [-2^64, 2^63): 0 holds [-2^63, 2^63), -2^63 holds [-2^64, 0).
+    static constexpr std::int64_t low_base = detail::min_ns;
+
+    static bool fits(int128 z, std::int64_t base) noexcept
     {
-        return z_.compare_exchange_weak(expected, desired, std::memory_order_acq_rel, std::memory_order_acquire);
+        int128 w = z - base;
+        return w >= detail::min_ns && w <= detail::max_ns;
     }
 
-    struct snap { config c; std::int64_t z; };
+    static std::int64_t base_for(int128 z, std::int64_t base) noexcept
+    {
+        return fits(z, base) ? base : (z < 0 ? low_base : 0);
+    }
+
+    struct snap {
+        config c;
+        std::int64_t base;
+        std::int64_t word;
+        std::uint64_t seq;
+        int128 z() const noexcept { return int128(word) + base; }
+    };
+
+    // Commits nz on the state read in s. False when the state changed: decide again.
+    bool commit(const snap& s, int128 nz) noexcept
+    {
+        std::int64_t expected = s.word;
+        if (fits(nz, s.base))
+            return z_.compare_exchange_weak(expected, static_cast<std::int64_t>(nz - s.base), std::memory_order_acq_rel,
+                                            std::memory_order_acquire);
+        // The state crosses to the other half of its range: take the sequence lock from the
+        // very sequence number of the snapshot (so neither configuration nor base changed),
+        // and publish the word and the base together.
+        std::uint64_t seq = s.seq;
+        if (!seq_.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire, std::memory_order_relaxed))
+            return false;
+        std::int64_t base = base_for(nz, s.base);
+        bool ok = z_.compare_exchange_strong(expected, static_cast<std::int64_t>(nz - base), std::memory_order_acq_rel,
+                                             std::memory_order_acquire);
+        if (ok) base_.store(base, std::memory_order_release);
+        seq_.store(seq + 2, std::memory_order_release);
+        return ok;
+    }
+
+    // Under the write guard: stores configuration c and rewrites z as f(z). Decisions that
+    // read the old state commit before (and f sees their result) or fail.
+    template <class F>
+    void rewrite(const config& c, F&& f) noexcept
+    {
+        std::int64_t base = base_.load(std::memory_order_relaxed);
+        std::int64_t word = z_.load(std::memory_order_acquire);
+        for (;;) {
+            int128 nz = f(int128(word) + base);
+            std::int64_t nb = base_for(nz, base);
+            if (z_.compare_exchange_weak(word, static_cast<std::int64_t>(nz - nb), std::memory_order_acq_rel,
+                                         std::memory_order_acquire)) {
+                base_.store(nb, std::memory_order_release);
+                break;
+            }
+        }
+        store(c);
+    }
 
     // Configuration and state read consistently: a sequence lock whose readers never write.
     // The configuration words are stored with release and loaded with acquire (plain moves on
@@ -263,18 +356,25 @@ private:
         for (;;) {
             std::uint64_t s = seq_.load(std::memory_order_acquire);
             if (s & 1) continue;
-            config c{interval_.load(std::memory_order_acquire), tau_.load(std::memory_order_acquire),
-                     burst_.load(std::memory_order_acquire), slack_.load(std::memory_order_acquire)};
-            std::int64_t z = z_.load(std::memory_order_acquire);
-            if (seq_.load(std::memory_order_relaxed) == s)
-                return {c, z};
+            std::int64_t interval = interval_.load(std::memory_order_acquire);
+            std::uint64_t burst = burst_.load(std::memory_order_acquire);
+            std::int64_t slack = slack_.load(std::memory_order_acquire);
+            std::int64_t base = base_.load(std::memory_order_acquire);
+            std::int64_t word = z_.load(std::memory_order_acquire);
+            if (seq_.load(std::memory_order_relaxed) == s) {
+                // Validated when stored: burst * interval + slack fits in int64.
+                std::int64_t tau = static_cast<std::int64_t>(burst) * interval + slack;
+                return {{interval, tau, burst, slack}, base, word, s};
+            }
         }
     }
 
     config current() const noexcept
     {
-        return {interval_.load(std::memory_order_relaxed), tau_.load(std::memory_order_relaxed),
-                burst_.load(std::memory_order_relaxed), slack_.load(std::memory_order_relaxed)};
+        std::int64_t interval = interval_.load(std::memory_order_relaxed);
+        std::uint64_t burst = burst_.load(std::memory_order_relaxed);
+        std::int64_t slack = slack_.load(std::memory_order_relaxed);
+        return {interval, static_cast<std::int64_t>(burst) * interval + slack, burst, slack};
     }
 
     // A writer owns the sequence while it is odd: it makes it odd with a CAS from an even
@@ -310,15 +410,15 @@ private:
     void store(const config& c) noexcept
     {
         interval_.store(c.interval, std::memory_order_release);
-        tau_.store(c.tau, std::memory_order_release);
         burst_.store(c.burst, std::memory_order_release);
         slack_.store(c.slack, std::memory_order_release);
     }
 
+    // A new bucket: z = -2^64, full at every instant.
     std::atomic<std::int64_t> z_{detail::min_ns};
     std::atomic<std::uint64_t> seq_{0};
+    std::atomic<std::int64_t> base_{low_base};
     std::atomic<std::int64_t> interval_{1};
-    std::atomic<std::int64_t> tau_{1};
     std::atomic<std::uint64_t> burst_{1};
     std::atomic<std::int64_t> slack_{0};
 };
