@@ -17,6 +17,7 @@ packages=(
   libhiredis-dev
   python3
   gnuplot-nox
+  cmake
 )
 
 missing=()

@@ -1,6 +1,7 @@
 // Error codes of sluice, in their own boost::system category named "sluice".
 #pragma once
 
+#include <sluice/detail/config.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <type_traits>
