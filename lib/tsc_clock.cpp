@@ -112,15 +112,17 @@ void publish(std::uint64_t gen, std::uint64_t tsc0, std::uint64_t span, std::int
              std::uint64_t prev_tsc0, std::int64_t prev_ns0, std::uint64_t prev_mult) noexcept
 {
     auto& l = tsc_state.lines[gen & 3];
+    // A reader that loads (with acquire) any of the words stored (with release) below also
+    // sees gen 0 or later when it checks gen, and retries: a sequence lock without fences,
+    // which ThreadSanitizer models exactly.
     l.gen.store(0, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    l.tsc0.store(tsc0, std::memory_order_relaxed);
-    l.span.store(span, std::memory_order_relaxed);
-    l.ns0.store(ns0, std::memory_order_relaxed);
-    l.mult.store(mult, std::memory_order_relaxed);
-    l.prev_tsc0.store(prev_tsc0, std::memory_order_relaxed);
-    l.prev_ns0.store(prev_ns0, std::memory_order_relaxed);
-    l.prev_mult.store(prev_mult, std::memory_order_relaxed);
+    l.tsc0.store(tsc0, std::memory_order_release);
+    l.span.store(span, std::memory_order_release);
+    l.ns0.store(ns0, std::memory_order_release);
+    l.mult.store(mult, std::memory_order_release);
+    l.prev_tsc0.store(prev_tsc0, std::memory_order_release);
+    l.prev_ns0.store(prev_ns0, std::memory_order_release);
+    l.prev_mult.store(prev_mult, std::memory_order_release);
     l.gen.store(gen, std::memory_order_release);
     tsc_state.current.store(gen, std::memory_order_release);
 }
@@ -197,15 +199,14 @@ std::int64_t tsc_now_slow() noexcept
     for (;;) {
         std::uint64_t c = tsc_state.current.load(std::memory_order_acquire);
         auto& l = tsc_state.lines[c & 3];
-        std::uint64_t tsc0 = l.tsc0.load(std::memory_order_relaxed);
-        std::uint64_t span = l.span.load(std::memory_order_relaxed);
-        std::int64_t ns0 = l.ns0.load(std::memory_order_relaxed);
-        std::uint64_t mult = l.mult.load(std::memory_order_relaxed);
-        std::uint64_t prev_tsc0 = l.prev_tsc0.load(std::memory_order_relaxed);
-        std::int64_t prev_ns0 = l.prev_ns0.load(std::memory_order_relaxed);
-        std::uint64_t prev_mult = l.prev_mult.load(std::memory_order_relaxed);
+        std::uint64_t tsc0 = l.tsc0.load(std::memory_order_acquire);
+        std::uint64_t span = l.span.load(std::memory_order_acquire);
+        std::int64_t ns0 = l.ns0.load(std::memory_order_acquire);
+        std::uint64_t mult = l.mult.load(std::memory_order_acquire);
+        std::uint64_t prev_tsc0 = l.prev_tsc0.load(std::memory_order_acquire);
+        std::int64_t prev_ns0 = l.prev_ns0.load(std::memory_order_acquire);
+        std::uint64_t prev_mult = l.prev_mult.load(std::memory_order_acquire);
         std::uint64_t t = __rdtsc();
-        std::atomic_thread_fence(std::memory_order_acquire);
         if (l.gen.load(std::memory_order_relaxed) != c)
             continue;   // rewritten under us (we were held up for three periods)
         std::uint64_t d = t - tsc0;

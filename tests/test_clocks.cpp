@@ -85,7 +85,7 @@ TEST_CASE("tsc_clock: monotonic in each of 2 threads across resynchronisations" 
     auto body = [&] {
         std::int64_t last = ns(tsc_clock::now());
         std::int64_t n = 0, bad = 0;
-        const std::int64_t until = steady_ns() + 60'000'000;   // >= 7 periods of 8 ms
+        const std::int64_t until = steady_ns() + 100'000'000;   // >= 12 periods of 8 ms
         for (;;) {
             for (int i = 0; i < 1024; ++i) {
                 std::int64_t t = ns(tsc_clock::now());
@@ -105,7 +105,7 @@ TEST_CASE("tsc_clock: monotonic in each of 2 threads across resynchronisations" 
     CHECK(backwards.load() == 0);
     if (tsc_clock::source() == clock_source::tsc) {
         MESSAGE("resynchronisations during the run: " << generation() - gen0);
-        CHECK(generation() - gen0 >= 5);
+        CHECK(generation() - gen0 >= 10);
     }
 }
 
@@ -175,16 +175,20 @@ TEST_CASE("coarse_clock: resolution, and between steady_clock readings")
     CHECK(coarse_clock::resolution() > 0ns);
     MESSAGE("coarse_clock resolution: " << coarse_clock::resolution().count() << " ns");
     std::int64_t last = ns(coarse_clock::now());
+    std::int64_t worst_lag = 0;
     for (int i = 0; i < 1'000'000; ++i) {
         std::int64_t a = steady_ns();
         std::int64_t c = ns(coarse_clock::now());
         std::int64_t b = steady_ns();
         REQUIRE(c >= last);
-        // Never ahead of the fine clock; behind it by under a tick (plus a read's slack).
+        // Never ahead of the fine clock (same epoch), behind it by about a tick: more when
+        // a tick is handled late (a loaded VM), but not by 100 ms.
         REQUIRE(c <= b);
-        REQUIRE(c > a - coarse_clock::resolution().count() - 1'000'000);
+        worst_lag = std::max(worst_lag, a - c);
+        REQUIRE(a - c < coarse_clock::resolution().count() + 100'000'000);
         last = c;
     }
+    MESSAGE("coarse_clock: largest lag behind steady_clock " << worst_lag << " ns");
 }
 
 TEST_CASE("coarse_clock: the reactor's wait")

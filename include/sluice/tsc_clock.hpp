@@ -115,12 +115,11 @@ public:
         if (mode == detail::tsc_mode_tsc) [[likely]] {
             std::uint64_t c = s.current.load(std::memory_order_acquire);
             auto& l = s.lines[c & 3];
-            std::uint64_t tsc0 = l.tsc0.load(std::memory_order_relaxed);
-            std::uint64_t span = l.span.load(std::memory_order_relaxed);
-            std::int64_t ns0 = l.ns0.load(std::memory_order_relaxed);
-            std::uint64_t mult = l.mult.load(std::memory_order_relaxed);
+            std::uint64_t tsc0 = l.tsc0.load(std::memory_order_acquire);
+            std::uint64_t span = l.span.load(std::memory_order_acquire);
+            std::int64_t ns0 = l.ns0.load(std::memory_order_acquire);
+            std::uint64_t mult = l.mult.load(std::memory_order_acquire);
             std::uint64_t d = __rdtsc() - tsc0;
-            std::atomic_thread_fence(std::memory_order_acquire);
             if (d < span && l.gen.load(std::memory_order_relaxed) == c) [[likely]]
                 return time_point{duration{ns0 + detail::tsc_scale(d, mult)}};
         } else if (mode == detail::tsc_mode_steady) {
