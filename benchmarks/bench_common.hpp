@@ -3,6 +3,9 @@
 // multi-threaded harness of the `try` scenario.
 #pragma once
 
+#include <sluice/coarse_clock.hpp>
+#include <sluice/tsc_clock.hpp>
+
 #include <sys/resource.h>
 
 #include <atomic>
@@ -15,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace sluice_bench {
@@ -35,7 +39,40 @@ struct options {
     int procs = 4;                  // shared: processes
     int concurrency = 32;           // shared: concurrent callers per process
     int port = 6391;                // shared: redis port
+    std::string clock = "steady";   // try, keyed, fanout: the limiter's Clock (steady|tsc|coarse)
 };
+
+/// Calls f(std::type_identity<Clock>{}) with the Clock that --clock names. (main() reads
+/// tsc_clock once first, so that its calibration, about 1 ms on first use, is not timed.)
+template <class F>
+decltype(auto) with_clock(const std::string& name, F&& f)
+{
+    if (name == "tsc")
+        return f(std::type_identity<sluice::tsc_clock>{});
+    if (name == "coarse")
+        return f(std::type_identity<sluice::coarse_clock>{});
+    return f(std::type_identity<std::chrono::steady_clock>{});
+}
+
+inline bool known_clock(const std::string& name) { return name == "steady" || name == "tsc" || name == "coarse"; }
+
+/// The cost of one read of the --clock clock, ns (one thread, 2 million reads, after a
+/// first read that pays tsc_clock's calibration): printed as "clock_ns" beside the results.
+inline double clock_read_ns(const std::string& name)
+{
+    return with_clock(name, []<class Clock>(std::type_identity<Clock>) {
+        (void)Clock::now();
+        constexpr int reads = 2'000'000;
+        std::int64_t sink = 0;
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < reads; ++i)
+            sink += Clock::now().time_since_epoch().count() & 1;
+        auto t1 = std::chrono::steady_clock::now();
+        return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()) / reads +
+               static_cast<double>(sink) * 0.0;   // keeps the reads
+    });
+}
 
 /// Builds one JSON object on one line, keys in insertion order.
 class json_line {

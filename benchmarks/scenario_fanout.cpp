@@ -19,6 +19,8 @@
 // cpu_us_per_acquire: process CPU from the gate to the last completion / W;
 // cpu_us_per_acquire_incl_spawn from before the first spawn (as the Go peer).
 // achieved_rate = (W - 1) / (last completion - first completion).
+// --clock steady|tsc|coarse: the leaky bucket's Clock (the floor and the measurements
+// stay on steady_clock).
 #include "bench_common.hpp"
 
 #include <sluice/leaky_bucket.hpp>
@@ -93,9 +95,9 @@ struct stats {
     }
 };
 
-using bucket_type = sluice::leaky_bucket<>;
-
+template <class Clock>
 struct run_ctx {
+    using bucket_type = sluice::leaky_bucket<Clock>;
     asio::io_context& io;
     bucket_type* bucket = nullptr;   // null for the floor
     asio::steady_timer gate;
@@ -106,14 +108,16 @@ struct run_ctx {
     explicit run_ctx(asio::io_context& i) : io(i), gate(i, asio::steady_timer::time_point::max()) {}
 };
 
-asio::awaitable<void> coro_waiter(run_ctx& c)
+template <class Clock>
+asio::awaitable<void> coro_waiter(run_ctx<Clock>& c)
 {
     (void)co_await c.gate.async_wait(asio::as_tuple(asio::use_awaitable));
     auto [ec] = co_await c.bucket->async_acquire(1, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
     c.st.record(!ec);
 }
 
-asio::awaitable<void> coro_floor(run_ctx& c, std::int64_t k)
+template <class Clock>
+asio::awaitable<void> coro_floor(run_ctx<Clock>& c, std::int64_t k)
 {
     (void)co_await c.gate.async_wait(asio::as_tuple(asio::use_awaitable));
     asio::steady_timer t(c.io);
@@ -123,41 +127,27 @@ asio::awaitable<void> coro_floor(run_ctx& c, std::int64_t k)
     c.st.record(!ec);
 }
 
+template <class Clock>
 struct callback_handler {
-    run_ctx* c;
+    run_ctx<Clock>* c;
     void operator()(boost::system::error_code ec) const { c->st.record(!ec); }
 };
 
+template <class Clock>
 struct floor_callback_handler {
-    run_ctx* c;
+    run_ctx<Clock>* c;
     void operator()(boost::system::error_code ec) const { c->st.record(!ec); }
 };
 
-} // namespace
-
-int run_fanout(const options& o)
+template <class Clock>
+int run_fanout_on(const options& o, bool callback, bool floor)
 {
-    const bool callback = fanout_waiter == "callback";
-    const bool floor = o.policy == "floor";
-    if (!callback && fanout_waiter != "coroutine") {
-        std::fprintf(stderr, "sluice-bench: fanout: --waiter coroutine|callback, got '%s'\n", fanout_waiter.c_str());
-        return 2;
-    }
-    if (!floor && o.policy != "leaky" && o.policy != "gcra") {
-        // "gcra" is the default of --policy for `try`; fanout's limiter is the leaky bucket.
-        std::fprintf(stderr, "sluice-bench: fanout: --policy leaky (default) or floor, got '%s'\n", o.policy.c_str());
-        return 2;
-    }
-    if (o.waiters < 2 || !(o.rate > 0)) {
-        std::fprintf(stderr, "sluice-bench: fanout needs --waiters >= 2 and --rate > 0\n");
-        return 2;
-    }
     const std::int64_t W = o.waiters;
 
     asio::io_context io(1);
-    run_ctx c(io);
+    run_ctx<Clock> c(io);
     c.rate = o.rate;
-    std::optional<bucket_type> bucket;
+    std::optional<typename run_ctx<Clock>::bucket_type> bucket;
     if (!floor) {
         bucket.emplace(io, sluice::rate::per_second(o.rate), std::chrono::nanoseconds(0));
         c.bucket = &*bucket;
@@ -194,9 +184,9 @@ int run_fanout(const options& o)
                     auto& t = floor_timers.emplace_back(io);
                     t.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(
                         c.gate_ns + static_cast<std::int64_t>(static_cast<double>(k) * 1e9 / c.rate))));
-                    t.async_wait(floor_callback_handler{&c});
+                    t.async_wait(floor_callback_handler<Clock>{&c});
                 } else {
-                    c.bucket->async_acquire(1, sluice::wait_forever, callback_handler{&c});
+                    c.bucket->async_acquire(1, sluice::wait_forever, callback_handler<Clock>{&c});
                 }
             }
         });
@@ -219,6 +209,8 @@ int run_fanout(const options& o)
     j.add("scenario", "fanout")
         .add("policy", floor ? "floor" : "leaky")
         .add("waiter", callback ? "callback" : "coroutine")
+        .add("clock", o.clock)
+        .add("clock_ns", clock_read_ns(o.clock))
         .add("waiters", static_cast<long long>(W))
         .add("rate", o.rate)
         .add("wall_s", wall)
@@ -237,6 +229,28 @@ int run_fanout(const options& o)
         .add("io_uring", uses_io_uring);
     j.emit();
     return c.st.done == W && c.st.errors == 0 ? 0 : 1;
+}
+
+} // namespace
+
+int run_fanout(const options& o)
+{
+    const bool callback = fanout_waiter == "callback";
+    const bool floor = o.policy == "floor";
+    if (!callback && fanout_waiter != "coroutine") {
+        std::fprintf(stderr, "sluice-bench: fanout: --waiter coroutine|callback, got '%s'\n", fanout_waiter.c_str());
+        return 2;
+    }
+    if (!floor && o.policy != "leaky" && o.policy != "gcra") {
+        // "gcra" is the default of --policy for `try`; fanout's limiter is the leaky bucket.
+        std::fprintf(stderr, "sluice-bench: fanout: --policy leaky (default) or floor, got '%s'\n", o.policy.c_str());
+        return 2;
+    }
+    if (o.waiters < 2 || !(o.rate > 0)) {
+        std::fprintf(stderr, "sluice-bench: fanout needs --waiters >= 2 and --rate > 0\n");
+        return 2;
+    }
+    return with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) { return run_fanout_on<Clock>(o, callback, floor); });
 }
 
 } // namespace sluice_bench

@@ -13,7 +13,10 @@
 // around a std::unordered_map<std::string, policy::gcra> (no eviction, no cap), the
 // textbook version, for reference.
 //
-// Prints one JSON line: scenario, policy, keys, dist, threads, admitting, ops, ns_per_op,
+// --clock steady|tsc|coarse: the Clock of the limiters (and of the naive version's reads).
+//
+// Prints one JSON line: scenario, policy, keys, dist, threads, admitting, ops, clock,
+// clock_ns (one read of the clock), ns_per_op,
 // insert_ns_per_key, bytes_per_key ((resident memory after filling - before) / keys),
 // max_rss_kib, admitted, created and evicted during the timed run.
 #include "bench_common.hpp"
@@ -78,13 +81,14 @@ std::vector<std::uint32_t> draw(std::size_t count, std::size_t keys, bool zipf, 
 }
 
 // The textbook per-key limiter: one lock, one map, no eviction.
+template <class Clock>
 class naive_keyed {
 public:
     naive_keyed(sluice::rate r, std::uint64_t burst) : rate_(r), burst_(burst) {}
 
     bool try_acquire(std::string_view key)
     {
-        std::int64_t now = sluice::detail::now_ns<steady>();
+        std::int64_t now = sluice::detail::now_ns<Clock>();
         std::lock_guard lock(mutex_);
         auto it = map_.find(std::string(key));
         if (it == map_.end())
@@ -170,30 +174,32 @@ int run_keyed(const options& o)
     double ns_per_op = 0, insert_ns = 0;
     std::uint64_t admitted = 0, created = 0, evicted = 0;
     long after = 0;
-    if (naive) {
-        naive_keyed k(r, burst);
-        for (const auto& n : names) k.try_acquire(n);
-        insert_ns = static_cast<double>((steady::now() - fill_start).count()) / static_cast<double>(keys);
-        after = resident_bytes();
-        auto [wall, adm] = run(o, seqs, names, [&](std::string_view key) { return k.try_acquire(key); });
-        ns_per_op = wall / static_cast<double>(o.ops);
-        admitted = adm;
-    } else {
-        boost::asio::io_context io;
-        sluice::keyed_options ko;
-        ko.max_keys = keys;
-        sluice::keyed<sluice::token_bucket<>> k(io, ko, r, burst);
-        for (const auto& n : names) k.try_acquire(std::string_view(n));
-        insert_ns = static_cast<double>((steady::now() - fill_start).count()) / static_cast<double>(keys);
-        after = resident_bytes();
-        auto s0 = k.stats();
-        auto [wall, adm] = run(o, seqs, names, [&](std::string_view key) { return k.try_acquire(key).allowed; });
-        auto s1 = k.stats();
-        ns_per_op = wall / static_cast<double>(o.ops);
-        admitted = adm;
-        created = s1.created - s0.created;
-        evicted = s1.evicted - s0.evicted;
-    }
+    with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
+        if (naive) {
+            naive_keyed<Clock> k(r, burst);
+            for (const auto& n : names) k.try_acquire(n);
+            insert_ns = static_cast<double>((steady::now() - fill_start).count()) / static_cast<double>(keys);
+            after = resident_bytes();
+            auto [wall, adm] = run(o, seqs, names, [&](std::string_view key) { return k.try_acquire(key); });
+            ns_per_op = wall / static_cast<double>(o.ops);
+            admitted = adm;
+        } else {
+            boost::asio::io_context io;
+            sluice::keyed_options ko;
+            ko.max_keys = keys;
+            sluice::keyed<sluice::token_bucket<Clock>> k(io, ko, r, burst);
+            for (const auto& n : names) k.try_acquire(std::string_view(n));
+            insert_ns = static_cast<double>((steady::now() - fill_start).count()) / static_cast<double>(keys);
+            after = resident_bytes();
+            auto s0 = k.stats();
+            auto [wall, adm] = run(o, seqs, names, [&](std::string_view key) { return k.try_acquire(key).allowed; });
+            auto s1 = k.stats();
+            ns_per_op = wall / static_cast<double>(o.ops);
+            admitted = adm;
+            created = s1.created - s0.created;
+            evicted = s1.evicted - s0.evicted;
+        }
+    });
     json_line j;
     j.add("scenario", "keyed")
         .add("policy", policy)
@@ -202,6 +208,8 @@ int run_keyed(const options& o)
         .add("threads", o.threads)
         .add("admitting", o.admitting)
         .add("ops", static_cast<long long>(o.ops))
+        .add("clock", o.clock)
+        .add("clock_ns", clock_read_ns(o.clock))
         .add("ns_per_op", ns_per_op)
         .add("insert_ns_per_key", insert_ns)
         .add("bytes_per_key", static_cast<double>(after - before) / static_cast<double>(keys))

@@ -1,12 +1,15 @@
 // Scenario `try` (protocol v1): --threads T threads hammer ONE shared limiter with
-// non-blocking checks, --ops N in all. Each check reads steady_clock (converted with
-// sluice::detail::now_ns, as a limiter does) and calls policy.try_acquire(1, now).
+// non-blocking checks, --ops N in all. Each check reads the clock (--clock steady|tsc|coarse:
+// std::chrono::steady_clock, sluice::tsc_clock or sluice::coarse_clock, converted with
+// sluice::detail::now_ns, as a limiter on that Clock does) and calls
+// policy.try_acquire(1, now).
 //
 //   --admitting=true : the limiter never says no (checked: "admitted" must equal ops)
 //   --admitting=false: 1000/s with burst 1 (or 1 per 1 ms window): almost all reject
 //
 // Prints one JSON line per policy with the peers' keys (scenario, threads, admitting,
-// ops, ns_per_op = wall time / ops) plus peer, policy, admitted and wall_s.
+// ops, ns_per_op = wall time / ops) plus peer, policy, clock, clock_ns (one read of the
+// clock, one thread), admitted and wall_s.
 #include "bench_common.hpp"
 
 #include <sluice/manual_clock.hpp>
@@ -34,8 +37,10 @@ namespace pol = sluice::policy;
 template <class Policy>
 try_result hammer(const options& o, Policy& p)
 {
-    return run_threads(o.threads, o.ops, [&p]() noexcept {
-        return p.try_acquire(1, sluice::detail::now_ns<std::chrono::steady_clock>()).allowed;
+    return with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
+        return run_threads(o.threads, o.ops, [&p]() noexcept {
+            return p.try_acquire(1, sluice::detail::now_ns<Clock>()).allowed;
+        });
     });
 }
 
@@ -115,11 +120,13 @@ constexpr policy_entry policies[] = {
     {"clock_coarse", run_try_clock_coarse, false},
 };
 
-void report(const options& o, std::string_view policy, const try_result& r)
+void report(const options& o, std::string_view policy, const try_result& r, double clock_ns)
 {
     json_line j;
     j.add("scenario", "try")
         .add("policy", policy)
+        .add("clock", o.clock)
+        .add("clock_ns", clock_ns)
         .add("threads", o.threads)
         .add("admitting", o.admitting)
         .add("ops", static_cast<long long>(o.ops))
@@ -143,10 +150,12 @@ int run_try(const options& o)
     }
     bool all = o.policy == "all";
     bool found = false;
+    double clock_ns = 0;
     for (const auto& e : policies) {
         if ((all && e.in_all) || o.policy == e.name) {
+            if (!found) clock_ns = clock_read_ns(o.clock);
             found = true;
-            report(o, e.name, e.run(o));
+            report(o, e.name, e.run(o), clock_ns);
         }
     }
     if (!found) {

@@ -1,6 +1,7 @@
 // sluice-bench: the project's side of benchmark protocol v1 (shared/peers/README.md).
 //
 //   sluice-bench --scenario try --threads 2 --ops 10000000 --admitting=false --policy gcra
+//   sluice-bench --scenario try --clock tsc    (the limiter's Clock: steady, tsc or coarse)
 //
 // Every flag takes `--flag=value` or `--flag value` (one dash works too); a boolean flag
 // alone means true. Unknown scenarios, flags or bad values: a message and exit code 2.
@@ -61,8 +62,11 @@ void print_help()
         std::printf("  %-8.*s %.*s\n", static_cast<int>(s.name.size()), s.name.data(),
                     static_cast<int>(s.flags.size()), s.flags.data());
     std::printf("policies (try): gcra (default), leaky, fixed_window, sliding_log,\n"
-                "  sliding_window_counter, all_of, floor (bare CAS), clock (steady_clock read only),\n"
+                "  sliding_window_counter, all_of, floor (bare CAS), clock (a read of the --clock clock only),\n"
                 "  clock_raw (clock_gettime), clock_coarse (CLOCK_MONOTONIC_COARSE), all (all but clock_*)\n"
+                "clock (try, keyed, fanout): --clock steady (default) | tsc (sluice::tsc_clock) |\n"
+                "  coarse (sluice::coarse_clock): the limiter's Clock; the JSON line says which, and\n"
+                "  clock_ns, the cost of one read of it\n"
                 "other flags: --waiters --rate --n --strict --seconds --procs --concurrency --port\n");
 }
 
@@ -142,6 +146,11 @@ options parse(int argc, char** argv)
         else if (key == "procs") parse_int(key, value, o.procs);
         else if (key == "concurrency") parse_int(key, value, o.concurrency);
         else if (key == "port") parse_int(key, value, o.port);
+        else if (key == "clock") {
+            if (!known_clock(std::string(value)))
+                usage_error("--clock wants steady, tsc or coarse, got '" + std::string(value) + "'");
+            o.clock = value;
+        }
         else if (key == "waiter") fanout_waiter = value;   // fanout (not in options)
         else if (key == "keys") parse_int(key, value, keyed_keys);
         else if (key == "dist") keyed_dist = value;
@@ -160,6 +169,8 @@ int main(int argc, char** argv)
 {
     using namespace sluice_bench;
     options o = parse(argc, argv);
+    if (o.clock == "tsc")
+        (void)sluice::tsc_clock::now();   // its calibration (about 1 ms) before anything is timed
     for (const auto& s : scenarios) {
         if (o.scenario == s.name) {
             try {
