@@ -32,7 +32,8 @@ namespace sluice {
 /// close(). The length of a wait cannot be predicted (it depends on when permits are
 /// returned), so max_wait is a deadline: max_wait 0 fails at once with
 /// error::would_exceed_timeout when no slot is free, and a waiter still queued at its
-/// deadline completes with error::timed_out.
+/// deadline completes with error::timed_out (as late as limiter_options::coalesce, never
+/// early).
 ///
 ///     sluice::concurrency_limit cap(io, 8);
 ///     auto permit = co_await cap.acquire(2s);   // empty permit on time-out

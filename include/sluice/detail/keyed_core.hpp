@@ -30,7 +30,7 @@
 namespace sluice::detail {
 
 template <class Limiter, class Key, class Hash, class KeyEqual>
-class keyed_core : public std::enable_shared_from_this<keyed_core<Limiter, Key, Hash, KeyEqual>> {
+class keyed_core {
 public:
     using policy_type = typename Limiter::policy_type;
     using clock_type = typename Limiter::clock_type;
