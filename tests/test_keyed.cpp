@@ -382,6 +382,38 @@ TEST_CASE("keyed: a string_view of a tracked key is looked up without allocating
     CHECK(allocations == 0);
 }
 
+TEST_CASE("keyed: the example of the class comment compiles and does what it says")
+{
+    boost::asio::io_context io;
+    int refused = 0;
+    auto too_many_requests = [&] { return ++refused, 429; };
+    // From here on as in keyed.hpp.
+    // 10 requests a second per client, bursts of 20; one client held to 1 a second.
+    sluice::keyed<sluice::token_bucket<>> per_client(io, {.max_keys = 100'000},
+                                                     sluice::rate::per_second(10), 20);
+    per_client.set_override("203.0.113.7", sluice::rate::per_second(1), 5);
+
+    auto handle = [&](std::string_view peer_address) {
+        // In the request handler (peer_address: a std::string_view, no std::string built):
+        if (!per_client.try_acquire(peer_address))
+            return too_many_requests();
+        return 200;
+    };
+    // Real time: a burst is granted whole; asking on and on is refused long before a
+    // thousand requests (which would take 100 s at 10 a second).
+    for (int i = 0; i < 20; ++i)
+        CHECK(handle("198.51.100.1") == 200);
+    for (int i = 0; i < 5; ++i)
+        CHECK(handle("203.0.113.7") == 200);
+    int before = refused;
+    for (int i = 0; i < 1000 && refused == before; ++i)
+        handle("198.51.100.1");
+    CHECK(refused == before + 1);
+    for (int i = 0; i < 1000 && refused == before + 1; ++i)
+        handle("203.0.113.7");
+    CHECK(refused == before + 2);
+}
+
 TEST_CASE("keyed: a per-key override applies at once, survives eviction and can be cleared")
 {
     boost::asio::io_context io;

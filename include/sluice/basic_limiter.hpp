@@ -4,7 +4,9 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/initiate_acquire.hpp>
-#include <sluice/detail/limiter_state.hpp>
+#include <sluice/detail/reserving_queue.hpp>
+#include <sluice/detail/retrying_queue.hpp>
+#include <sluice/detail/wait_engine.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
 
@@ -23,6 +25,19 @@
 #include <utility>
 
 namespace sluice {
+
+namespace detail {
+
+/// The waiting queue of a rate policy: slots committed ahead (GCRA) or the head retried
+/// (window policies).
+template <class Policy>
+using rate_queue = std::conditional_t<Policy::reserves_ahead, reserving_queue<Policy>, retrying_queue<Policy>>;
+
+/// The engine of a rate limiter over Policy (a policy_ref<P> for a key of a keyed limiter).
+template <class Policy, class Clock, class Executor>
+using rate_engine = wait_engine<rate_queue<Policy>, Clock, Executor>;
+
+} // namespace detail
 
 /// A max_wait that never expires.
 inline constexpr std::chrono::nanoseconds wait_forever = std::chrono::nanoseconds::max();
@@ -51,7 +66,7 @@ inline constexpr std::chrono::nanoseconds wait_forever = std::chrono::nanosecond
 /// error::closed.
 template <class Policy, class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class basic_limiter {
-    using state_type = detail::limiter_state<Policy, Clock, Executor>;
+    using state_type = detail::rate_engine<Policy, Clock, Executor>;
 
 public:
     using policy_type = Policy;
@@ -108,7 +123,7 @@ public:
                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
         return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-            detail::initiate_acquire<state_type, Executor>{state_}, token, n, max_wait.count());
+            detail::initiate_acquire<state_type>{state_}, token, n, max_wait.count());
     }
 
     /// Waits for one permit for at most max_wait: true when granted, false when the wait
@@ -145,14 +160,14 @@ public:
 
     /// The policy, for inspection. Its thread-safe queries may be called at any time; use
     /// the limiter's setters to change it, so that waiters are rescheduled.
-    const Policy& policy() const noexcept { return state_->policy(); }
+    const Policy& policy() const noexcept { return state_->queue().policy(); }
 
 protected:
     // Runs f(policy, now) under the queue lock and reschedules the waiters.
     template <class F>
     void reconfigure(F&& f)
     {
-        state_->reconfigure([&](std::int64_t now) { return f(state_->policy(), now); });
+        state_->reconfigure([&](std::int64_t now) { return f(state_->queue().policy(), now); });
     }
 
 private:

@@ -1,8 +1,9 @@
 // Concurrency limit: at most K operations in flight, each holding an RAII permit.
 #pragma once
 
-#include <sluice/detail/concurrency_state.hpp>
 #include <sluice/detail/initiate_acquire.hpp>
+#include <sluice/detail/slot_queue.hpp>
+#include <sluice/detail/wait_engine.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -30,14 +32,16 @@ namespace sluice {
 /// close(). The length of a wait cannot be predicted (it depends on when permits are
 /// returned), so max_wait is a deadline: max_wait 0 fails at once with
 /// error::would_exceed_timeout when no slot is free, and a waiter still queued at its
-/// deadline completes with error::timed_out.
+/// deadline completes with error::timed_out (as late as limiter_options::coalesce, never
+/// early).
 ///
 ///     sluice::concurrency_limit cap(io, 8);
 ///     auto permit = co_await cap.acquire(2s);   // empty permit on time-out
 ///     if (!permit) co_return;
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class concurrency_limit {
-    using state_type = detail::concurrency_state<Clock, Executor>;
+    using state_type = detail::wait_engine<detail::slot_queue, Clock, Executor>;
+    struct permit_grant;
 
 public:
     using clock_type = Clock;
@@ -64,7 +68,7 @@ public:
         void release() noexcept
         {
             if (state_) {
-                state_->release(n_);
+                give_back(*state_, n_);
                 state_.reset();
                 n_ = 0;
             }
@@ -75,7 +79,7 @@ public:
 
     private:
         friend class concurrency_limit;
-        friend state_type;
+        friend struct permit_grant;
         permit(std::shared_ptr<state_type> s, std::uint64_t n) noexcept : state_(std::move(s)), n_(n) {}
 
         std::shared_ptr<state_type> state_;
@@ -84,7 +88,7 @@ public:
 
     /// Throws system_error(error::invalid_burst) for a limit of 0.
     concurrency_limit(const std::type_identity_t<Executor>& ex, std::uint64_t limit, const limiter_options& opts = {})
-        : state_(std::make_shared<state_type>(ex, check(limit), opts))
+        : state_(std::make_shared<state_type>(ex, opts, check(limit)))
     {
     }
 
@@ -122,7 +126,7 @@ public:
                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
         return boost::asio::async_initiate<Token, void(boost::system::error_code, permit)>(
-            detail::initiate_acquire<state_type, Executor>{state_}, token, n, max_wait.count());
+            detail::initiate_acquire<state_type, permit_grant>{state_}, token, n, max_wait.count());
     }
 
     /// Waits for one slot; an empty permit when max_wait passes first. Other errors throw.
@@ -141,15 +145,50 @@ public:
         co_return std::move(p);
     }
 
-    /// Changes the limit; permits out stay valid, waiters are granted as slots allow.
-    void set_limit(std::uint64_t limit) { state_->set_limit(check(limit)); }
+    /// Changes the limit; permits out stay valid, waiters are granted as slots allow. A
+    /// waiter asking for more than the new limit completes with error::exceeds_burst.
+    void set_limit(std::uint64_t limit)
+    {
+        check(limit);
+        state_->update([limit](detail::slot_queue& q, std::int64_t, detail::completion_list& done) {
+            q.set_limit(limit, done);
+        });
+    }
 
     void close() { state_->close(); }
-    std::uint64_t in_use() const { return state_->in_use(); }
-    std::uint64_t limit() const { return state_->limit(); }
+    std::uint64_t in_use() const
+    {
+        return state_->inspect([](const detail::slot_queue& q) { return q.in_use(); });
+    }
+
+    std::uint64_t limit() const
+    {
+        return state_->inspect([](const detail::slot_queue& q) { return q.limit(); });
+    }
+
     std::size_t queued() const { return state_->queued(); }
 
 private:
+    // The handler receives a permit owning the granted slots; a grant dropped unrun (its
+    // executor shut down) frees them.
+    struct permit_grant {
+        static std::tuple<permit> make(const boost::system::error_code& ec, std::uint64_t n,
+                                       const std::shared_ptr<state_type>& s)
+        {
+            return {ec ? permit() : permit(s, n)};
+        }
+
+        static void drop(state_type& s, const boost::system::error_code& ec, std::uint64_t n) noexcept
+        {
+            if (!ec) give_back(s, n);
+        }
+    };
+
+    static void give_back(state_type& s, std::uint64_t n) noexcept
+    {
+        s.update([n](detail::slot_queue& q, std::int64_t, detail::completion_list& done) { q.release(n, done); });
+    }
+
     static std::uint64_t check(std::uint64_t limit)
     {
         if (limit == 0)
@@ -159,14 +198,5 @@ private:
 
     std::shared_ptr<state_type> state_;
 };
-
-template <class Clock, class Executor>
-template <class Handler>
-void detail::concurrency_state<Clock, Executor>::deliver(Handler&& h, boost::system::error_code ec, std::uint64_t n,
-                                                         std::shared_ptr<concurrency_state>&& self)
-{
-    using permit = typename concurrency_limit<Clock, Executor>::permit;
-    std::move(h)(ec, ec ? permit() : permit(std::move(self), n));
-}
 
 } // namespace sluice

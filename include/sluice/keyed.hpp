@@ -44,10 +44,16 @@ struct key_hash<std::basic_string<Char, Traits, Alloc>> {
 /// FIFO per key, fail fast beyond max_wait, cancellation that gives back, completions on
 /// the handler's executor.
 ///
+///     // 10 requests a second per client, bursts of 20; one client held to 1 a second.
 ///     sluice::keyed<sluice::token_bucket<>> per_client(io, {.max_keys = 100'000},
 ///                                                      sluice::rate::per_second(10), 20);
-///     if (!per_client.try_acquire(peer_address)) return too_many_requests();
-///     per_host.set_override("slow.example", sluice::rate::per_second(1));
+///     per_client.set_override("203.0.113.7", sluice::rate::per_second(1), 5);
+///
+///     // In the request handler (peer_address: a std::string_view, no std::string built):
+///     if (!per_client.try_acquire(peer_address))
+///         return too_many_requests();
+///
+/// (tests/test_keyed.cpp runs this example.)
 ///
 /// `Limiter` is one of the named limiters (token_bucket, leaky_bucket, fixed_window,
 /// sliding_window, sliding_window_counter, time_wheel) with its Clock and Executor; the
@@ -128,7 +134,7 @@ public:
                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
         return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-            initiate<K>{core_}, token, &key, n, max_wait.count());
+            detail::initiate_acquire<core_type>{core_}, token, n, max_wait.count(), &key);
     }
 
     /// Waits for one permit of `key` for at most max_wait: true when granted, false when
@@ -198,23 +204,6 @@ public:
     void close() { core_->close(); }
 
 private:
-    template <class K>
-    struct initiate {
-        std::shared_ptr<core_type> core;
-
-        using executor_type = typename keyed::executor_type;
-        executor_type get_executor() const noexcept { return core->get_executor(); }
-
-        template <class Handler>
-        void operator()(Handler&& handler, const K* key, std::uint64_t n, std::int64_t max_wait) const
-        {
-            using op_type = detail::acquire_op<std::decay_t<Handler>, executor_type, core_type>;
-            auto slot = boost::asio::get_associated_cancellation_slot(handler);
-            op_type* op = op_type::create(std::forward<Handler>(handler), core->get_executor(), core);
-            core->start(*key, op, n, max_wait, slot);
-        }
-    };
-
     boost::asio::awaitable<bool> acquire_impl(Key key, std::uint64_t n, std::chrono::nanoseconds max_wait)
     {
         auto [ec] = co_await async_acquire(key, n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));

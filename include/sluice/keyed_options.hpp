@@ -28,7 +28,7 @@ struct keyed_options {
     std::uint32_t wheel_slots = 512;
 
     /// Options of each key's waiting queue (max_queued is per key).
-    limiter_options limiter;
+    limiter_options limiter{};
 };
 
 /// Counters of a keyed limiter, summed over its shards.

@@ -11,15 +11,32 @@
 #include <boost/asio/post.hpp>
 
 #include <memory>
+#include <tuple>
 #include <utility>
 
 namespace sluice::detail {
 
-/// One pending acquire. It keeps the limiter's shared state alive (`Owner`), so that a
-/// cancellation arriving after the limiter is gone still finds it, and tracks work on the
-/// handler's executor while it waits. The owner decides what the handler receives
-/// (`Owner::deliver`) and what a grant that is dropped unrun gives back (`Owner::drop`).
-template <class Handler, class IoExecutor, class Owner>
+/// What a rate limiter's handler receives besides the error_code: nothing; and what a
+/// grant dropped unrun gives back: nothing either (rate permits were spent at their time).
+struct no_grant {
+    template <class Engine>
+    static std::tuple<> make(const boost::system::error_code&, std::uint64_t, const std::shared_ptr<Engine>&) noexcept
+    {
+        return {};
+    }
+
+    template <class Engine>
+    static void drop(Engine&, const boost::system::error_code&, std::uint64_t) noexcept
+    {
+    }
+};
+
+/// One pending acquire. Once attached, it keeps the engine it waits in alive, so that a
+/// cancellation arriving after the limiter is gone still finds it, and it tracks work on
+/// the handler's executor while it waits. `Grant` says what the handler receives besides
+/// the error_code (Grant::make) and what a grant dropped unrun gives back (Grant::drop).
+/// An operation answered without an engine (a keyed limiter's fast path) has none.
+template <class Handler, class IoExecutor, class Engine, class Grant>
 class acquire_op final : public waiter {
 public:
     using handler_executor = boost::asio::associated_executor_t<Handler, IoExecutor>;
@@ -27,12 +44,12 @@ public:
         boost::asio::associated_allocator_t<Handler>>::template rebind_alloc<acquire_op>;
 
     template <class H>
-    static acquire_op* create(H&& h, const IoExecutor& io_ex, std::shared_ptr<Owner> owner)
+    static acquire_op* create(H&& h, const IoExecutor& io_ex)
     {
         allocator_type alloc(boost::asio::get_associated_allocator(h));
         acquire_op* p = std::allocator_traits<allocator_type>::allocate(alloc, 1);
         try {
-            return new (p) acquire_op(Handler(std::forward<H>(h)), io_ex, std::move(owner));
+            return new (p) acquire_op(Handler(std::forward<H>(h)), io_ex);
         } catch (...) {
             std::allocator_traits<allocator_type>::deallocate(alloc, p, 1);
             throw;
@@ -40,13 +57,13 @@ public:
     }
 
     Handler& handler() noexcept { return handler_; }
-    Owner& owner() noexcept { return *owner_; }
+
+    /// The engine this operation waits in, before it is started there.
+    void attach(std::shared_ptr<Engine> e) noexcept { owner_ = std::move(e); }
 
 private:
-    acquire_op(Handler&& h, const IoExecutor& io_ex, std::shared_ptr<Owner> owner)
-        : handler_(std::move(h)),
-          work_(boost::asio::get_associated_executor(handler_, io_ex)),
-          owner_(std::move(owner))
+    acquire_op(Handler&& h, const IoExecutor& io_ex)
+        : handler_(std::move(h)), work_(boost::asio::get_associated_executor(handler_, io_ex))
     {
         this->complete = &do_complete;
         this->destroy = &do_destroy;
@@ -75,7 +92,8 @@ private:
         ~invoker()
         {
             if (op) {   // dropped unrun: the executor was shut down
-                op->owner_->drop(op->result, op->n);
+                if (op->owner_)
+                    Grant::drop(*op->owner_, op->result, op->n);
                 free(op);
             }
         }
@@ -90,9 +108,15 @@ private:
             auto work(std::move(o->work_));
             boost::system::error_code ec = o->result;
             std::uint64_t n = o->n;
-            std::shared_ptr<Owner> owner(std::move(o->owner_));
+            std::shared_ptr<Engine> owner(std::move(o->owner_));
             free(o);
-            Owner::deliver(std::move(h), ec, n, std::move(owner));
+            auto extra = Grant::make(ec, n, owner);
+            // Let go before the handler runs: once it has (a use_future promise set on
+            // Asio's system thread), the caller may destroy the limiter and its
+            // io_context, and a last reference dropped after that would destroy the
+            // engine's timer after its service.
+            owner.reset();
+            std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(extra));
         }
     };
 
@@ -107,7 +131,7 @@ private:
 
     Handler handler_;
     boost::asio::executor_work_guard<handler_executor> work_;
-    std::shared_ptr<Owner> owner_;
+    std::shared_ptr<Engine> owner_;
 };
 
 } // namespace sluice::detail

@@ -1,5 +1,6 @@
-// The initiation shared by every async_acquire: build the operation, hook up per-operation
-// cancellation, hand it to the limiter's state.
+// The initiation shared by every async_acquire: build the operation, let the target pick
+// the engine it waits in (a limiter's own, or a key's), hook up per-operation
+// cancellation, start it there.
 #pragma once
 
 #include <sluice/detail/acquire_op.hpp>
@@ -19,37 +20,46 @@ namespace sluice::detail {
 template <class T>
 concept execution_context_ref = std::is_convertible_v<T&, boost::asio::execution_context&>;
 
-/// Removes one waiting operation from its limiter. A waiter has consumed nothing it
-/// cannot give back, so terminal, partial and total cancellation are all honoured.
-template <class State>
+/// Removes one waiting operation from its engine. A waiter has consumed nothing it cannot
+/// give back, so terminal, partial and total cancellation are all honoured. The operation
+/// holds the engine alive until its handler runs, which clears the slot first.
+template <class Engine>
 struct cancel_waiter {
-    State* state;
+    Engine* engine;
     waiter* w;
 
     void operator()(boost::asio::cancellation_type type)
     {
         using ct = boost::asio::cancellation_type;
         if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none)
-            state->cancel(w);
+            engine->cancel(w);
     }
 };
 
-template <class State, class Executor>
+/// Target is a wait_engine or a keyed limiter's core: target->start(op, n, max_wait,
+/// bind, args...) either answers the operation at once or calls bind(engine) with the
+/// engine it will wait in (before the operation can complete there) and starts it there.
+template <class Target, class Grant = no_grant>
 struct initiate_acquire {
-    std::shared_ptr<State> state;
+    std::shared_ptr<Target> target;
 
-    using executor_type = Executor;
-    executor_type get_executor() const noexcept { return state->get_executor(); }
+    using executor_type = typename Target::executor_type;
+    executor_type get_executor() const noexcept { return target->get_executor(); }
 
-    template <class Handler>
-    void operator()(Handler&& handler, std::uint64_t n, std::int64_t max_wait) const
+    template <class Handler, class... Args>
+    void operator()(Handler&& handler, std::uint64_t n, std::int64_t max_wait, const Args&... args) const
     {
-        using op_type = acquire_op<std::decay_t<Handler>, Executor, State>;
+        using engine_type = typename Target::engine_type;
+        using op_type = acquire_op<std::decay_t<Handler>, executor_type, engine_type, Grant>;
         auto slot = boost::asio::get_associated_cancellation_slot(handler);
-        op_type* op = op_type::create(std::forward<Handler>(handler), state->get_executor(), state);
-        if (slot.is_connected())
-            slot.template emplace<cancel_waiter<State>>(state.get(), op);
-        state->start(op, n, max_wait);
+        op_type* op = op_type::create(std::forward<Handler>(handler), target->get_executor());
+        auto bind = [op, &slot](std::shared_ptr<engine_type> e) {
+            engine_type* p = e.get();
+            op->attach(std::move(e));
+            if (slot.is_connected())
+                slot.template emplace<cancel_waiter<engine_type>>(p, op);
+        };
+        target->start(op, n, max_wait, bind, args...);
     }
 };
 

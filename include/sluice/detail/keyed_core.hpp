@@ -2,16 +2,14 @@
 // its own lock, hash set and eviction wheel, plus the overflow limiter.
 #pragma once
 
+#include <sluice/basic_limiter.hpp>
 #include <sluice/decision.hpp>
-#include <sluice/detail/acquire_op.hpp>
 #include <sluice/detail/idle_wheel.hpp>
-#include <sluice/detail/limiter_state.hpp>
 #include <sluice/detail/policy_ref.hpp>
+#include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
 #include <sluice/keyed_options.hpp>
 
-#include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/cancellation_type.hpp>
 #include <boost/system/system_error.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
 #include <boost/unordered/unordered_flat_set.hpp>
@@ -31,29 +29,17 @@
 
 namespace sluice::detail {
 
-/// Removes one waiting operation from a key's queue. Holds the queue alive: a key can be
-/// evicted (and its queue freed) between the completion and the handler's run.
-template <class State>
-struct cancel_shared_waiter {
-    std::shared_ptr<State> state;
-    waiter* w;
-
-    void operator()(boost::asio::cancellation_type type)
-    {
-        using ct = boost::asio::cancellation_type;
-        if ((type & (ct::terminal | ct::partial | ct::total)) != ct::none)
-            state->cancel(w);
-    }
-};
-
 template <class Limiter, class Key, class Hash, class KeyEqual>
-class keyed_core : public std::enable_shared_from_this<keyed_core<Limiter, Key, Hash, KeyEqual>> {
+class keyed_core {
 public:
     using policy_type = typename Limiter::policy_type;
     using clock_type = typename Limiter::clock_type;
     using executor_type = typename Limiter::executor_type;
     using config_type = typename Limiter::policy_config;
-    using wait_state = limiter_state<policy_ref<policy_type>, clock_type, executor_type>;
+    // A key's waiting queue and timer, created once a request of the key has to wait
+    // (and the overflow limiter's): the engine of a single limiter over the entry's policy.
+    using wait_state = rate_engine<policy_ref<policy_type>, clock_type, executor_type>;
+    using engine_type = wait_state;   // what an acquire started here waits in
 
     // Entries the eviction wheel looks at per request, at most: bounds the latency a
     // request can pay for others' eviction.
@@ -75,19 +61,6 @@ public:
 
     keyed_core(const keyed_core&) = delete;
     keyed_core& operator=(const keyed_core&) = delete;
-
-    // How a completion reaches the handler (see acquire_op).
-    template <class Handler>
-    static void deliver(Handler&& h, boost::system::error_code ec, std::uint64_t, std::shared_ptr<keyed_core>&& owner)
-    {
-        // Let go before the handler runs: once it has (a use_future promise set on Asio's
-        // system thread), the caller may destroy the limiter and its io_context, and a
-        // last reference dropped after that would destroy the timer after its service.
-        owner.reset();
-        std::move(h)(ec);
-    }
-
-    void drop(const boost::system::error_code&, std::uint64_t) noexcept {}
 
     executor_type get_executor() const noexcept { return executor_; }
 
@@ -114,10 +87,13 @@ public:
         return overflow_.waits->try_acquire(n);   // counted by the overflow's policy_ref
     }
 
-    // Starts an acquire for `w` on `key`; `slot` is the handler's cancellation slot.
-    template <class K, class Slot>
-    void start(const K& key, waiter* w, std::uint64_t n, std::int64_t max_wait, Slot& slot)
+    // Starts an acquire for `w` on *key (see initiate_acquire): answered here when nobody
+    // waits on the key, else bound to the key's engine (or the overflow's) and started
+    // there.
+    template <class Bind, class K>
+    void start(waiter* w, std::uint64_t n, std::int64_t max_wait, Bind& bind, const K* key_ptr)
     {
+        const K& key = *key_ptr;
         if (max_wait < 0) max_wait = 0;
         w->n = n;
         std::size_t h = hash_(key);
@@ -152,13 +128,13 @@ public:
                     e->waits = std::make_shared<wait_state>(executor_, opts_.limiter, &e->policy);
                     ++s.waiting;
                 }
-                connect(slot, e->waits, w);
+                bind(e->waits);
                 e->waits->start(w, n, max_wait);
                 return;
             }
             ++s.overflow_requests;
         }
-        connect(slot, overflow_.waits, w);
+        bind(overflow_.waits);
         overflow_.waits->start(w, n, max_wait);
     }
 
@@ -403,13 +379,6 @@ private:
         } else {
             Limiter::apply_config(e.policy, now(), c);
         }
-    }
-
-    template <class Slot, class State>
-    static void connect(Slot& slot, const std::shared_ptr<State>& state, waiter* w)
-    {
-        if (slot.is_connected())
-            slot.template emplace<cancel_shared_waiter<State>>(state, w);
     }
 
     // The overflow limiter: one policy for every key that could not be tracked.

@@ -1,0 +1,172 @@
+// The waiting queue of a concurrency limit: slots in use out of a limit, a FIFO of
+// waiters for slots, and their deadlines. Sans-io: no lock, no timer, no clock; `now` is
+// an argument.
+#pragma once
+
+#include <sluice/detail/arith.hpp>
+#include <sluice/detail/queue_support.hpp>
+#include <sluice/detail/waiter.hpp>
+#include <sluice/error.hpp>
+#include <sluice/limiter_options.hpp>
+
+#include <boost/asio/error.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice::detail {
+
+/// At most `limit` slots in use. Strict FIFO: only the head may take slots, so a large
+/// request is never starved by small ones. The length of a wait cannot be predicted (it
+/// depends on when slots are returned), so max_wait is a deadline: a waiter still queued
+/// at now + max_wait completes with error::timed_out.
+///
+/// Every member is called under the owner's lock.
+class slot_queue {
+public:
+    /// try_acquire reads the queue: it needs the lock.
+    static constexpr bool lock_free_try = false;
+
+    slot_queue(const limiter_options& opts, std::uint64_t limit) noexcept : bounds_(opts), limit_(limit) {}
+
+    slot_queue(const slot_queue&) = delete;
+    slot_queue& operator=(const slot_queue&) = delete;
+
+    /// Takes n slots if they are free and nobody waits.
+    bool try_acquire(std::uint64_t n, std::int64_t /*now*/) noexcept
+    {
+        if (n == 0 || !list_.empty() || in_use_ > limit_ || n > limit_ - in_use_)
+            return false;
+        in_use_ += n;
+        return true;
+    }
+
+    /// Asks for n slots within max_wait (>= 0) of now. Returns false when answered at once
+    /// (w->result: empty when granted, the slots taken), true when `w` waits.
+    bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)
+    {
+        w->n = n;
+        if (n == 0)
+            w->result = make_error_code(error::invalid_count);
+        else if (n > limit_)
+            w->result = make_error_code(error::exceeds_burst);
+        else if (try_acquire(n, now))
+            w->result = {};
+        else if (max_wait <= 0)
+            w->result = make_error_code(error::would_exceed_timeout);   // it would have to wait at all
+        else if (!bounds_.admit(list_.size(), permits_, n))
+            w->result = make_error_code(error::queue_full);
+        else {
+            w->deadline = sat_add(now, max_wait);
+            deadlines_.push(w);   // first: the only step that allocates
+            list_.push_back(w);
+            permits_ += n;
+            return true;
+        }
+        return false;
+    }
+
+    /// Returns n slots taken earlier; the waiters that now fit are granted.
+    void release(std::uint64_t n, completion_list& done)
+    {
+        in_use_ -= n;
+        grant(done);
+    }
+
+    /// Changes the limit; slots in use stay in use, waiters are granted as slots allow. A
+    /// head asking for more than the new limit completes with error::exceeds_burst, as it
+    /// would have had it asked now.
+    void set_limit(std::uint64_t limit, completion_list& done)
+    {
+        limit_ = limit;
+        grant(done);
+    }
+
+    /// Removes a waiting `w` (false if it is not waiting): it completes with
+    /// operation_aborted; a large head gone may let smaller ones in.
+    bool cancel(waiter* w, std::int64_t /*now*/, completion_list& done)
+    {
+        if (!w->queued)
+            return false;
+        remove(w);
+        w->result = boost::asio::error::operation_aborted;
+        done.push(w);
+        grant(done);
+        return true;
+    }
+
+    /// Gives up on the waiters past their deadline (timed_out) and grants those that fit.
+    /// Returns wake_at().
+    std::int64_t release_due(std::int64_t now, completion_list& done)
+    {
+        while (!deadlines_.empty() && deadlines_.top()->deadline <= now) {
+            waiter* w = deadlines_.top();
+            remove(w);
+            w->result = make_error_code(error::timed_out);
+            done.push(w);
+        }
+        grant(done);
+        return wake_at();
+    }
+
+    /// The earliest deadline; max_ns when none (returned slots, not time, wake waiters).
+    std::int64_t wake_at() const noexcept { return deadlines_.empty() ? max_ns : deadlines_.top()->deadline; }
+
+    /// Completes every waiter with `ec`. Slots in use stay in use.
+    void close(boost::system::error_code ec, std::int64_t /*now*/, completion_list& done)
+    {
+        while (!list_.empty()) {
+            waiter* w = list_.front();
+            remove(w);
+            w->result = ec;
+            done.push(w);
+        }
+    }
+
+    std::uint64_t in_use() const noexcept { return in_use_; }
+    std::uint64_t limit() const noexcept { return limit_; }
+
+    /// Waiters queued, and the slots they ask for.
+    std::size_t size() const noexcept { return list_.size(); }
+    std::uint64_t queued_permits() const noexcept { return permits_; }
+
+    /// Frees every waiter without completing it (the owner is torn down).
+    void destroy_all() noexcept { list_.destroy_all(); }
+
+private:
+    void remove(waiter* w) noexcept
+    {
+        deadlines_.erase(w);
+        list_.erase(w);
+        permits_ -= w->n;
+    }
+
+    void grant(completion_list& done)
+    {
+        while (!list_.empty()) {
+            waiter* w = list_.front();
+            if (w->n > limit_) {
+                remove(w);
+                w->result = make_error_code(error::exceeds_burst);
+                done.push(w);
+                continue;
+            }
+            if (in_use_ > limit_ || w->n > limit_ - in_use_)
+                return;
+            remove(w);
+            in_use_ += w->n;
+            w->result = {};
+            done.push(w);
+        }
+    }
+
+    queue_bounds bounds_;
+    std::uint64_t limit_;
+    std::uint64_t in_use_ = 0;
+    std::uint64_t permits_ = 0;
+    waiter_list list_;
+    deadline_heap deadlines_;
+};
+
+} // namespace sluice::detail
