@@ -388,6 +388,12 @@ TEST_CASE("Retry-After pauses on 429 and 503, delay-seconds or HTTP-date, cut at
     CHECK(fb.retry_after_error == http::error::invalid_http_date); // it starts like a date
     fb = ctl.on_response(sluice::http_response{429, {}, {}, "1.5"}, t + 4s, wall);
     CHECK(fb.retry_after_error == http::error::invalid_retry_after);
+    CHECK_FALSE(fb.paused);
+    sluice::adaptive_rate_options po;
+    po.refusal_pause = 1s;
+    sluice::adaptive_rate_controller with_default(po);
+    CHECK(with_default.on_response(sluice::http_response{503, {}, {}, "garbage"}, t, wall).paused);
+    CHECK(with_default.paused_until() == t + 1s);
     fb = ctl.on_response(sluice::http_response{429, "\"a\";w=1", "\"a\";r=x", {}}, t + 4s, wall);
     CHECK(fb.policy_error == http::error::missing_parameter);
     CHECK(fb.ratelimit_error == http::error::invalid_parameter);
@@ -432,6 +438,7 @@ TEST_CASE("bad options throw invalid_option")
     CHECK(throws([](auto& o) { o.decrease = std::nan(""); }));
     CHECK(throws([](auto& o) { o.increase = 0; }));
     CHECK(throws([](auto& o) { o.max_pause = 0s; }));
+    CHECK(throws([](auto& o) { o.refusal_pause = -1s; }));
     CHECK_FALSE(throws([](auto&) {}));
 }
 

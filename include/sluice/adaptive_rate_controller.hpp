@@ -38,6 +38,9 @@ struct adaptive_rate_options {
     /// cut to this and counted in stats().pauses_cut, so that a hostile value cannot stop
     /// the client for ever. > 0.
     std::chrono::nanoseconds max_pause = std::chrono::minutes(5);
+    /// Pause after a 429 or 503 that carries no usable Retry-After. Zero (the default): no
+    /// pause, the rate alone slows down. >= 0.
+    std::chrono::nanoseconds refusal_pause{0};
     /// Without usable RateLimit fields (AIMD): the rate is multiplied by this on a refusal
     /// (429 or 503), at most once per decrease_holdoff. In (0, 1).
     double decrease = 0.7;
@@ -124,7 +127,8 @@ public:
         };
         bad(lo > hi || init < lo || init > hi);
         bad(!(opts_.decrease > 0 && opts_.decrease < 1) || !(opts_.increase > 0 && opts_.increase <= 1));
-        bad(opts_.max_pause <= duration::zero() || opts_.decrease_holdoff < duration::zero());
+        bad(opts_.max_pause <= duration::zero() || opts_.decrease_holdoff < duration::zero() ||
+            opts_.refusal_pause < duration::zero());
         rate_ = applied_ = init;
         floor_ = lo;
         ceiling_ = hi;
@@ -144,6 +148,7 @@ public:
             if (opts_.policy.empty() || p.name == opts_.policy) remember(p);
 
         if (refused && res.retry_after) out.paused = pause(now, *res.retry_after);
+        else if (refused && opts_.refusal_pause > duration::zero()) out.paused = pause(now, opts_.refusal_pause);
 
         double target = -1;
         for (const auto& l : res.limits) {
