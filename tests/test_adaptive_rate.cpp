@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -154,29 +155,44 @@ struct client {
 
     static std::chrono::nanoseconds ns(double s) { return std::chrono::nanoseconds(std::llround(s * 1e9)); }
 
-    // Runs for `seconds`, measuring the last `measure` seconds.
-    figures run(server& srv, double seconds, double measure)
+    // Runs for `seconds`, measuring the last `measure` seconds. Each request reaches the
+    // server `latency` / 2 after it is sent and its response comes back `latency` after:
+    // the controller acts on news that old, with requests in flight.
+    figures run(server& srv, double seconds, double measure, double latency = 0)
     {
         figures f;
         const double end = t + seconds, from = end - measure;
         auto wall = std::chrono::system_clock::from_time_t(1780000000);
+        std::deque<std::pair<double, reply>> in_flight; // (arrival, reply), in order
+        double last_send = t;
+        auto deliver = [&](double at, const reply& r) {
+            ctl.on_response(sluice::http_response{r.status, r.policy, r.limit, r.retry_after}, ns(at),
+                            wall + std::chrono::duration_cast<std::chrono::system_clock::duration>(ns(at)));
+        };
         while (true) {
-            double next = t + 1.0 / ctl.rate().per_second();
-            double paused = std::chrono::duration<double>(ctl.paused_until()).count();
-            if (ctl.paused_until() != std::chrono::nanoseconds::min()) next = std::max(next, paused);
+            double next = last_send + 1.0 / ctl.rate().per_second();
+            if (ctl.paused_until() != std::chrono::nanoseconds::min())
+                next = std::max(next, std::chrono::duration<double>(ctl.paused_until()).count());
+            if (!in_flight.empty() && in_flight.front().first <= next) {
+                auto [at, r] = in_flight.front();
+                in_flight.pop_front();
+                t = at;
+                deliver(at, r);
+                continue;
+            }
             if (next >= end) break;
-            t = next;
-            reply r = srv.handle(t);
+            t = last_send = next;
+            reply r = srv.handle(t + latency / 2);
             if (t >= from) {
                 ++f.sent;
                 if (r.status == 429) ++f.refused;
                 else f.admitted += 1;
             }
-            ctl.on_response(sluice::http_response{r.status, r.policy, r.limit, r.retry_after}, ns(t),
-                            wall + std::chrono::duration_cast<std::chrono::system_clock::duration>(ns(t)));
+            if (latency > 0) in_flight.emplace_back(t + latency, std::move(r));
+            else deliver(t, r);
         }
         t = end;
-        f.quota = srv.quota(from, end);
+        f.quota = srv.quota(from + latency / 2, end + latency / 2);
         return f;
     }
 };
@@ -235,6 +251,28 @@ TEST_CASE("fixed window server with RateLimit fields: <= 1 % refused, >= 95 % of
 TEST_SUITE_END();
 
 TEST_SUITE_BEGIN("adaptive_rate");
+
+TEST_CASE("with a round trip of 50 ms (requests in flight, news that old): the goals still hold")
+{
+    // 100/s with 50 ms of latency: 5 requests in flight when the controller hears of one.
+    for (double rate : {20.0, 100.0, 1000.0}) {
+        token_bucket_server srv(rate, 10);
+        client c(rate * 5);
+        auto f = c.run(srv, 120, 60, 0.050);
+        char what[96];
+        std::snprintf(what, sizeof what, "token bucket %g/s burst 10, 50 ms round trip", rate);
+        report(what, f, c);
+        CAPTURE(rate);
+        CHECK(f.refused_share() <= 0.01);
+        CHECK(f.used_share() >= 0.95);
+    }
+    fixed_window_server fw(100, 10, 0.37);
+    client c(50);
+    auto f = c.run(fw, 200, 100, 0.050);
+    report("fixed window 100 per 10 s, 50 ms round trip", f, c);
+    CHECK(f.refused_share() <= 0.01);
+    CHECK(f.used_share() >= 0.95);
+}
 
 TEST_CASE("a server that sends no fields, only 429: AIMD, and what it reaches")
 {

@@ -89,9 +89,11 @@ struct adaptive_rate_feedback {
 /// With RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11), per policy:
 ///  - a token bucket or any quota that refills gradually: a proportional-integral law on
 ///    the share of the quota a request found, f = r / capacity (counting the request's own
-///    unit after a success). The rate is g * q/w * (0.5 + f): 1.5x the policy's rate when
-///    the quota is full, 0.5x when it is empty, so that the quota settles half full and
-///    absorbs the jitter of the client's own sending. The gain g corrects the policy's
+///    unit after a success). The rate is g * q/w * (1 + k (f - 0.5)): up to 1.5x the
+///    policy's rate when the quota is full, 0.5x when it is empty, so that the quota
+///    settles half full and absorbs the jitter of the client's own sending; k < 1 when the
+///    capacity holds less than 100 ms at that rate, since the news of the fill is then
+///    stale by a round trip (k = capacity / (rate x 100 ms), at least 0.05). The gain g corrects the policy's
 ///    rate, which whole-second windows make coarse and a server may misstate: it grows by
 ///    e^((f - 0.5) dt) while the quota stays above half full, shrinks below, and loses a
 ///    quarter on each refusal. The capacity is the policy's burst parameter, or the
@@ -366,7 +368,12 @@ private:
         const double step = std::min(dt, 2 / rate_);
         if (!pinned) s.gain = std::clamp(s.gain * std::exp((fill - 0.5) * step), min_gain, max_gain);
         if (refused) s.gain = std::max(min_gain, s.gain * 0.75);
-        return s.gain * nominal * (0.5 + fill);
+        // The proportional part moves the rate by up to +-50 % as the quota fills or drains.
+        // When the capacity is worth less than 100 ms at the nominal rate, the client learns
+        // of its fill too late for that (a round trip is news that old, with the quota
+        // emptied meanwhile), so the part shrinks to what the capacity covers.
+        const double k = std::clamp(capacity / (nominal * 0.1), 0.05, 1.0);
+        return s.gain * nominal * (1 + k * (fill - 0.5));
     }
 
     // A policy of 2 per 0.04 s is announced as q=2;w=1: the gain must be able to find 25x.
