@@ -88,19 +88,23 @@ struct adaptive_acquire_op {
         const std::int64_t until = s->paused_until.load();
         if (now < until) {
             if (until > deadline) return finish(self, error::would_exceed_timeout);
-            std::lock_guard lock(s->mutex);
+            // `self` (and with it `s`) moves into the timer, whose handler may run on another
+            // thread before the lock is released: keep the state alive until then.
+            const auto keep = s;
+            std::lock_guard lock(keep->mutex);
             using tp = typename State::timer_type::time_point;
             const tp end{std::chrono::duration_cast<typename tp::duration>(std::chrono::nanoseconds(until))};
-            if (s->gate.expiry() != end) s->gate.expires_at(end); // wakes the other waiters: they look again
+            if (keep->gate.expiry() != end) keep->gate.expires_at(end); // wakes the other waiters: they look again
             at = phase::gate;
-            s->gate.async_wait(std::move(self));
+            keep->gate.async_wait(std::move(self));
             return;
         }
         at = phase::bucket;
         const auto max_wait =
             deadline == std::numeric_limits<std::int64_t>::max() ? wait_forever : std::chrono::nanoseconds(deadline - now);
         if (max_wait < std::chrono::nanoseconds::zero()) return finish(self, error::would_exceed_timeout);
-        s->bucket.async_acquire(n, max_wait, std::move(self));
+        const auto keep = s;
+        keep->bucket.async_acquire(n, max_wait, std::move(self));
     }
 
 private:
