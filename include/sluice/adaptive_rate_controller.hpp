@@ -267,6 +267,7 @@ private:
 
     bool pause(duration now, duration d)
     {
+        if (d <= duration::zero()) return false;
         if (d > opts_.max_pause) {
             d = opts_.max_pause;
             ++stats_.pauses_cut;
