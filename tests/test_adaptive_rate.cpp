@@ -457,6 +457,19 @@ TEST_CASE("several policies: the most restrictive binds; `policy` follows just o
     CHECK(one.exact_rate() == doctest::Approx(50));
 }
 
+TEST_CASE("a server that names a new policy on every response: the controller keeps working, in bounded state")
+{
+    sluice::adaptive_rate_options o;
+    o.initial = sluice::rate::per_second(100);
+    sluice::adaptive_rate_controller ctl(o);
+    for (int i = 0; i < 100000; ++i) {
+        std::vector<http::quota_policy> ps{{"p" + std::to_string(i), 100, 1, {}, {}, {}}};
+        std::vector<http::service_limit> ls{{"p" + std::to_string(i), 49, 1, {}, {}}};
+        ctl.on_response(sluice::server_response{200, ps, ls, {}}, std::chrono::milliseconds(10 * i));
+    }
+    CHECK(ctl.exact_rate() == doctest::Approx(100)); // found half full at 100/s
+}
+
 TEST_CASE("bad options throw invalid_option")
 {
     auto throws = [](auto change) {

@@ -253,6 +253,14 @@ private:
     {
         for (auto& s : states_)
             if (s.name == name) return s;
+        // A server that names a new policy on every response must not grow this without
+        // bound: past 64 names, the one heard of least recently is forgotten.
+        if (states_.size() >= max_policies) {
+            auto oldest = std::min_element(states_.begin(), states_.end(), [](const auto& a, const auto& b) {
+                return a.last_seen < b.last_seen;
+            });
+            states_.erase(oldest);
+        }
         states_.push_back(policy_state{});
         states_.back().name = name;
         return states_.back();
@@ -379,6 +387,7 @@ private:
 
     // A policy of 2 per 0.04 s is announced as q=2;w=1: the gain must be able to find 25x.
     static constexpr double min_gain = 1.0 / 64, max_gain = 64;
+    static constexpr std::size_t max_policies = 64;
 
     adaptive_rate_options opts_;
     double rate_ = 0, applied_ = 0, floor_ = 0, ceiling_ = 0;
