@@ -1,11 +1,11 @@
 // api_client: calls a quota'd HTTP API no faster than the API allows, learning the
 // allowance from the API itself.
 //
-// A sluice::token_bucket paces `--concurrency` workers, each on its own keep-alive
-// connection, starting at `--rate` (the client's own guess). Every response's RateLimit /
-// RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers-08) feed a controller
-// (adaptive_rate.hpp) that moves the bucket's rate to what the server's quota sustains;
-// a 429 or 503 pauses every worker until its Retry-After has passed.
+// A sluice::adaptive_rate paces `--concurrency` workers, each on its own keep-alive
+// connection, starting at `--rate` (the client's own guess). Every response's status and
+// RateLimit / RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers-11, parsed by
+// sluice::http) move its rate to what the server's quota sustains; a 429 or 503 pauses
+// every worker until its Retry-After has passed (1 s when it has none that parses).
 //
 // With `--redis HOST:PORT` several api_client processes share one quota of `--rate`: each
 // request also takes a permit of a sluice::redis::token_bucket on a key every process
@@ -19,10 +19,8 @@
 #include "../common/http_connection.hpp"
 #include "../common/loopback_url.hpp"
 #include "../common/spawn_server.hpp"
-#include "adaptive_rate.hpp"
-#include "ratelimit_fields.hpp"
-
-#include <sluice/token_bucket.hpp>
+#include <sluice/adaptive_rate.hpp>
+#include <sluice/http/ratelimit_fields.hpp>
 
 #if SLUICE_EXAMPLES_REDIS
 #include "../common/spawn_redis.hpp"
@@ -115,29 +113,31 @@ std::optional<sluice::rate> rate_arg(const char* flag, const std::string& text)
 
 // Everything the workers share; one io_context, one thread.
 struct client {
-    client(asio::io_context& io, const options& o, sluice::rate initial, double floor, double ceiling)
-        : io(io), opts(o), bucket(io, initial, o.burst), controller(initial.per_second(), floor, ceiling), gate(io),
-          ticker(io), deadline(io), signals(io, SIGINT, SIGTERM)
+    client(asio::io_context& io, const options& o, sluice::rate initial, sluice::rate floor, sluice::rate ceiling)
+        : io(io), opts(o), limiter(io, adaptive_options(initial, floor, ceiling), o.burst), ticker(io), deadline(io),
+          signals(io, SIGINT, SIGTERM)
     {
+    }
+
+    static sluice::adaptive_rate_options adaptive_options(sluice::rate initial, sluice::rate floor, sluice::rate ceiling)
+    {
+        sluice::adaptive_rate_options a;
+        a.initial = initial;
+        a.floor = floor;
+        a.ceiling = ceiling;
+        a.refusal_pause = 1s; // no usable Retry-After: a second, as most servers would say
+        return a;
     }
 
     asio::io_context& io;
     const options& opts;
     examples::loopback_url url;
-    sluice::token_bucket<> bucket;
-    ratelimit::adaptive_rate controller;
+    // The pause after a 429 is a gate in front of the limiter's bucket (see
+    // sluice/adaptive_rate.hpp): a permit granted while a 429 arrived is forfeited, and
+    // when the gate opens the workers leave one by one at the learned rate, not in a herd.
+    sluice::adaptive_rate<> limiter;
     clock_type::time_point start = clock_type::now();
-
-    // The pause after a 429 is a gate in front of the bucket, not a reservation inside
-    // it: reserving the bucket ahead ("take Retry-After's worth of permits now") cannot
-    // express a pause longer than burst / rate, which is a few milliseconds for a client
-    // pacing evenly (burst 1), and it would leave the bucket's rate describing the pause
-    // instead of the quota. With a gate, a worker waits for it, then for its permit, then
-    // looks at the gate again: a permit granted while a 429 arrived is forfeited, which
-    // only slows the client down. When the gate opens the bucket holds at most `burst`
-    // permits, so the workers leave one by one at the learned rate, not in a herd.
-    clock_type::time_point paused_until{};
-    asio::steady_timer gate;
+    std::optional<sluice::http::quota_policy> server_policy; // the last one the server sent
     asio::steady_timer ticker;
     asio::steady_timer deadline;
     asio::signal_set signals;
@@ -145,7 +145,7 @@ struct client {
 #if SLUICE_EXAMPLES_REDIS
     // --redis: the quota every process shares. sluice::redis::token_bucket has a fixed rate
     // (the interval is part of its configuration, and every process using the key must
-    // agree on it), so the adaptation cannot move the shared bucket: it moves `bucket`,
+    // agree on it), so the adaptation cannot move the shared bucket: it moves `limiter`,
     // which becomes a local gate in front of it. A request takes a permit of each, so the
     // processes together never exceed --rate, and each process also stays within what the
     // server's RateLimit fields tell it (the server sees all of them as one client, so each
@@ -158,27 +158,15 @@ struct client {
 
     bool stopping = false;
     unsigned live_workers = 0;
-    std::uint64_t sent = 0, completed = 0, last_tick_sent = 0, pauses = 0;
+    std::uint64_t sent = 0, completed = 0, last_tick_sent = 0;
     std::map<unsigned, std::uint64_t> by_status;
     std::map<std::string, std::uint64_t> errors;
-
-    bool paused() const { return clock_type::now() < paused_until; }
-
-    void pause(clock_type::duration d)
-    {
-        auto until = clock_type::now() + d;
-        if (until <= paused_until) return;
-        paused_until = until;
-        ++pauses;
-        gate.expires_at(until); // wakes current waiters, which wait again for the new end
-    }
 
     void stop()
     {
         if (stopping) return;
         stopping = true;
-        bucket.close(); // workers waiting for a permit leave with error::closed
-        gate.cancel();
+        limiter.close(); // workers waiting for a permit or a pause leave with error::closed
 #if SLUICE_EXAMPLES_REDIS
         if (shared) shared->close(); // reserved slots go back to Redis where possible
 #endif
@@ -251,18 +239,13 @@ struct client {
         unsigned status = res.result_int();
         ++by_status[status];
         if (!opts.adapt) return;
-        bool over = status == 429 || status == 503;
-        if (over) {
-            std::optional<std::chrono::seconds> ra;
-            if (auto f = res.find(http::field::retry_after); f != res.end())
-                ra = ratelimit::parse_retry_after(std::string_view(f->value().data(), f->value().size()),
-                                                  std::chrono::system_clock::now());
-            pause(ra.value_or(1s)); // no usable Retry-After: a second, as most servers would say
-        }
-        auto policies = ratelimit::parse_policy_field(joined(res, "RateLimit-Policy"));
-        auto limits = ratelimit::parse_limit_field(joined(res, "RateLimit"));
-        if (controller.on_response(clock_type::now(), policies, limits, status == 429))
-            bucket.set_rate(sluice::rate::per_second(controller.rate()));
+        const auto policy = joined(res, "RateLimit-Policy");
+        if (auto p = sluice::http::parse_ratelimit_policy(policy); p && !p->empty()) server_policy = p->front();
+        std::string_view retry_after;
+        if (auto f = res.find(http::field::retry_after); f != res.end())
+            retry_after = std::string_view(f->value().data(), f->value().size());
+        const auto limit = joined(res, "RateLimit");
+        limiter.on_response({status, policy, limit, retry_after});
     }
 
     asio::awaitable<void> worker()
@@ -270,11 +253,7 @@ struct client {
         examples::http_connection conn(io.get_executor(), {url.address, url.port}, url.host_field);
         const auto timeout = std::chrono::milliseconds(opts.timeout_ms);
         while (!stopping) {
-            if (paused()) { // pause() has set the gate to paused_until
-                co_await gate.async_wait(asio::as_tuple(asio::use_awaitable));
-                continue;
-            }
-            auto [ec] = co_await bucket.async_acquire(1, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
+            auto [ec] = co_await limiter.async_acquire(1, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
             if (ec) break; // closed: stopping
 #if SLUICE_EXAMPLES_REDIS
             if (shared) {
@@ -292,7 +271,7 @@ struct client {
                 }
             }
 #endif
-            if (paused()) continue; // a 429 arrived while this worker waited: forfeit the permit
+            if (limiter.paused()) continue; // a 429 arrived while this worker waited: forfeit the permit
             if (!claim()) break;
             on_result(co_await conn.get(url.target, timeout));
         }
@@ -308,8 +287,8 @@ struct client {
         std::fprintf(stderr, "%s[%5.1fs] sent %llu  200: %llu  429: %llu  last second %llu/s  limiter %.1f/s%s%s",
                      tty ? "\r" : "", t, static_cast<unsigned long long>(sent),
                      static_cast<unsigned long long>(by_status[200]), static_cast<unsigned long long>(by_status[429]),
-                     static_cast<unsigned long long>(sent - last_tick_sent), bucket.get_rate().per_second(),
-                     paused() ? "  (paused: Retry-After)" : "", tty && !final_line ? "   " : "\n");
+                     static_cast<unsigned long long>(sent - last_tick_sent), limiter.get_rate().per_second(),
+                     limiter.paused() ? "  (paused: Retry-After)" : "", tty && !final_line ? "   " : "\n");
         last_tick_sent = sent;
     }
 
@@ -397,6 +376,10 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "api_client: --min-rate is above --max-rate\n");
         return 2;
     }
+    if (initial->per_second() < floor->per_second() || initial->per_second() > ceiling) {
+        std::fprintf(stderr, "api_client: --rate must lie within [--min-rate, --max-rate]\n");
+        return 2;
+    }
 
     std::unique_ptr<examples::spawned_server> server;
     if (o.spawn) {
@@ -409,7 +392,7 @@ int main(int argc, char** argv)
     if (!url) return 2;
 
     asio::io_context io;
-    client c(io, o, *initial, floor->per_second(), ceiling);
+    client c(io, o, *initial, *floor, sluice::rate::per_second(ceiling));
     c.url = *url;
 #if SLUICE_EXAMPLES_REDIS
     std::unique_ptr<examples::spawned_redis> redis_server;
@@ -468,8 +451,20 @@ int main(int argc, char** argv)
     std::printf("\nelapsed: %.2f s\n", elapsed);
     std::printf("achieved rate: %.1f/s (200s: %.1f/s)\n", static_cast<double>(c.sent) / elapsed,
                 static_cast<double>(c.by_status[200]) / elapsed);
-    std::printf("adaptations: %llu (final limiter rate %.1f/s, pauses for Retry-After: %llu)\n",
-                count(c.controller.adaptations()), c.bucket.get_rate().per_second(), count(c.pauses));
+    const auto st = c.limiter.stats();
+    std::printf("adaptations: %llu (final limiter rate %.1f/s, pauses for Retry-After: %llu, malformed fields "
+                "ignored: %llu)\n",
+                count(st.adaptations), c.limiter.get_rate().per_second(), count(st.pauses), count(st.malformed_fields));
+    if (c.server_policy) {
+        const auto& p = *c.server_policy;
+        auto burst = sluice::http::uint_extension(p.extensions, "sluice-burst");
+        std::printf("server policy: \"%s\" q=%llu", p.name.c_str(), count(p.quota));
+        if (p.window)
+            std::printf(" w=%llu (%.3f/s)", count(*p.window),
+                        static_cast<double>(p.quota) / static_cast<double>(*p.window));
+        if (burst) std::printf(" burst=%llu", count(*burst));
+        std::printf("\n");
+    }
     int rc = 0;
 #if SLUICE_EXAMPLES_REDIS
     if (c.shared) {

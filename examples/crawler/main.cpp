@@ -19,6 +19,7 @@
 #include "../common/flags.hpp"
 #include "../common/spawn_server.hpp"
 
+#include <sluice/http/retry_after.hpp>
 #include <sluice/sluice.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -465,9 +466,14 @@ private:
         ++status_counts_[status];
         if (res.keep_alive()) h.idle.push_back(std::move(conn));
         if (status == 429 || status == 503) {
-                std::uint64_t secs = 1;   // an HTTP-date or a missing value: a short, safe pause
-            if (auto it = res.find(http::field::retry_after); it != res.end() && !examples::parse_number(it->value(), secs))
-                secs = 1;
+                // Delay-seconds or an HTTP-date (sluice::http); a missing or malformed value: a
+            // short, safe pause.
+            std::uint64_t secs = 1;
+            if (auto it = res.find(http::field::retry_after); it != res.end()) {
+                auto now = std::chrono::system_clock::now();
+                if (auto ra = sluice::http::parse_retry_after(std::string_view(it->value().data(), it->value().size()), now))
+                    secs = static_cast<std::uint64_t>(ra->delay_from(now).count());
+            }
             secs = std::min<std::uint64_t>(secs, 3600);   // a hostile value must not overflow the clock
             auto until = clock_type::now() + std::chrono::seconds(secs);
             if (until > h.paused_until) {

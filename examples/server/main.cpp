@@ -2,7 +2,9 @@
 //
 // Shows a per-client limit in a real async server: a keyed token bucket on the client
 // address (X-Forwarded-For only from a trusted proxy) answers 429 with Retry-After and the
-// IETF RateLimit-Policy / RateLimit headers, or, with --delay-ms, holds an over-limit
+// IETF RateLimit-Policy / RateLimit headers (draft-ietf-httpapi-ratelimit-headers-11,
+// written with sluice::http: `"default";q=<rate x w>;w=<w>;sluice-burst=<burst>`, q / w being
+// the configured rate exactly, and r / t the tokens left and the seconds until full), or, with --delay-ms, holds an over-limit
 // request for up to that long before giving up (nginx's `delay=`); a concurrency_limit caps
 // the requests being handled at once (503 beyond); /metrics reports it all in Prometheus
 // text format. One coroutine per connection; SIGINT/SIGTERM or --seconds shut it down
@@ -19,6 +21,8 @@
 
 #include "../common/flags.hpp"
 
+#include <sluice/http/ratelimit_fields.hpp>
+#include <sluice/http/retry_after.hpp>
 #include <sluice/sluice.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -39,9 +43,11 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -146,6 +152,27 @@ bool parse_args(int argc, char** argv, options& o)
     return true;
 }
 
+// The RateLimit-Policy that describes a token bucket: q / w is its rate (the smallest whole
+// window w, up to a day, in which the rate gives a whole q to one part in 10^8; else a day),
+// and sluice-burst its burst (an extension parameter, which the draft allows as a comment).
+std::string policy_field(sluice::rate r, std::uint64_t burst)
+{
+    const double per_second = r.per_second();
+    std::uint64_t w = 86400;
+    for (std::uint64_t cand = 1; cand <= 86400; ++cand) {
+        const double exact = per_second * static_cast<double>(cand);
+        if (exact >= 0.5 && std::abs(exact - std::round(exact)) <= 1e-8 * exact) {
+            w = cand;
+            break;
+        }
+    }
+    sluice::http::quota_policy p{"default", static_cast<std::uint64_t>(std::llround(per_second * static_cast<double>(w))),
+                                 w, {}, {}, {}};
+    p.extensions.push_back(
+        {"sluice-burst", {sluice::http::sf::bare_item::kind::integer, static_cast<std::int64_t>(burst), {}, true}});
+    return sluice::http::format_ratelimit_policy(std::span<const sluice::http::quota_policy>(&p, 1)).value();
+}
+
 // Whole seconds, rounded up, as the RateLimit and Retry-After headers want them.
 std::int64_t ceil_seconds(std::chrono::nanoseconds d)
 {
@@ -218,6 +245,7 @@ public:
         : io_(io),
           opt_(std::move(opts)),
           per_client_(io, keyed_opts(), opt_.rate, opt_.burst),
+          policy_(policy_field(opt_.rate, opt_.burst)),
           inflight_(io, opt_.max_inflight),
           strand_(asio::make_strand(io)),
           acceptor_(strand_),
@@ -366,9 +394,16 @@ private:
 
     void set_ratelimit_headers(response& res, std::uint64_t remaining, std::chrono::nanoseconds reset_after) const
     {
-        auto window = std::chrono::nanoseconds(opt_.rate.interval().count() * static_cast<std::int64_t>(opt_.burst));
-        res.set("RateLimit-Policy", "\"default\";q=" + std::to_string(opt_.burst) + ";w=" + std::to_string(ceil_seconds(window)));
-        res.set("RateLimit", "\"default\";r=" + std::to_string(remaining) + ";t=" + std::to_string(ceil_seconds(reset_after)));
+        res.set("RateLimit-Policy", policy_);
+        sluice::http::service_limit l{"default", remaining, static_cast<std::uint64_t>(ceil_seconds(reset_after)), {}, {}};
+        res.set("RateLimit", sluice::http::format_ratelimit(std::span<const sluice::http::service_limit>(&l, 1)).value());
+    }
+
+    static void set_retry_after(response& res, std::int64_t seconds)
+    {
+        sluice::http::retry_after ra;
+        ra.delay = std::chrono::seconds(seconds);
+        res.set(http::field::retry_after, sluice::http::format_retry_after(ra).value());
     }
 
     static response text(http::status s, std::string body, const char* type = "text/plain")
@@ -391,7 +426,7 @@ private:
         if (!slot) {
             metrics_.overloaded.fetch_add(1, std::memory_order_relaxed);
             auto res = text(http::status::service_unavailable, "overloaded\n");
-            res.set(http::field::retry_after, "1");
+            set_retry_after(res, 1);
             co_return res;
         }
 
@@ -422,7 +457,7 @@ private:
                     reset_after = std::max<std::chrono::nanoseconds>(0ns, d.reset_after + opt_.rate.interval() - waited);
                 } else if (ec == sluice::error::closed) {
                     auto res = text(http::status::service_unavailable, "shutting down\n");
-                    res.set(http::field::retry_after, "1");
+                    set_retry_after(res, 1);
                     co_return res;
                 } else if (ec != sluice::error::would_exceed_timeout) {
                     co_return text(http::status::internal_server_error, ec.message() + "\n");
@@ -431,7 +466,7 @@ private:
             if (!granted) {
                 metrics_.rejected.fetch_add(1, std::memory_order_relaxed);
                 auto res = text(http::status::too_many_requests, "too many requests\n");
-                res.set(http::field::retry_after, std::to_string(std::max<std::int64_t>(1, ceil_seconds(d.retry_after))));
+                set_retry_after(res, std::max<std::int64_t>(1, ceil_seconds(d.retry_after)));
                 set_ratelimit_headers(res, 0, reset_after);
                 co_return res;
             }
@@ -533,6 +568,7 @@ private:
     access_log log_;
     metrics metrics_;
     sluice::keyed<sluice::token_bucket<>> per_client_;
+    std::string policy_;   // RateLimit-Policy: fixed for the server's life
     sluice::concurrency_limit<> inflight_;
     // The acceptor, the signals and the deadline share a strand, so that stop() never
     // races the accept loop when the io_context runs several threads.

@@ -60,6 +60,11 @@ def main():
     forced = {int(x) for x in a.force_429.split(',') if x}
     lock = threading.Lock()       # the bucket, the counter and the log
     stall = threading.Lock()      # held during the stall: every response waits for it
+    # As the example server: q / w is the rate (the smallest whole window giving a whole q),
+    # sluice-burst the burst.
+    w = next((c for c in range(1, 86401) if rate * c >= 0.5 and abs(rate * c - round(rate * c)) <= 1e-8 * rate * c),
+             86400)
+    policy = '"default";q=%d;w=%d;sluice-burst=%d' % (round(rate * w), w, a.burst)
     state = {'tokens': float(a.burst), 'last': time.monotonic(), 'n': 0}
     log = open(a.access_log, 'w', buffering=1) if a.access_log else None
 
@@ -101,7 +106,7 @@ def main():
                 if retry_after is not None:
                     retry_after = GARBAGE_RETRY_AFTER[n % len(GARBAGE_RETRY_AFTER)]
             elif not a.no_headers and n not in forced:
-                headers.append(('RateLimit-Policy', '"default";q=%d;w=%d' % (a.burst, math.ceil(a.burst / rate))))
+                headers.append(('RateLimit-Policy', policy))
                 headers.append(('RateLimit', '"default";r=%d;t=%d' % (int(tokens), math.ceil((a.burst - tokens) / rate))))
             if retry_after is not None:
                 headers.append(('Retry-After', str(retry_after)))

@@ -85,7 +85,7 @@ def api_client_converges():
     # The server allows 20/s with a burst of 10; the client guesses 100/s. A client that
     # did not adapt gets at most 20/s + 10 through: over 3 s at least 1 - 70/300 = 77 %
     # 429s. The adapting one has learned the quota within the first half (the controller
-    # aims at a half-full quota, see adaptive_rate.hpp), so in the second half it should see
+    # aims at a half-full quota, see sluice/adaptive_rate_controller.hpp), so in the second half it should see
     # (almost) none: at most 10 % is allowed for the 429s of a transient on a busy machine,
     # and it must still use the quota (at least 12 of the 20 per second).
     port, log = start_standin('--rate', '20/s', '--burst', '10')

@@ -31,8 +31,8 @@ def limits_and_headers():
         rs = read_responses(s, 7)
     check([r.status for r in rs] == [200] * 5 + [429] * 2,
           "untrusted peer, burst 5: 5 admitted then 429 (got %s)" % [r.status for r in rs])
-    check(all(r.header("RateLimit-Policy") == '"default";q=5;w=1' for r in rs),
-          "RateLimit-Policy q=5;w=1 on every limited response")
+    check(all(r.header("RateLimit-Policy") == '"default";q=5;w=1;sluice-burst=5' for r in rs),
+          "RateLimit-Policy q=5;w=1;sluice-burst=5 (the rate and the burst) on every limited response")
     remaining = [re.fullmatch(r'"default";r=(\d+);t=(\d+)', r.header("RateLimit") or "") for r in rs]
     check(all(remaining), "RateLimit header present and well formed")
     if all(remaining):
@@ -96,8 +96,9 @@ def delay_mode():
     check(m.get("sluice_wait_seconds_count") == delayed, "metrics: histogram count = delayed")
     check(m.get('sluice_wait_seconds_bucket{le="0.5"}') == delayed, "metrics: every wait <= 0.5 s")
     check(m.get('sluice_wait_seconds_bucket{le="0.001"}') == 0, "metrics: no delayed request waited < 1 ms")
-    check(all(r.header("RateLimit") and r.header("RateLimit-Policy") == '"default";q=1;w=1' for r in rs),
-          "delay mode: RateLimit headers on 200 and 429")
+    check(all(r.header("RateLimit") and r.header("RateLimit-Policy") == '"default";q=10;w=1;sluice-burst=1'
+              for r in rs),
+          "delay mode: RateLimit headers on 200 and 429 (policy: 10/s, burst 1)")
     check(stop(p) == 0, "exit code 0")
     rows = [r for r in read_log(log) if r[3] == "/api/x"]
     waited = [r[5] for r in rows if r[4] == 200 and r[5] > 0]

@@ -1,0 +1,56 @@
+// Errors of the HTTP field parsers and formatters (sluice::http), in their own category
+// "sluice.http": a malformed header is the server's fault, not a limiter's, and a caller
+// that logs and ignores it can tell the two apart by category.
+#pragma once
+
+#include <boost/system/error_code.hpp>
+
+#include <type_traits>
+
+namespace sluice::http {
+
+/// Errors reported by the parsers and formatters of sluice/http/.
+enum class error {
+    /// The text is not an RFC 8941 List (bad syntax, an integer of more than 15 digits,
+    /// a decimal of more than 3 fraction digits, a non-ASCII byte, a trailing comma...).
+    invalid_structured_field = 1,
+
+    /// A member of RateLimit or RateLimit-Policy is not a String Item with parameters (an
+    /// inner list, or a policy name that is a Token, a number...).
+    invalid_member,
+
+    /// A required parameter is absent: q in RateLimit-Policy, r in RateLimit.
+    missing_parameter,
+
+    /// A parameter has the wrong type or range: q, r and t must be non-negative Integers,
+    /// w a positive Integer, qu a String, pk a Byte Sequence.
+    invalid_parameter,
+
+    /// Retry-After is neither delay-seconds nor an HTTP-date.
+    invalid_retry_after,
+
+    /// Not an HTTP-date (IMF-fixdate, RFC 850 or asctime form), or not a real date
+    /// (February 30, a weekday that does not match the date, hour 24).
+    invalid_http_date,
+
+    /// A well-formed value beyond what the result type holds (delay-seconds beyond
+    /// 2^63 - 1 seconds).
+    out_of_range,
+
+    /// A value cannot be serialised: an integer beyond 15 digits, a string with a byte
+    /// outside printable ASCII, an invalid key or token, a year beyond 9999.
+    unserializable,
+};
+
+/// The category of sluice::http::error; its name() is "sluice.http".
+const boost::system::error_category& error_category() noexcept;
+
+inline boost::system::error_code make_error_code(error e) noexcept
+{
+    return {static_cast<int>(e), error_category()};
+}
+
+} // namespace sluice::http
+
+template <>
+struct boost::system::is_error_code_enum<sluice::http::error> : std::true_type {};
