@@ -21,7 +21,10 @@ namespace sluice::policy {
 /// protocol). Two threads can never both reset a window, and no admission is lost or
 /// counted twice. Window numbers are full int64 values, so the count is right after an
 /// idle gap of any length, and a clock stepping backwards by any amount keeps counting in
-/// the newest window seen (it never reopens an old one).
+/// the newest window seen (it never reopens an old one). One narrow race remains under
+/// concurrency (stale_rewrite in the private part): a thread preempted at one instruction
+/// while, right after an idle gap of about a multiple of 2^32 windows, others open two
+/// windows and refill the count to the value it saw, can drop that count.
 class fixed_window {
 public:
     static constexpr bool reserves_ahead = false;
@@ -123,6 +126,15 @@ private:
     // moves forward, the count word was read while newest_ held that value. The step
     // through the window before a target 2^32*m windows ahead is seen only by a concurrent
     // call whose `now` is that far behind: it counts in that empty window instead of its own.
+    //
+    // stale_rewrite: a thread that read a word left by an older window (tag t) and then
+    // stalls may later find the same 64 bits again, if newest_ has since moved to a window
+    // with the tag t and its count reached the same value; its rewrite would then drop that
+    // window's count. It needs newest_ to move twice during the stall onto a window a
+    // multiple of 2^32 windows after the stale one (an idle gap of such a length, give or
+    // take the windows of the stall), and the counts to match. Re-reading newest_ right
+    // before the compare-and-swap narrows the stall to the instant between the two; a
+    // double-width compare-and-swap would close it.
     static constexpr std::uint64_t count_mask = (std::uint64_t{1} << 32) - 1;
 
     static std::uint64_t tag(std::int64_t k) noexcept { return static_cast<std::uint64_t>(k) & count_mask; }
@@ -172,6 +184,10 @@ private:
             d.remaining = limit - s.count - n;
             if (!consume)
                 return d;
+            // A word that does not belong to newest_ is rewritten for it only if newest_ has
+            // not moved since it was read (see stale_rewrite).
+            if ((s.word >> 32) != tag(s.newest) && newest_.load(std::memory_order_acquire) != s.newest)
+                continue;
             if (s.window == s.newest) {
                 // Count in the newest window; this also resets a word left by an older one.
                 std::uint64_t expected = s.word;

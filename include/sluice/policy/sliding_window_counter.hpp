@@ -23,7 +23,10 @@ namespace sluice::policy {
 /// part explains the protocol). Window numbers are full int64 values, so after an idle gap
 /// of any length the counts are exactly those of the formula. A clock stepping backwards,
 /// by any amount, keeps counting in the newest window seen, with the previous window at
-/// full weight: it can only reject more. Integer arithmetic only.
+/// full weight: it can only reject more. Integer arithmetic only. One narrow race remains
+/// under concurrency (stale_rewrite in the private part): a thread preempted at one
+/// instruction while, right after an idle gap of about a multiple of 4096 windows, others
+/// open two windows and refill both counts to the values it saw, can drop those counts.
 class sliding_window_counter {
 public:
     static constexpr bool reserves_ahead = false;
@@ -134,6 +137,14 @@ private:
     // word was read while newest_ held that value. The step through the window two before
     // a target is seen only by a concurrent call whose `now` is 4094 or more windows
     // behind: it counts in that empty window instead of its own.
+    //
+    // stale_rewrite: a thread that read a word left by an older window (tag t) and then
+    // stalls may later find the same 64 bits again, if newest_ has since moved to a window
+    // with the tag t and its counts reached the same values; its rewrite would then drop
+    // that window's counts. It needs newest_ to move twice during the stall onto a window
+    // a multiple of 4096 windows after the stale one, and both counts to match. Re-reading
+    // newest_ right before the compare-and-swap narrows the stall to the instant between
+    // the two; a double-width compare-and-swap would close it.
     static std::uint64_t tag(std::int64_t k) noexcept { return static_cast<std::uint64_t>(k) & id_mask; }
     static std::uint64_t pack(std::int64_t k, std::uint64_t prev, std::uint64_t cur) noexcept
     {
@@ -248,6 +259,10 @@ private:
             d.allowed = true;
             if (!consume)
                 return d;
+            // A word that does not belong to newest_ is rewritten for it only if newest_ has
+            // not moved since it was read (see stale_rewrite).
+            if (!v.current && newest_.load(std::memory_order_acquire) != v.newest)
+                continue;
             if (s.window == v.newest) {
                 // Count in the newest window; this also rewrites a word left by an older one.
                 std::uint64_t expected = v.word;
