@@ -105,7 +105,7 @@ TEST_CASE("fixed_window never exceeds limit per window touched")
 }
 
 // Several threads open the same new window at once after idle gaps of 2^31 to 2^40
-// windows (exact multiples of 2^32 and 4096 included) and then call in it: the window admits
+// windows (exact multiples of 2^32 and 2048 included) and then call in it: the window admits
 // exactly `limit` (no admission lost to a concurrent reset, no stale count reused).
 template <class P>
 void race_after_gaps(std::uint64_t limit, std::int64_t w)

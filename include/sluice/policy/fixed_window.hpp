@@ -21,7 +21,9 @@ namespace sluice::policy {
 /// protocol). Two threads can never both reset a window, and no admission is lost or
 /// counted twice. Window numbers are full int64 values, so the count is right after an
 /// idle gap of any length, and a clock stepping backwards by any amount keeps counting in
-/// the newest window seen (it never reopens an old one).
+/// the newest window seen (it never reopens an old one). One race remains in theory
+/// (stale_rewrite in the private part): a thread stalled for a whole window and through
+/// another idle gap of about a multiple of 2^32 windows.
 class fixed_window {
 public:
     static constexpr bool reserves_ahead = false;
@@ -110,22 +112,32 @@ private:
         return r > detail::max_ns ? detail::max_ns : r < detail::min_ns ? detail::min_ns : static_cast<std::int64_t>(r);
     }
 
-    // The newest window, newest_, is a full window number. The count word holds a count
-    // and the low 32 bits of the window it was taken in. While the count word's tag equals
-    // the low 32 bits of newest_, its count belongs to newest_; otherwise newest_ has just
-    // been opened and its count is 0 (the word still holds an older window's). Moving to
-    // a new window is two steps, each a compare-and-swap that any thread may perform:
-    // newest_ moves forward (only from a word that belongs to it), then the count word is
-    // reset to the new tag (usually together with the first admission). Two rules keep the
-    // tag unambiguous: newest_ never moves back, and never moves by a multiple of 2^32 in
-    // one step (such a move goes through the window before the target). Readers take
-    // newest_, the count word, and newest_ again, and retry if it moved: since it only
-    // moves forward, the count word was read while newest_ held that value. The step
-    // through the window before a target 2^32*m windows ahead is seen only by a concurrent
-    // call whose `now` is that far behind: it counts in that empty window instead of its own.
-    static constexpr std::uint64_t count_mask = (std::uint64_t{1} << 32) - 1;
+    // The newest window, newest_, is a full window number. The count word holds a count,
+    // a `closed` bit, and the low 32 bits (the tag) of the window it was taken in. While
+    // the tag equals newest_'s, the count belongs to newest_; otherwise newest_ has just
+    // been opened and its count is 0 (the word still holds an older window's). Moving to a
+    // new window takes three compare-and-swaps that any thread may perform: close the word
+    // (admissions into the newest window go on; only a closed word lets newest_ move),
+    // move newest_ forward, and rewrite the word for it (usually with the first admission).
+    // newest_ never moves back, and never by a multiple of 2^32 in one step (such a move
+    // goes through the window before the target), so a closed word of the newest window
+    // cannot be taken for a stale one. Readers take newest_, the word, and newest_ again,
+    // and retry if it moved: since it only moves forward, the word was read while newest_
+    // held that value. The step through the window before a target 2^32*m windows ahead
+    // is seen only by a concurrent call whose `now` is that far behind: it counts in that
+    // empty window instead of its own.
+    //
+    // stale_rewrite: a thread that read a stale word (a closed one) and stalls rewrites it
+    // only if it finds the same 64 bits again: that needs a later window with the same tag
+    // to fill to the same count and be closed in turn during the stall, that is a whole
+    // window plus another idle gap of about 2^32*m windows. The rewrite re-reads newest_
+    // right before it, which narrows even that; a double-width compare-and-swap would
+    // close it.
+    static constexpr std::uint64_t closed_bit = std::uint64_t{1} << 31;
+    static constexpr std::uint64_t count_mask = closed_bit - 1;
+    static constexpr std::uint64_t tag_mask = (std::uint64_t{1} << 32) - 1;
 
-    static std::uint64_t tag(std::int64_t k) noexcept { return static_cast<std::uint64_t>(k) & count_mask; }
+    static std::uint64_t tag(std::int64_t k) noexcept { return static_cast<std::uint64_t>(k) & tag_mask; }
     static std::uint64_t pack(std::int64_t k, std::uint64_t count) noexcept { return (tag(k) << 32) | count; }
 
     struct state {
@@ -172,19 +184,24 @@ private:
             d.remaining = limit - s.count - n;
             if (!consume)
                 return d;
+            // A word that does not belong to newest_ is rewritten for it only if newest_ has
+            // not moved since it was read (see stale_rewrite).
+            if ((s.word >> 32) != tag(s.newest) && newest_.load(std::memory_order_acquire) != s.newest)
+                continue;
+            bool own = (s.word >> 32) == tag(s.newest);
             if (s.window == s.newest) {
-                // Count in the newest window; this also resets a word left by an older one.
+                // Count in the newest window (closed or not: count + n < 2^31 leaves the bit
+                // alone); a word left by an older window is rewritten for this one.
                 std::uint64_t expected = s.word;
-                if (word_.compare_exchange_strong(expected, pack(s.newest, s.count + n),
-                                                  std::memory_order_acq_rel, std::memory_order_acquire))
+                std::uint64_t next = own ? s.word + n : pack(s.newest, n);
+                if (word_.compare_exchange_strong(expected, next, std::memory_order_acq_rel, std::memory_order_acquire))
                     return d;
                 continue;
             }
-            // A newer window: first finish the reset of the newest one, if pending, so that
-            // newest_ moves only from a word that belongs to it.
-            if ((s.word >> 32) != tag(s.newest)) {
+            // A newer window: the word must belong to newest_ and be closed before it moves.
+            if (!own || !(s.word & closed_bit)) {
                 std::uint64_t expected = s.word;
-                word_.compare_exchange_strong(expected, pack(s.newest, 0),
+                word_.compare_exchange_strong(expected, own ? s.word | closed_bit : pack(s.newest, 0),
                                               std::memory_order_acq_rel, std::memory_order_acquire);
                 continue;
             }

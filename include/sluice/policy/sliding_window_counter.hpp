@@ -19,11 +19,13 @@ namespace sluice::policy {
 /// cost of exactness (permits are assumed spread evenly over the previous window).
 ///
 /// Lock-free, in two atomic words: the full number of the newest window, and both counts
-/// (26 bits each) packed with the low 12 bits of the window they belong to (the private
+/// (26 bits each) packed with the low 11 bits of the window they belong to (the private
 /// part explains the protocol). Window numbers are full int64 values, so after an idle gap
 /// of any length the counts are exactly those of the formula. A clock stepping backwards,
 /// by any amount, keeps counting in the newest window seen, with the previous window at
-/// full weight: it can only reject more. Integer arithmetic only.
+/// full weight: it can only reject more. Integer arithmetic only. One race remains in
+/// theory (stale_rewrite in the private part): a thread stalled for a whole window and
+/// through another idle gap of about a multiple of 2048 windows.
 class sliding_window_counter {
 public:
     static constexpr bool reserves_ahead = false;
@@ -97,7 +99,8 @@ public:
 
 private:
     static constexpr std::uint64_t mask = (std::uint64_t{1} << 26) - 1;
-    static constexpr std::uint64_t id_mask = (std::uint64_t{1} << 12) - 1;
+    static constexpr std::uint64_t id_mask = (std::uint64_t{1} << 11) - 1;
+    static constexpr std::uint64_t closed_bit = std::uint64_t{1} << 11;
 
     static std::uint64_t check_limit(std::uint64_t limit)
     {
@@ -121,23 +124,31 @@ private:
     };
 
     // The newest window, newest_, is a full window number. The count word holds both
-    // counts and the low 12 bits (the tag) of the window whose `cur` they are. Tag equal
-    // to newest_'s: the counts are newest_'s. Tag equal to newest_ - 1's: newest_ has just
-    // been opened right after the word's window (prev = the word's cur, cur = 0). Any
-    // other tag: newest_ was opened later than that (both 0). Opening a window is two
-    // compare-and-swaps that any thread may perform: newest_ moves forward (only from a
-    // word that belongs to it), then the word is rewritten for it (usually with the first
-    // admission). newest_ never moves back, and a move of d >= 2 windows never has
-    // d = 0 or 1 modulo 4096 (such a move goes through the window two before the target),
-    // so a tag never matches a word it does not belong to. Readers take newest_, the
-    // word, and newest_ again, and retry if it moved: since it only moves forward, the
-    // word was read while newest_ held that value. The step through the window two before
-    // a target is seen only by a concurrent call whose `now` is 4094 or more windows
-    // behind: it counts in that empty window instead of its own.
+    // counts, a `closed` bit, and the low 11 bits (the tag) of the window whose `cur` they
+    // are. Tag equal to newest_'s: the counts are newest_'s. Tag equal to newest_ - 1's:
+    // newest_ has just been opened right after the word's window (prev = the word's cur,
+    // cur = 0). Any other tag: newest_ was opened later than that (both 0). Opening a
+    // window takes three compare-and-swaps that any thread may perform: close the word
+    // (admissions into the newest window go on; only a closed word lets newest_ move),
+    // move newest_ forward, and rewrite the word for it (usually with the first
+    // admission). newest_ never moves back, and a move of d >= 2 windows never has d = 0
+    // or 1 modulo 2048 (such a move goes through the window two before the target), so a
+    // tag never matches a word it does not belong to. Readers take newest_, the word, and
+    // newest_ again, and retry if it moved: since it only moves forward, the word was read
+    // while newest_ held that value. The step through the window two before a target is
+    // seen only by a concurrent call whose `now` is 2046 or more windows behind: it
+    // counts in that empty window instead of its own.
+    //
+    // stale_rewrite: a thread that read a stale word (a closed one) and stalls rewrites it
+    // only if it finds the same 64 bits again: that needs a later window with the same tag
+    // to reach the same counts and be closed in turn during the stall, that is a whole
+    // window plus another idle gap of about 2048*m windows. The rewrite re-reads newest_
+    // right before it, which narrows even that; a double-width compare-and-swap would
+    // close it.
     static std::uint64_t tag(std::int64_t k) noexcept { return static_cast<std::uint64_t>(k) & id_mask; }
-    static std::uint64_t pack(std::int64_t k, std::uint64_t prev, std::uint64_t cur) noexcept
+    static std::uint64_t pack(std::int64_t k, std::uint64_t prev, std::uint64_t cur, std::uint64_t closed = 0) noexcept
     {
-        return (cur << 38) | (prev << 12) | tag(k);
+        return (cur << 38) | (prev << 12) | closed | tag(k);
     }
 
     struct view {
@@ -248,19 +259,24 @@ private:
             d.allowed = true;
             if (!consume)
                 return d;
+            // A word that does not belong to newest_ is rewritten for it only if newest_ has
+            // not moved since it was read (see stale_rewrite).
+            if (!v.current && newest_.load(std::memory_order_acquire) != v.newest)
+                continue;
+            std::uint64_t closed = v.current ? v.word & closed_bit : 0;
             if (s.window == v.newest) {
-                // Count in the newest window; this also rewrites a word left by an older one.
+                // Count in the newest window (closed or not); this also rewrites a word left
+                // by an older one.
                 std::uint64_t expected = v.word;
-                if (word_.compare_exchange_strong(expected, pack(v.newest, s.prev, cur),
+                if (word_.compare_exchange_strong(expected, pack(v.newest, s.prev, cur, closed),
                                                   std::memory_order_acq_rel, std::memory_order_acquire))
                     return d;
                 continue;
             }
-            // A newer window: first finish opening the newest one, if pending, so that
-            // newest_ moves only from a word that belongs to it.
-            if (!v.current) {
+            // A newer window: the word must belong to newest_ and be closed before it moves.
+            if (!v.current || !closed) {
                 std::uint64_t expected = v.word;
-                word_.compare_exchange_strong(expected, pack(v.newest, v.prev, v.cur),
+                word_.compare_exchange_strong(expected, pack(v.newest, v.prev, v.cur, v.current ? closed_bit : 0),
                                               std::memory_order_acq_rel, std::memory_order_acquire);
                 continue;
             }
