@@ -216,11 +216,12 @@ private:
     // (now - burst * interval): grants after idleness are one interval apart. With no
     // slack this is max(z, now - tau), textbook GCRA. The operands keep it within 128
     // bits: z >= -2^64, k * interval < 2^127 - 2^64.
-    static int128 next_z(const config& c, int128 z, std::uint64_t k, std::int64_t now) noexcept
+    template <class I = int128>
+    static I next_z(const config& c, I z, std::uint64_t k, std::int64_t now) noexcept
     {
-        int128 start = int128(now) - c.tau;
+        I start = I(now) - c.tau;
         start = z > start ? z : start + c.slack;
-        return start + int128(k) * c.interval;
+        return start + I(k) * c.interval;
     }
 
     // A rewritten state within the bucket's limits: no fuller than c allows at `now`, no
@@ -249,39 +250,31 @@ private:
                 d = detail::invalid_decision(n == 0 ? error::invalid_count : error::exceeds_burst);
                 return d;
             }
-            int128 z = s.z();
-            int128 nz = next_z(s.c, z, n, now);
-            if (nz > now) {
-                // Ready only at or past the clock's end: never. A wait longer than int64
-                // holds (after a backward step of more than 2^63 ns) saturates.
-                d.retry_after = std::chrono::nanoseconds{nz >= detail::max_ns ? detail::max_ns : detail::sat_narrow(nz - now)};
-                d.remaining = available(s.c, z, now);
-                d.reset_after = std::chrono::nanoseconds{reset(s.c, z, now)};
+            // Away from the ends of the clock every step fits 64 bits: the same decision,
+            // without 128-bit arithmetic on the hot path.
+            if (s.base == 0 && near_zero(now) && near_zero(s.word) && s.c.tau < small_tau
+                    ? decide_in<std::int64_t>(d, s, s.word, n, now, consume)
+                    : decide_in<int128>(d, s, s.z(), n, now, consume))
                 return d;
-            }
-            if (!consume || commit(s, nz)) {
-                d.allowed = true;
-                d.remaining = available(s.c, nz, now);
-                d.reset_after = std::chrono::nanoseconds{reset(s.c, nz, now)};
-                return d;
-            }
         }
     }
 
-    static std::uint64_t available(const config& c, int128 z, std::int64_t now) noexcept
+    template <class I>
+    static std::uint64_t available(const config& c, I z, std::int64_t now) noexcept
     {
         if (z >= now) return 0;
-        int128 lag = now - z;
+        I lag = I(now) - z;
         // Divide in 64 bits: the capped lag fits, and a 128-bit division is a library call.
         std::int64_t full = c.tau - c.slack;
         std::int64_t room = lag < full ? static_cast<std::int64_t>(lag) : full;
         return static_cast<std::uint64_t>(room / c.interval);
     }
 
-    static std::int64_t reset(const config& c, int128 z, std::int64_t now) noexcept
+    template <class I>
+    static std::int64_t reset(const config& c, I z, std::int64_t now) noexcept
     {
-        int128 t = z + (c.tau - c.slack) - now;
-        return t > 0 ? detail::sat_narrow(t) : 0;
+        I t = z + (c.tau - c.slack) - now;
+        return t > 0 ? narrow(t) : 0;
     }
 
     // The state: z = base + the stored word. Two bases cover every z a bucket can reach,
@@ -306,6 +299,40 @@ private:
         std::uint64_t seq;
         int128 z() const noexcept { return int128(word) + base; }
     };
+
+    // |x| < 2^62 and tau < 2^61: z, now - tau, + slack and + k * interval (k <= burst, so
+    // at most tau) then all stay within (-2^63, 2^63).
+    static constexpr std::int64_t small_tau = std::int64_t{1} << 61;
+
+    static bool near_zero(std::int64_t x) noexcept
+    {
+        return static_cast<std::uint64_t>(x) + (std::uint64_t{1} << 62) < (std::uint64_t{1} << 63);
+    }
+
+    // Decides on the state read in s, with z = s.z() in I; false when the commit lost a race.
+    template <class I>
+    bool decide_in(decision& d, const snap& s, I z, std::uint64_t n, std::int64_t now, bool consume) noexcept
+    {
+        I nz = next_z<I>(s.c, z, n, now);
+        if (nz > now) {
+            // Ready only at or past the clock's end: never. A wait longer than int64
+            // holds (after a backward step of more than 2^63 ns) saturates.
+            d.retry_after = std::chrono::nanoseconds{nz >= detail::max_ns ? detail::max_ns : narrow(nz - now)};
+            d.remaining = available(s.c, z, now);
+            d.reset_after = std::chrono::nanoseconds{reset(s.c, z, now)};
+            return true;
+        }
+        if (!consume || commit(s, nz)) {
+            d.allowed = true;
+            d.remaining = available(s.c, nz, now);
+            d.reset_after = std::chrono::nanoseconds{reset(s.c, nz, now)};
+            return true;
+        }
+        return false;
+    }
+
+    static std::int64_t narrow(std::int64_t v) noexcept { return v; }
+    static std::int64_t narrow(int128 v) noexcept { return detail::sat_narrow(v); }
 
     // Commits nz on the state read in s. False when the state changed: decide again.
     bool commit(const snap& s, int128 nz) noexcept
