@@ -210,7 +210,7 @@ TEST_CASE("threads: acquires on four threads while another feeds refusals and pa
         l.async_acquire(1, sluice::wait_forever, [&](boost::system::error_code ec) { (ec ? failed : ok).fetch_add(1); });
     std::atomic<bool> done{false};
     std::thread feeder([&] {
-        for (int i = 0; !done.load(); ++i) {
+        for (int i = 0; i < 3000 && !done.load(); ++i) {   // bounded: a feeder that never stops could hold the gate shut as long as it runs
             sluice::server_response r{i % 3 == 0 ? 429u : 200u, {}, {}, std::chrono::milliseconds(1)};
             l.on_response(r, real::clock_type::now());
             (void)l.try_acquire();

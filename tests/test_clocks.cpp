@@ -113,9 +113,10 @@ TEST_CASE("tsc_clock: monotonic in each of 2 threads across resynchronisations" 
 
 TEST_CASE("tsc_clock: a reading handed to another thread is not ahead of its own" * doctest::timeout(30))
 {
-    // rdtsc is not ordered with the load before it (see tsc_clock.hpp): the receiving
-    // thread may read the counter up to a cache miss early. Anything beyond 1 us would be
-    // the clock's own doing (two lines disagreeing).
+    // rdtsc is not ordered with the load before it, and two cores' counters may be skewed
+    // (see tsc_clock.hpp): the receiving thread may read the counter early by a cache miss
+    // plus that skew (up to 1.8 us seen on a virtual machine). Beyond max_drift it would be
+    // the clock's own doing (two lines disagreeing by more than either may drift).
     std::atomic<std::int64_t> box{0};
     std::atomic<bool> stop{false};
     std::thread writer([&] {
@@ -133,7 +134,7 @@ TEST_CASE("tsc_clock: a reading handed to another thread is not ahead of its own
     stop = true;
     writer.join();
     MESSAGE("largest lag behind another thread's reading: " << worst << " ns");
-    CHECK(worst <= 1'000);
+    CHECK(worst <= std::chrono::nanoseconds(tsc_clock::max_drift).count());
 }
 
 TEST_CASE("tsc_clock: stays within max_drift of steady_clock" * doctest::timeout(30))
