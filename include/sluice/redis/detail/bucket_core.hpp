@@ -45,8 +45,8 @@ public:
     bucket_core(Client& client, rate r, std::uint64_t burst, shared_options opts)
         : base_type(client, std::move(opts), burst,
                     [&](const executor_type& ex, const shared_options& o) {
-                        return fallback_type(ex, o.fallback, fallback_rate(to_us(r, burst), o.expected_nodes),
-                                             std::max<std::uint64_t>(1, burst / o.expected_nodes));
+                        return fallback_type(ex, fallback_rate(to_us(r, burst), o.expected_nodes),
+                                             std::max<std::uint64_t>(1, burst / o.expected_nodes), o.fallback);
                     }),
           gcra_(std::string(lua::gcra)),
           refund_(std::string(lua::gcra_refund)),
