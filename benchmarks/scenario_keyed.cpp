@@ -187,7 +187,7 @@ int run_keyed(const options& o)
             boost::asio::io_context io;
             sluice::keyed_options ko;
             ko.max_keys = keys;
-            sluice::keyed<sluice::token_bucket<Clock>> k(io, ko, r, burst);
+            sluice::keyed<sluice::token_bucket<Clock>> k(io, r, burst, ko);
             for (const auto& n : names) k.try_acquire(std::string_view(n));
             insert_ns = static_cast<double>((steady::now() - fill_start).count()) / static_cast<double>(keys);
             after = resident_bytes();

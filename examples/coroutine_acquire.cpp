@@ -22,9 +22,9 @@ int main()
 
     for (int i = 0; i < 20; ++i) {
         asio::co_spawn(io, [&, i]() -> asio::awaitable<void> {
-            bool granted = co_await bucket.acquire(1s);
+            const sluice::acquire_result granted = co_await bucket.acquire(1s);
             auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-            std::printf("request %2d %s at %4lld ms\n", i, granted ? "granted" : "refused (would wait > 1 s)",
+            std::printf("request %2d %s at %4lld ms\n", i, granted ? "granted" : granted.timed_out() ? "refused (would wait > 1 s)" : "refused (closed)",
                         static_cast<long long>(ms.count()));
         }, asio::detached);
     }

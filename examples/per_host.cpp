@@ -24,7 +24,7 @@ int main()
     sluice::keyed_options opts;
     opts.max_keys = 8;   // tiny on purpose: most of the flood below goes to the overflow limiter
     opts.shards = 1;
-    sluice::keyed<sluice::leaky_bucket<>> per_host(io, opts, sluice::rate::per_second(5));
+    sluice::keyed<sluice::leaky_bucket<>> per_host(io, sluice::rate::per_second(5), opts);
     per_host.set_override("slow.example", sluice::rate::per_second(1));
     per_host.set_overflow(sluice::rate::per_second(2));
 

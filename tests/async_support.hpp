@@ -196,8 +196,8 @@ struct all_of_of {
     static constexpr const char* name = "all_of";
     static type make(boost::asio::io_context& io, std::uint64_t limit, const sluice::limiter_options& o = {})
     {
-        return type(io, o, std::tuple{sluice::rate::per(limit, std::chrono::seconds(1)), limit},
-                    std::tuple{limit, std::chrono::seconds(1)});
+        return type(io, std::tuple{sluice::rate::per(limit, std::chrono::seconds(1)), limit},
+                    std::tuple{limit, std::chrono::seconds(1)}, o);
     }
     static void set_limit(type& l, std::uint64_t limit)
     {

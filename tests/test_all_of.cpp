@@ -120,15 +120,15 @@ TEST_CASE("all_of matches its parts combined literally on random arrivals")
                     std::int64_t predicted = p.predict(n, now, ahead);
                     reservation got = p.reserve(n, now, max_wait, ahead);
                     if (want.error) {
-                        CHECK_FALSE(got.granted);
+                        CHECK_FALSE(got.allowed);
                         CHECK(got.error == want.error);
                     } else if (ahead == 0 && want.allowed) {
-                        CHECK(got.granted);
+                        CHECK(got.allowed);
                         CHECK(got.at == now);
                         m.decide(n, now, true);
                         granted += n;
                     } else {
-                        CHECK_FALSE(got.granted);
+                        CHECK_FALSE(got.allowed);
                         CHECK(got.at == predicted);
                         // The latest of the parts' predictions, never before now.
                         std::int64_t latest = std::max({now, m.g.predict(n, now, ahead), m.l.predict(n, now, ahead),

@@ -252,7 +252,7 @@ TEST_CASE("threads: a keyed limiter shared by threads: per-key bounds hold throu
     double elapsed = 0;
     sluice::keyed_stats st;
     {
-        sluice::keyed<sluice::token_bucket<>, int> k(io, o, sluice::rate::per_second(rate), burst);
+        sluice::keyed<sluice::token_bucket<>, int> k(io, sluice::rate::per_second(rate), burst, o);
         k.set_overflow(sluice::rate::per_second(rate), burst);
         std::vector<std::thread> checkers;
         for (int t = 0; t < 2; ++t) {

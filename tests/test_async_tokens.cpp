@@ -2,6 +2,10 @@
 // the awaitable operators.
 #include "async_support.hpp"
 
+#include <sluice/acquire_result.hpp>
+#include <sluice/concurrency_limit.hpp>
+#include <sluice/keyed.hpp>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -37,26 +41,29 @@ constexpr auto t0 = std::chrono::seconds(1000);
 
 } // namespace
 
-TEST_CASE("tokens: use_awaitable: acquire() returns true when granted, false past max_wait, throws otherwise")
+TEST_CASE("tokens: use_awaitable: acquire() is true when granted, timed out past max_wait, closed after close()")
 {
     asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
     std::vector<std::pair<bool, std::int64_t>> results;
     std::optional<boost::system::error_code> thrown;
+    bool timed_out = false, closed = false;
     bool finished = false;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        auto record = [&](bool r) { results.emplace_back(r, sluice_test::now_ns<clk>()); };
+        auto record = [&](sluice::acquire_result r) {
+            results.emplace_back(static_cast<bool>(r), sluice_test::now_ns<clk>());
+            if (!r) timed_out = r.timed_out() && r.error() == sluice::error::would_exceed_timeout;
+        };
         record(co_await b.acquire(250ms));      // at once
         record(co_await b.acquire(250ms));      // waits 100 ms
         record(co_await b.acquire(50ms));       // would wait 100 ms
         record(co_await b.acquire(1, 250ms));
         b.close();
-        try {
-            co_await b.acquire(250ms);
-        } catch (const boost::system::system_error& e) {
-            thrown = e.code();
-        }
+        // Reported, not thrown.
+        auto r = co_await b.acquire(250ms);
+        thrown = r.error();
+        closed = !r && r.closed() && !r.timed_out();
         finished = true;
     }, asio::detached);
     drain(io);
@@ -68,10 +75,12 @@ TEST_CASE("tokens: use_awaitable: acquire() returns true when granted, false pas
     CHECK(results[1] == std::pair{true, ns(t0 + 100ms)});
     CHECK(results[2] == std::pair{false, ns(t0 + 100ms)});   // at once, nothing consumed
     CHECK(results[3] == std::pair{true, ns(t0 + 200ms)});
+    CHECK(timed_out);
     CHECK(thrown == sluice::error::closed);
+    CHECK(closed);
 }
 
-TEST_CASE("tokens: use_awaitable: a cancelled acquire() throws operation_aborted")
+TEST_CASE("tokens: use_awaitable: a cancelled acquire() reports operation_aborted")
 {
     asio::io_context io;
     clk::set(t0);
@@ -80,11 +89,8 @@ TEST_CASE("tokens: use_awaitable: a cancelled acquire() throws operation_aborted
     asio::cancellation_signal sig;
     std::optional<boost::system::error_code> thrown;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
-        try {
-            co_await b.acquire(1s);
-        } catch (const boost::system::system_error& e) {
-            thrown = e.code();
-        }
+        auto r = co_await b.acquire(1s);
+        if (!r) thrown = r.error();
     }, asio::bind_cancellation_slot(sig.slot(), asio::detached));
     drain(io);
     CHECK(b.queued() == 1);
@@ -259,4 +265,161 @@ TEST_CASE("tokens: use_future from a plain thread, the io_context run by another
     work.reset();
     runner.join();
     CHECK(io.stopped());   // nothing was left pending
+}
+
+TEST_CASE("tokens: acquire() reports exceeds_burst, neither timed out nor closed")
+{
+    asio::io_context io;
+    clk::set(t0);
+    sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 2);
+    std::optional<sluice::acquire_result> r;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { r = co_await b.acquire(3, 1s); }, asio::detached);
+    drain(io);
+    REQUIRE(r);
+    CHECK_FALSE(static_cast<bool>(*r));
+    CHECK(r->error() == sluice::error::exceeds_burst);
+    CHECK_FALSE(r->timed_out());
+    CHECK_FALSE(r->closed());
+    CHECK(b.try_acquire(2).allowed);   // nothing consumed
+}
+
+TEST_CASE("tokens: keyed acquire() reports granted, timed out, closed and cancelled")
+{
+    asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(10), 1);
+    std::vector<sluice::acquire_result> results;
+    asio::cancellation_signal sig;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        results.push_back(co_await k.acquire("a", 1s));     // granted at once
+        results.push_back(co_await k.acquire("a", 50ms));   // would wait 100 ms
+    }, asio::detached);
+    drain(io);
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { results.push_back(co_await k.acquire("a", 10s)); },
+                   asio::bind_cancellation_slot(sig.slot(), asio::detached));
+    drain(io);
+    REQUIRE(results.size() == 2);
+    CHECK(k.queued("a") == 1);
+    sig.emit(asio::cancellation_type::terminal);
+    drain(io);
+    REQUIRE(results.size() == 3);
+    CHECK(k.queued("a") == 0);
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { results.push_back(co_await k.acquire("a", 10s)); },
+                   asio::detached);
+    drain(io);
+    k.close();
+    drain(io);
+    REQUIRE(results.size() == 4);
+    CHECK(static_cast<bool>(results[0]));
+    CHECK_FALSE(results[0].error());
+    CHECK_FALSE(static_cast<bool>(results[1]));
+    CHECK(results[1].timed_out());
+    CHECK(results[1].error() == sluice::error::would_exceed_timeout);
+    CHECK_FALSE(static_cast<bool>(results[2]));
+    CHECK(results[2].error() == asio::error::operation_aborted);
+    CHECK_FALSE(results[2].timed_out());
+    CHECK_FALSE(results[2].closed());
+    CHECK_FALSE(static_cast<bool>(results[3]));
+    CHECK(results[3].closed());
+}
+
+TEST_CASE("tokens: concurrency_limit acquire() gives an empty permit that tells why")
+{
+    asio::io_context io;
+    clk::set(t0);
+    sluice::concurrency_limit<clk> cap(io, 1);
+    using permit = sluice::concurrency_limit<clk>::permit;
+    std::vector<permit> got;
+    asio::cancellation_signal sig;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        got.push_back(co_await cap.acquire(1s));    // granted
+        got.push_back(co_await cap.acquire(2, 1s)); // more than the limit
+        got.push_back(co_await cap.acquire(1s));    // times out while queued
+    }, asio::detached);
+    drain(io);
+    advance<clk>(io, 1s);
+    drain(io);
+    REQUIRE(got.size() == 3);
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { got.push_back(co_await cap.acquire(10s)); },
+                   asio::bind_cancellation_slot(sig.slot(), asio::detached));
+    drain(io);
+    sig.emit(asio::cancellation_type::terminal);
+    drain(io);
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> { got.push_back(co_await cap.acquire(10s)); },
+                   asio::detached);
+    drain(io);
+    cap.close();
+    drain(io);
+    REQUIRE(got.size() == 5);
+    CHECK(static_cast<bool>(got[0]));
+    CHECK_FALSE(got[0].error());
+    CHECK_FALSE(static_cast<bool>(got[1]));
+    CHECK(got[1].error() == sluice::error::exceeds_burst);
+    CHECK_FALSE(static_cast<bool>(got[2]));
+    CHECK(got[2].timed_out());
+    CHECK(got[2].error() == sluice::error::timed_out);
+    CHECK(got[3].error() == asio::error::operation_aborted);
+    CHECK(got[4].closed());
+    CHECK_FALSE(static_cast<bool>(got[4]));
+}
+
+namespace {
+
+using awaitable_executor = asio::use_awaitable_t<>::executor_with_default<asio::any_io_executor>;
+
+} // namespace
+
+TEST_CASE("tokens: a limiter rebound to a use_awaitable executor needs no token")
+{
+    asio::io_context io;
+    clk::set(t0);
+    using bucket = sluice::token_bucket<clk>::rebind_executor<awaitable_executor>::other;
+    static_assert(std::is_same_v<bucket, sluice::token_bucket<clk, awaitable_executor>>);
+    static_assert(std::is_same_v<asio::use_awaitable_t<>::as_default_on_t<sluice::leaky_bucket<clk>>,
+                                 sluice::leaky_bucket<clk, awaitable_executor>>);
+    bucket b(io, sluice::rate::per_second(10), 1);
+    std::vector<std::int64_t> granted;
+    std::optional<boost::system::error_code> thrown;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        co_await b.async_acquire(1, 1s);
+        granted.push_back(sluice_test::now_ns<clk>());
+        co_await b.async_acquire(1, 1s);
+        granted.push_back(sluice_test::now_ns<clk>());
+        try {
+            co_await b.async_acquire(1, 50ms);   // would wait 100 ms
+        } catch (const boost::system::system_error& e) {
+            thrown = e.code();
+        }
+    }, asio::detached);
+    drain(io);
+    advance<clk>(io, 100ms);
+    drain(io);
+    CHECK(granted == std::vector<std::int64_t>{ns(t0), ns(t0 + 100ms)});
+    CHECK(thrown == sluice::error::would_exceed_timeout);
+}
+
+TEST_CASE("tokens: keyed and concurrency_limit rebound to a use_awaitable executor need no token")
+{
+    asio::io_context io;
+    clk::set(t0);
+    using keyed = sluice::keyed<sluice::token_bucket<clk>>::rebind_executor<awaitable_executor>::other;
+    static_assert(std::is_same_v<keyed::executor_type, awaitable_executor>);
+    using cap_type = sluice::concurrency_limit<clk>::rebind_executor<awaitable_executor>::other;
+    keyed k(io, sluice::rate::per_second(10), 1);
+    cap_type cap(io, 1);
+    std::vector<std::int64_t> granted;
+    bool held = false;
+    asio::co_spawn(io, [&]() -> asio::awaitable<void> {
+        co_await k.async_acquire("a", 1, 1s);
+        co_await k.async_acquire("a", 1, 1s);
+        granted.push_back(sluice_test::now_ns<clk>());
+        auto p = co_await cap.async_acquire(1, 1s);
+        held = static_cast<bool>(p) && cap.in_use() == 1;
+    }, asio::detached);
+    drain(io);
+    advance<clk>(io, 100ms);
+    drain(io);
+    CHECK(granted == std::vector<std::int64_t>{ns(t0 + 100ms)});
+    CHECK(held);
+    CHECK(cap.in_use() == 0);
 }

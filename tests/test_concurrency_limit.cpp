@@ -162,15 +162,18 @@ TEST_CASE("concurrency_limit: close, queue bound, set_limit, coroutine API")
     drain(io);
     CHECK(r[1]->p);
     bool got = false, empty = false;
+    boost::system::error_code why;
     boost::asio::co_spawn(io, [&]() -> boost::asio::awaitable<void> {
         permit p = co_await cap.acquire(0ns);
         empty = !p;
+        why = p.error();
         r[0]->p.release();
         permit q = co_await cap.acquire(1s);
         got = static_cast<bool>(q);
     }, boost::asio::detached);
     drain(io);
     CHECK(empty);
+    CHECK(why == sluice::error::would_exceed_timeout);
     CHECK(got);
     auto pending = enqueue(cap, {2});
     drain(io);

@@ -135,10 +135,10 @@ TEST_CASE("fixed_window matches a window->count map on random arrivals")
                         std::int64_t predicted = f.predict(n, now, ahead);
                         sluice::reservation got = f.reserve(n, now, max_wait, ahead);
                         if (want.error) {
-                            CHECK_FALSE(got.granted);
+                            CHECK_FALSE(got.allowed);
                             CHECK(got.error == want.error);
                         } else if (ahead == 0 && want.allowed) {
-                            CHECK(got.granted);
+                            CHECK(got.allowed);
                             CHECK(got.at == now);
                             CHECK_FALSE(got.error);
                             m.decide(n, now, true);
@@ -146,7 +146,7 @@ TEST_CASE("fixed_window matches a window->count map on random arrivals")
                             CHECK((mono[floor_div(mono_now, sh.window)] += n) <= sh.limit);
                         } else {
                             // Nothing consumed; a prediction no later than reality.
-                            CHECK_FALSE(got.granted);
+                            CHECK_FALSE(got.allowed);
                             CHECK(got.at == predicted);
                             CHECK(got.at >= now);
                             CHECK(got.at <= m.simulate(n, now, ahead));
@@ -323,14 +323,14 @@ TEST_CASE("fixed_window: reserve grants only at once, set_limit keeps the count"
 {
     fixed_window f(4, 1000ns);
     auto a = f.reserve(3, 100, 0);
-    CHECK(a.granted);
+    CHECK(a.allowed);
     CHECK(a.at == 100);
     auto b = f.reserve(2, 200, 10'000);
-    CHECK_FALSE(b.granted);
+    CHECK_FALSE(b.allowed);
     CHECK_FALSE(b.error);
     CHECK(b.at == 1000);
     auto c = f.reserve(2, 200, 799);
-    CHECK_FALSE(c.granted);
+    CHECK_FALSE(c.allowed);
     CHECK(c.error == error::would_exceed_timeout);
     CHECK(c.at == 1000);
     // Nothing was consumed by the deferred ones.
@@ -339,7 +339,7 @@ TEST_CASE("fixed_window: reserve grants only at once, set_limit keeps the count"
     CHECK(f.predict(1, 300, 4) == 2000);
     CHECK(f.predict(1, 300, 3) == 1000);
     CHECK(f.predict(4, 300, 5) == 3000);
-    CHECK_FALSE(f.reserve(1, 300, 1'000'000, 1).granted);
+    CHECK_FALSE(f.reserve(1, 300, 1'000'000, 1).allowed);
     f.set_limit(6);
     CHECK(f.limit() == 6);
     CHECK(f.burst() == 6);

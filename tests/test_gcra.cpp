@@ -131,7 +131,7 @@ struct gcra_model {
             r.error = error::would_exceed_timeout;
             return r;
         }
-        r.granted = true;
+        r.allowed = true;
         tat = nt;
         return r;
     }
@@ -253,11 +253,11 @@ TEST_CASE("gcra matches the textbook model on random arrivals")
                         CAPTURE(max_wait);
                         sluice::reservation want = m.reserve(n, now, max_wait);
                         sluice::reservation got = g.reserve(n, now, max_wait);
-                        CHECK(got.granted == want.granted);
+                        CHECK(got.allowed == want.allowed);
                         CHECK(got.at == want.at);
                         CHECK(got.error == want.error);
                         // Queued reservations are part of the state the re-stamped check sees.
-                        if (got.granted) mono.tat = m.tat;
+                        if (got.allowed) mono.tat = m.tat;
                     } else {
                         std::uint64_t k = 1 + r.next() % sh.burst;
                         CHECK(g.refund(k, now) == m.refund(k, now));
@@ -309,7 +309,7 @@ TEST_CASE("gcra matches virtual scheduling across reconfiguration and the whole 
                     std::int64_t max_wait = r.chance(10) ? ns_max : r.in(0, clamp64(3 * m.tau));
                     sluice::reservation want = m.reserve(n, now, max_wait);
                     sluice::reservation got = g.reserve(n, now, max_wait);
-                    CHECK(got.granted == want.granted);
+                    CHECK(got.allowed == want.allowed);
                     CHECK(got.at == want.at);
                     CHECK(got.error == want.error);
                 } else if (op < 78) {
@@ -397,7 +397,7 @@ TEST_CASE("gcra: the clock's last instant grants nothing extra")
     CHECK_FALSE(d.allowed);
     CHECK(d.retry_after.count() > 0);
     auto r = g.reserve(1, i64_max, ns_max);
-    CHECK_FALSE(r.granted);
+    CHECK_FALSE(r.allowed);
     CHECK(r.error == error::would_exceed_timeout);
 
     gcra slow(rate::every(std::chrono::nanoseconds{i64_max / 4}), 2);
@@ -489,7 +489,7 @@ TEST_CASE("gcra: bad input")
     CHECK(big.retry_after == std::chrono::nanoseconds::max());
     CHECK(g.reserve(0, 0, ns_max).error == error::invalid_count);
     CHECK(g.reserve(4, 0, ns_max).error == error::exceeds_burst);
-    CHECK_FALSE(g.reserve(4, 0, ns_max).granted);
+    CHECK_FALSE(g.reserve(4, 0, ns_max).allowed);
     // Nothing was consumed by the bad requests.
     CHECK(g.try_acquire(3, 0).allowed);
 }
@@ -502,7 +502,7 @@ TEST_CASE("gcra: reserve commits FIFO future slots")
     // The burst is granted at once: usable now.
     for (int i = 0; i < 3; ++i) {
         auto r = g.reserve(1, now, 0);
-        CHECK(r.granted);
+        CHECK(r.allowed);
         CHECK(r.at == now);
         CHECK_FALSE(r.error);
     }
@@ -511,14 +511,14 @@ TEST_CASE("gcra: reserve commits FIFO future slots")
     for (std::uint64_t n : {1u, 2u, 1u, 3u}) {
         CAPTURE(n);
         auto r = g.reserve(n, now, 100 * T);
-        REQUIRE(r.granted);
+        REQUIRE(r.allowed);
         CHECK(r.at == prev + static_cast<std::int64_t>(n) * T);
         prev = r.at;
     }
     CHECK(g.empty_at() == prev);
     // Too long a wait: nothing consumed, the prediction is returned.
     auto late = g.reserve(2, now, 2 * T - 1 + (prev - now));
-    CHECK_FALSE(late.granted);
+    CHECK_FALSE(late.allowed);
     CHECK(late.error == error::would_exceed_timeout);
     CHECK(late.at == prev + 2 * T);
     CHECK(g.empty_at() == prev);
@@ -526,7 +526,7 @@ TEST_CASE("gcra: reserve commits FIFO future slots")
     CHECK(g.predict(1, now, 2) == prev + 3 * T);
     // Exactly max_wait is fine.
     auto fits = g.reserve(2, now, prev + 2 * T - now);
-    CHECK(fits.granted);
+    CHECK(fits.allowed);
     CHECK(fits.at == prev + 2 * T);
     // A reservation in the future makes try_acquire wait for it.
     auto d = g.try_acquire(1, now);
@@ -541,7 +541,7 @@ TEST_CASE("gcra: refund gives capacity back, never beyond the burst")
     gcra g(rate::every(std::chrono::nanoseconds{T}), 5);
     CHECK(g.try_acquire(5, 0).allowed);
     auto r = g.reserve(2, 0, 10 * T);
-    REQUIRE(r.granted);
+    REQUIRE(r.allowed);
     CHECK(r.at == 2 * T);
     // Cancelling the reservation moves the queue back by its size.
     CHECK(g.refund(2, 0) == 2 * T);
@@ -571,7 +571,7 @@ TEST_CASE("gcra: set_rate rescales the debt around now")
     const std::int64_t now = 10'000;
     CHECK(g.try_acquire(2, now).allowed);
     for (int i = 0; i < 4; ++i)
-        REQUIRE(g.reserve(1, now, 1'000'000).granted);
+        REQUIRE(g.reserve(1, now, 1'000'000).allowed);
     REQUIRE(g.empty_at() == now + 4000);
     // Four queued permits at 1000 ns become four at 250 ns.
     auto f = g.set_rate(rate::every(250ns), now);
@@ -586,7 +586,7 @@ TEST_CASE("gcra: set_rate rescales the debt around now")
     // Rounding of the debt is down to whole ns (1250 * 1 / 3 = 416.67 -> 416).
     gcra h(rate::every(3ns), 1);
     CHECK(h.try_acquire(1, 0).allowed);
-    REQUIRE(h.reserve(1, 0, 100).granted);
+    REQUIRE(h.reserve(1, 0, 100).allowed);
     REQUIRE(h.empty_at() == 3);
     h.set_rate(rate::every(1ns), 1);
     CHECK(h.empty_at() == 1 + 2 / 3);

@@ -70,7 +70,7 @@ struct token_bucket_kind {
     static constexpr const char* name = "token_bucket";
     static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
     {
-        return sluice::keyed<limiter>(io, o, sluice::rate::per_second(50), 5);
+        return sluice::keyed<limiter>(io, sluice::rate::per_second(50), 5, o);
     }
     static auto policy() { return std::make_unique<sluice::policy::gcra>(sluice::rate::per_second(50), 5); }
 };
@@ -80,7 +80,7 @@ struct leaky_bucket_kind {
     static constexpr const char* name = "leaky_bucket";
     static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
     {
-        return sluice::keyed<limiter>(io, o, sluice::rate::per_second(40), 30ms);
+        return sluice::keyed<limiter>(io, sluice::rate::per_second(40), 30ms, o);
     }
     static auto policy() { return std::make_unique<sluice::policy::gcra>(sluice::rate::per_second(40), 1, 30ms); }
 };
@@ -90,7 +90,7 @@ struct fixed_window_kind {
     static constexpr const char* name = "fixed_window";
     static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
     {
-        return sluice::keyed<limiter>(io, o, 7, 100ms);
+        return sluice::keyed<limiter>(io, 7, 100ms, o);
     }
     static auto policy() { return std::make_unique<sluice::policy::fixed_window>(7, 100ms); }
 };
@@ -100,7 +100,7 @@ struct sliding_window_kind {
     static constexpr const char* name = "sliding_window";
     static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
     {
-        return sluice::keyed<limiter>(io, o, 7, 100ms);
+        return sluice::keyed<limiter>(io, 7, 100ms, o);
     }
     static auto policy() { return std::make_unique<sluice::policy::sliding_log>(7, 100ms); }
 };
@@ -110,7 +110,7 @@ struct sliding_window_counter_kind {
     static constexpr const char* name = "sliding_window_counter";
     static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
     {
-        return sluice::keyed<limiter>(io, o, 7, 100ms);
+        return sluice::keyed<limiter>(io, 7, 100ms, o);
     }
     static auto policy() { return std::make_unique<sluice::policy::sliding_window_counter>(7, 100ms); }
 };
@@ -120,7 +120,7 @@ struct time_wheel_kind {
     static constexpr const char* name = "time_wheel";
     static auto make(boost::asio::io_context& io, const sluice::keyed_options& o)
     {
-        return sluice::keyed<limiter>(io, o, 7, 20ms, 5u);
+        return sluice::keyed<limiter>(io, 7, 20ms, 5u, o);
     }
     static auto policy() { return std::make_unique<sluice::policy::time_wheel>(7, 20ms, 5); }
 };
@@ -229,21 +229,21 @@ TEST_CASE("keyed: bad options and bad configurations are refused at construction
     using kb = sluice::keyed<sluice::token_bucket<clk>>;
     sluice::keyed_options o;
     o.max_keys = 0;
-    invalid([&] { kb(io, o, sluice::rate::per_second(1), 1); }, sluice::error::invalid_option);
+    invalid([&] { kb(io, sluice::rate::per_second(1), 1, o); }, sluice::error::invalid_option);
     o = {};
     o.tick = 999ns;
-    invalid([&] { kb(io, o, sluice::rate::per_second(1), 1); }, sluice::error::invalid_option);
+    invalid([&] { kb(io, sluice::rate::per_second(1), 1, o); }, sluice::error::invalid_option);
     o = {};
     o.wheel_slots = 1;
-    invalid([&] { kb(io, o, sluice::rate::per_second(1), 1); }, sluice::error::invalid_option);
+    invalid([&] { kb(io, sluice::rate::per_second(1), 1, o); }, sluice::error::invalid_option);
     o.wheel_slots = (1u << 20) + 1;
-    invalid([&] { kb(io, o, sluice::rate::per_second(1), 1); }, sluice::error::invalid_option);
-    invalid([&] { kb(io, {}, sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
-    invalid([&] { sluice::keyed<sluice::fixed_window<clk>>(io, {}, 1, 0s); }, sluice::error::invalid_rate);
-    kb k(io, {}, sluice::rate::per_second(1), 1);
+    invalid([&] { kb(io, sluice::rate::per_second(1), 1, o); }, sluice::error::invalid_option);
+    invalid([&] { kb(io, sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
+    invalid([&] { sluice::keyed<sluice::fixed_window<clk>>(io, 1, 0s); }, sluice::error::invalid_rate);
+    kb k(io, sluice::rate::per_second(1), 1);
     invalid([&] { k.set_override("a", sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
     invalid([&] { k.set_overflow(sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
-    sluice::keyed<sluice::fixed_window<clk>> f(io, {}, 5, 1s);
+    sluice::keyed<sluice::fixed_window<clk>> f(io, 5, 1s);
     CHECK(f.try_acquire("a").allowed);
     invalid([&] { f.set_override("a", 5, 2s); }, sluice::error::invalid_option);   // a tracked key's window
     f.set_override("b", 5, 2s);   // an untracked key takes any window
@@ -251,7 +251,7 @@ TEST_CASE("keyed: bad options and bad configurations are refused at construction
     CHECK(f.try_acquire("a", 6).error == sluice::error::exceeds_burst);
     o = {};
     o.max_keys = 3;
-    CHECK(kb(io, o, sluice::rate::per_second(1), 1).shards() == 3);   // never more shards than keys
+    CHECK(kb(io, sluice::rate::per_second(1), 1, o).shards() == 3);   // never more shards than keys
 }
 
 TEST_CASE_TEMPLATE("keyed: every key decides exactly as its own policy fed the same arrivals, through evictions", K,
@@ -296,7 +296,7 @@ TEST_CASE("keyed: a throttled key is never evicted; it goes once it is back to f
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(1), 3);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1), 3, small_wheel());
     REQUIRE(k.try_acquire("a", 3).allowed);   // empty: full again 3 s from now
     for (int i = 0; i < 2999; ++i) {
         clk::advance(1ms);
@@ -318,7 +318,7 @@ TEST_CASE("keyed: eviction happens by itself as requests come, a little at a tim
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(100), 1);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(100), 1, small_wheel());
     for (int i = 0; i < 1000; ++i)
         REQUIRE(k.try_acquire("cold" + std::to_string(i)).allowed);
     CHECK(k.stats().keys == 1000);
@@ -340,7 +340,7 @@ TEST_CASE("keyed: a flood of 1,000,000 new keys keeps the store at its cap; the 
     boost::asio::io_context io;
     clk::set(t0);
     sluice::keyed_options o = small_wheel(1000);
-    sluice::keyed<sluice::token_bucket<clk>> k(io, o, sluice::rate::per_second(10), 10);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(10), 10, o);
     k.set_overflow(sluice::rate::per_second(100), 100);
     k.set_override("victim", sluice::rate::per_second(1), 10);
     REQUIRE(k.try_acquire("victim", 10).allowed);   // a real client, throttled for 10 s
@@ -370,7 +370,7 @@ TEST_CASE("keyed: a string_view of a tracked key is looked up without allocating
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::keyed<sluice::token_bucket<clk>> k(io, {}, sluice::rate::per_second(1e6), 1000);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1e6), 1000);
     std::string key(64, 'x');   // long enough that a std::string would allocate
     REQUIRE(k.try_acquire(key).allowed);
     std::string_view view(key);
@@ -389,8 +389,8 @@ TEST_CASE("keyed: the example of the class comment compiles and does what it say
     auto too_many_requests = [&] { return ++refused, 429; };
     // From here on as in keyed.hpp.
     // 10 requests a second per client, bursts of 20; one client held to 1 a second.
-    sluice::keyed<sluice::token_bucket<>> per_client(io, {.max_keys = 100'000},
-                                                     sluice::rate::per_second(10), 20);
+    sluice::keyed<sluice::token_bucket<>> per_client(io, sluice::rate::per_second(10), 20,
+                                                     sluice::keyed_options{.max_keys = 100'000});
     per_client.set_override("203.0.113.7", sluice::rate::per_second(1), 5);
 
     auto handle = [&](std::string_view peer_address) {
@@ -418,7 +418,7 @@ TEST_CASE("keyed: a per-key override applies at once, survives eviction and can 
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(10), 10);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(10), 10, small_wheel());
     k.set_override("slow", sluice::rate::per_second(1), 1);
     CHECK(k.try_acquire("slow").allowed);
     CHECK(!k.try_acquire("slow").allowed);
@@ -442,7 +442,7 @@ TEST_CASE("keyed: each key waits in its own FIFO; slots per key are exact; keys 
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::keyed<sluice::leaky_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(10), 0ns);
+    sluice::keyed<sluice::leaky_bucket<clk>> k(io, sluice::rate::per_second(10), 0ns, small_wheel());
     sluice_test::outcomes a, b;
     for (int i = 0; i < 3; ++i) {
         auto [o, h] = sluice_test::make_recorder<clk>();
@@ -483,7 +483,7 @@ TEST_CASE("keyed: a key with waiters is never evicted; cancelling a waiter gives
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(), sluice::rate::per_second(1), 1);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1), 1, small_wheel());
     REQUIRE(k.try_acquire("a").allowed);
     boost::asio::cancellation_signal sig;
     auto [o1, h1] = sluice_test::make_recorder<clk>();
@@ -510,7 +510,7 @@ TEST_CASE("keyed: window policies wait per key too, and try_acquire does not bar
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::keyed<sluice::fixed_window<clk>> k(io, small_wheel(), 2, 1s);
+    sluice::keyed<sluice::fixed_window<clk>> k(io, 2, 1s, small_wheel());
     clk::set(t0);
     REQUIRE(k.try_acquire("a", 2).allowed);
     auto [o, h] = sluice_test::make_recorder<clk>();
@@ -527,7 +527,7 @@ TEST_CASE("keyed: requests beyond the cap wait on the overflow limiter with the 
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(2, 1), sluice::rate::per_second(1), 1);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1), 1, small_wheel(2, 1));
     k.set_overflow(sluice::rate::per_second(10), 1);
     REQUIRE(k.try_acquire("a").allowed);
     REQUIRE(k.try_acquire("b").allowed);
@@ -552,7 +552,7 @@ TEST_CASE("keyed: closing completes every waiter of every key with error::closed
     clk::set(t0);
     sluice_test::handler_stats hs;
     {
-        sluice::keyed<sluice::token_bucket<clk>> k(io, small_wheel(3, 1), sluice::rate::per_second(1), 1);
+        sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1), 1, small_wheel(3, 1));
         for (int key = 0; key < 5; ++key)
             for (int i = 0; i < 20; ++i)
                 k.async_acquire("key" + std::to_string(key), 1, 1000s, sluice_test::counted_handler(hs));
@@ -571,7 +571,7 @@ TEST_CASE("keyed: after close(), acquires fail with error::closed")
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::keyed<sluice::token_bucket<clk>> k(io, {}, sluice::rate::per_second(1), 1);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1), 1);
     k.close();
     auto [o, h] = sluice_test::make_recorder<clk>();
     k.async_acquire("a", 1, 1s, h);

@@ -59,7 +59,7 @@ struct pacer_model {
             r.error = sluice::error::would_exceed_timeout;
             return r;
         }
-        r.granted = true;
+        r.allowed = true;
         r.at = clamp64(s > t ? s : i128(t));
         slot = s;
         return r;
@@ -159,7 +159,7 @@ TEST_CASE("leaky bucket matches the schedule model on random arrivals")
                         std::int64_t max_wait = r.in(0, 3 * sh.T);
                         sluice::reservation got = g.reserve(1, now, max_wait);
                         sluice::reservation want = m.reserve(now, max_wait);
-                        CHECK(got.granted == want.granted);
+                        CHECK(got.allowed == want.allowed);
                         CHECK(got.at == want.at);
                         CHECK(got.error == want.error);
                     }

@@ -56,7 +56,7 @@ reply_ptr eval(redisContext* c, std::string_view script, const std::string& key,
 }
 
 struct verdict {
-    bool granted = false;
+    bool allowed = false;
     std::int64_t wait = 0, remaining = 0, reset = 0, now = 0, state = 0, taken = 0;
 };
 
@@ -129,12 +129,12 @@ void gcra_equality(redisContext* c, const std::string& key, std::int64_t interva
             auto d = local.try_acquire(n, now_ns);
             INFO("step ", i, " try n ", n, " now ", now);
             REQUIRE(!d.error);
-            REQUIRE(v.granted == d.allowed);
+            REQUIRE(v.allowed == d.allowed);
             CHECK(v.now == now);
             CHECK(v.wait * 1000 == d.retry_after.count());
             CHECK(static_cast<std::uint64_t>(v.remaining) == d.remaining);
             CHECK(v.reset * 1000 == d.reset_after.count());
-            if (v.granted) {
+            if (v.allowed) {
                 CHECK(v.state * 1000 == local.empty_at());
                 refundable.push_back({n, v.state});
                 ++granted;
@@ -147,9 +147,9 @@ void gcra_equality(redisContext* c, const std::string& key, std::int64_t interva
                                 {num(interval_us), num(static_cast<std::int64_t>(burst)), num(static_cast<std::int64_t>(n)), num(max_wait), "reserve", num(now)}));
             auto res = local.reserve(n, now_ns, max_wait * 1000);
             INFO("step ", i, " reserve n ", n, " now ", now, " max_wait ", max_wait);
-            REQUIRE(v.granted == res.granted);
+            REQUIRE(v.allowed == res.allowed);
             CHECK(v.wait * 1000 == std::max<std::int64_t>(res.at - now_ns, 0));
-            if (v.granted) {
+            if (v.allowed) {
                 CHECK(v.state * 1000 == local.empty_at());
                 refundable.push_back({n, v.state});
                 ++granted;
@@ -169,9 +169,9 @@ void gcra_equality(redisContext* c, const std::string& key, std::int64_t interva
             if (local.empty_at() == rz * 1000)
                 moved = local.refund(rn, now_ns);
             INFO("step ", i, " refund n ", rn, " z ", rz, " now ", now);
-            CHECK(v.granted == (moved > 0));
+            CHECK(v.allowed == (moved > 0));
             CHECK(v.wait * 1000 == moved);
-            if (v.granted) ++refunds;
+            if (v.allowed) ++refunds;
         }
     }
     // The walk exercised both outcomes (and refunds where it could).
@@ -188,7 +188,7 @@ TEST_CASE("scripts may read TIME before writing, and the GCRA state expires once
 {
     server_fixture f;
     auto v = parse(eval(f.ctx.get(), sluice::redis::lua::gcra, "t:time", {"1000", "5", "1", "0", "try"}));
-    CHECK(v.granted);
+    CHECK(v.allowed);
     CHECK(v.remaining == 4);
     CHECK(v.reset == 1000);
     auto t = command(f.ctx.get(), {"TIME"});
@@ -234,26 +234,26 @@ TEST_CASE("GCRA reservation: FIFO slots, max_wait, refund only while nothing dep
     std::int64_t t = 10'000;
     CHECK(reserve(2, 0, t).wait == 0);   // the burst
     auto a = reserve(1, 1000, t);
-    CHECK(a.granted);
+    CHECK(a.allowed);
     CHECK(a.wait == 100);
     auto b = reserve(1, 1000, t);
     CHECK(b.wait == 200);
     // Too far: refused, nothing consumed.
     auto no = reserve(2, 399, t);
-    CHECK_FALSE(no.granted);
+    CHECK_FALSE(no.allowed);
     CHECK(no.wait == 400);
     CHECK(reserve(1, 1000, t).wait == 300);
     // `a` is no longer the latest: its refund changes nothing.
-    CHECK_FALSE(refund(1, a.state, t).granted);
+    CHECK_FALSE(refund(1, a.state, t).allowed);
     // The latest one can go back, and then `b` (now the latest) too.
     auto c3 = reserve(1, 1000, t);
     CHECK(c3.wait == 400);
-    CHECK(refund(1, c3.state, t).granted);
+    CHECK(refund(1, c3.state, t).allowed);
     auto c4 = reserve(1, 1000, t);
     CHECK(c4.wait == 400);   // the slot was given back
     // A refund never fills the bucket beyond its burst.
     auto late = refund(1, c4.state, t + 1'000'000);
-    CHECK_FALSE(late.granted);   // the key expired or the bucket is full already
+    CHECK_FALSE(late.allowed);   // the key expired or the bucket is full already
 }
 
 TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * doctest::timeout(60))
@@ -312,11 +312,11 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
                                 {num(static_cast<std::int64_t>(k.limit)), num(k.window_us), num(static_cast<std::int64_t>(n)), num(now)}));
             auto d = local.try_acquire(n, now * 1000);
             INFO("step ", i, " n ", n, " now ", now);
-            REQUIRE(v.granted == d.allowed);
+            REQUIRE(v.allowed == d.allowed);
             CHECK(v.wait * 1000 == d.retry_after.count());
             CHECK(static_cast<std::uint64_t>(v.remaining) == d.remaining);
             CHECK(v.reset * 1000 == d.reset_after.count());
-            if (v.granted) {
+            if (v.allowed) {
                 ++granted;
                 for (std::uint64_t j = 0; j < n; ++j) admitted.push_back(now);
                 // Permits in (now - window, now]: at most limit.
@@ -336,9 +336,9 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
 
     // Many permits at one instant: every one is its own member.
     for (int i = 0; i < 10; ++i)
-        CHECK(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "2", "7000000"})).granted);
+        CHECK(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "2", "7000000"})).allowed);
     CHECK(command(c, {"ZCARD", "same"})->integer == 20);
-    CHECK_FALSE(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "1", "7000000"})).granted);
+    CHECK_FALSE(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "1", "7000000"})).allowed);
     CHECK(error_text(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "0", "1"})).find("window_us") != std::string::npos);
     CHECK(error_text(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "10", "21"})).find("exceeds the limit") != std::string::npos);
 }

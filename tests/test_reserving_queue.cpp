@@ -251,7 +251,7 @@ TEST_CASE("reserving_queue: a blocking caller's reservation takes its place in t
     fixture f;
     f.ask(1, forever, t0);   // +100
     sluice::reservation r = f.q.reserve_blocking(1, t0, forever);
-    CHECK(r.granted);
+    CHECK(r.allowed);
     CHECK(r.at == t0 + 200 * ms);
     auto* after = f.ask(1, forever, t0);
     CHECK(f.q.policy().empty_at() == t0 + 300 * ms);

@@ -155,13 +155,13 @@ TEST_CASE("retrying_queue: queue bounds, close, and the blocking caller's turn")
     CHECK(full->result == error::queue_full);
     // A blocking caller counts the queued permits ahead of it.
     sluice::reservation r = q.reserve_blocking(1, t0 + s, forever);
-    CHECK_FALSE(r.granted);
+    CHECK_FALSE(r.allowed);
     CHECK(r.at == t0 + 2 * s);
     auto out = handed_out([&](auto& dl) { q.close(make_error_code(error::closed), t0, dl); });
     CHECK(ids(out) == std::vector{a->id});
     CHECK(a->result == error::closed);
     CHECK(q.queued_permits() == 0);
-    CHECK(q.reserve_blocking(1, t0 + s, forever).granted);
+    CHECK(q.reserve_blocking(1, t0 + s, forever).allowed);
 }
 
 TEST_CASE("retrying_queue: a sliding log waiter is retried when the oldest entry leaves the window")

@@ -134,16 +134,16 @@ TEST_CASE("sliding_log matches a literal timestamp log on random arrivals")
                         std::int64_t predicted = l.predict(n, now, ahead);
                         sluice::reservation got = l.reserve(n, now, max_wait, ahead);
                         if (want.error) {
-                            CHECK_FALSE(got.granted);
+                            CHECK_FALSE(got.allowed);
                             CHECK(got.error == want.error);
                         } else if (ahead == 0 && want.allowed) {
-                            CHECK(got.granted);
+                            CHECK(got.allowed);
                             CHECK(got.at == now);
                             CHECK_FALSE(got.error);
                             m.decide(n, now, true);
                             admitted(n);
                         } else {
-                            CHECK_FALSE(got.granted);
+                            CHECK_FALSE(got.allowed);
                             CHECK(got.at == predicted);
                             CHECK(got.at >= now);
                             CHECK(got.at <= m.simulate(n, now, ahead));
@@ -233,7 +233,7 @@ TEST_CASE("sliding_log: reserve, predict and set_limit")
     CHECK(l.try_acquire(1, 200).allowed);
     CHECK(l.try_acquire(1, 300).allowed);
     auto r = l.reserve(2, 400, 5000);
-    CHECK_FALSE(r.granted);
+    CHECK_FALSE(r.allowed);
     CHECK_FALSE(r.error);
     CHECK(r.at == 1200);
     CHECK(l.reserve(2, 400, 799).error == error::would_exceed_timeout);

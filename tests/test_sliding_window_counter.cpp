@@ -176,16 +176,16 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
                         std::int64_t predicted = c.predict(n, now, ahead);
                         sluice::reservation got = c.reserve(n, now, max_wait, ahead);
                         if (want.error) {
-                            CHECK_FALSE(got.granted);
+                            CHECK_FALSE(got.allowed);
                             CHECK(got.error == want.error);
                         } else if (ahead == 0 && want.allowed) {
-                            CHECK(got.granted);
+                            CHECK(got.allowed);
                             CHECK(got.at == now);
                             CHECK_FALSE(got.error);
                             m.decide(n, now, true);
                             admitted(n);
                         } else {
-                            CHECK_FALSE(got.granted);
+                            CHECK_FALSE(got.allowed);
                             CHECK(got.at == predicted);
                             CHECK(got.at >= now);
                             // With permits ahead it is NOT a lower bound (contrary to predict()'s
@@ -339,10 +339,10 @@ TEST_CASE("sliding_window_counter: bad input, reserve, set_limit")
     CHECK(c.reserve(0, 0, 0).error == error::invalid_count);
     CHECK(c.reserve(5, 0, 0).error == error::exceeds_burst);
     auto a = c.reserve(4, 0, 0);
-    CHECK(a.granted);
+    CHECK(a.allowed);
     CHECK(a.at == 0);
     auto b = c.reserve(2, 100, 10'000);
-    CHECK_FALSE(b.granted);
+    CHECK_FALSE(b.allowed);
     CHECK_FALSE(b.error);
     CHECK(b.at == 1500);
     CHECK(c.reserve(2, 100, 1399).error == error::would_exceed_timeout);

@@ -166,16 +166,16 @@ TEST_CASE("time_wheel matches literal per-permit slots on random arrivals")
                         sluice::decision want = m.decide(n, now, false);
                         sluice::reservation got = w.reserve(n, now, max_wait, ahead);
                         if (want.error) {
-                            CHECK_FALSE(got.granted);
+                            CHECK_FALSE(got.allowed);
                             CHECK(got.error == want.error);
                         } else if (ahead == 0 && want.allowed) {
-                            CHECK(got.granted);
+                            CHECK(got.allowed);
                             CHECK(got.at == now);
                             CHECK_FALSE(got.error);
                             m.decide(n, now, true);
                             admitted(n);
                         } else {
-                            CHECK_FALSE(got.granted);
+                            CHECK_FALSE(got.allowed);
                             CHECK(got.at == m.simulate(n, now, ahead));
                             CHECK(got.at >= now);
                             if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
@@ -347,7 +347,7 @@ TEST_CASE("time_wheel: reserve, predict and set_limit")
     CHECK(w.try_acquire(1, 200).allowed);
     CHECK(w.try_acquire(1, 300).allowed);
     auto r = w.reserve(2, 400, 5000);
-    CHECK_FALSE(r.granted);
+    CHECK_FALSE(r.allowed);
     CHECK_FALSE(r.error);
     CHECK(r.at == 1200);
     CHECK(w.reserve(2, 400, 799).error == error::would_exceed_timeout);

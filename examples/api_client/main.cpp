@@ -253,8 +253,7 @@ struct client {
         examples::http_connection conn(io.get_executor(), {url.address, url.port}, url.host_field);
         const auto timeout = std::chrono::milliseconds(opts.timeout_ms);
         while (!stopping) {
-            auto [ec] = co_await limiter.async_acquire(1, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
-            if (ec) break; // closed: stopping
+            if (!co_await limiter.acquire()) break; // closed: stopping
 #if SLUICE_EXAMPLES_REDIS
             if (shared) {
                 auto [sec] = co_await shared->async_acquire(shared_key, 1, sluice::wait_forever,

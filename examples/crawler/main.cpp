@@ -227,7 +227,7 @@ public:
     crawler(asio::io_context& io, const options& o)
         : io_(io),
           opt_(o),
-          pace_(io, sluice::keyed_options{}, o.per_host_rate),
+          pace_(io, o.per_host_rate),
           global_(io, o.inflight),
           progress_(io),
           signals_(io, SIGINT, SIGTERM),
@@ -348,8 +348,8 @@ private:
                 co_await h.wake.async_wait(asio::as_tuple(asio::use_awaitable));
             }
             if (finished_) co_return;
-            auto [ec, slot] = co_await h.slots.async_acquire(1, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
-            if (ec || finished_) co_return;
+            auto slot = co_await h.slots.acquire();
+            if (!slot || finished_) co_return;
             auto [target, attempts] = std::move(h.frontier.front());
             h.frontier.pop_front();
             ++fetching_;
@@ -383,9 +383,9 @@ private:
             if (finished_) break;
             const auto t0 = clock_type::now();
             if (!slot) {
-                auto [ec, p] = co_await global_.async_acquire(1, timeout, asio::as_tuple(asio::use_awaitable));
-                if (ec) {
-                    failure = "global slot: " + ec.message();
+                auto p = co_await global_.acquire(timeout);
+                if (!p) {
+                    failure = "global slot: " + p.error().message();
                     break;
                 }
                 slot = std::move(p);

@@ -140,8 +140,7 @@ struct generator {
         while (bucket.try_acquire().allowed) {
         }
         for (std::uint64_t i = 0; i < total; ++i) {
-            auto [ec] = co_await bucket.async_acquire(1, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
-            if (ec || stopping) break;
+            if (!co_await bucket.acquire() || stopping) break;
             auto now = clock_type::now();
             if (i == 0) start_clock(now);
             // The bucket grants on a grid of `interval`, never early; the first grant came

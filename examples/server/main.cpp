@@ -244,7 +244,7 @@ public:
     server(asio::io_context& io, options opts)
         : io_(io),
           opt_(std::move(opts)),
-          per_client_(io, keyed_opts(), opt_.rate, opt_.burst),
+          per_client_(io, opt_.rate, opt_.burst, keyed_opts()),
           policy_(policy_field(opt_.rate, opt_.burst)),
           inflight_(io, opt_.max_inflight),
           strand_(asio::make_strand(io)),

@@ -2,6 +2,7 @@
 // moves, and a gate that holds every request while the server has asked for a pause.
 #pragma once
 
+#include <sluice/acquire_result.hpp>
 #include <sluice/adaptive_rate_controller.hpp>
 #include <sluice/basic_limiter.hpp>
 #include <sluice/decision.hpp>
@@ -34,10 +35,10 @@ namespace sluice {
 namespace detail {
 
 template <class Clock, class Executor>
-struct adaptive_rate_state {
+struct adaptive_rate_core {
     using timer_type = boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, Executor>;
 
-    adaptive_rate_state(const Executor& ex, adaptive_rate_options opts, std::uint64_t burst, const limiter_options& lo)
+    adaptive_rate_core(const Executor& ex, adaptive_rate_options opts, std::uint64_t burst, const limiter_options& lo)
         : controller(std::move(opts)), bucket(ex, controller.rate(), burst, lo), gate(ex)
     {
     }
@@ -150,12 +151,18 @@ private:
 /// serialised by a mutex.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class adaptive_rate {
-    using state_type = detail::adaptive_rate_state<Clock, Executor>;
+    using state_type = detail::adaptive_rate_core<Clock, Executor>;
 
 public:
     using clock_type = Clock;
     using executor_type = Executor;
     using time_point = typename Clock::time_point;
+
+    template <class OtherExecutor>
+    struct rebind_executor {
+        /// The same limiter on another executor type.
+        using other = adaptive_rate<Clock, OtherExecutor>;
+    };
 
     /// Throws system_error(error::invalid_option) for bad options (see
     /// adaptive_rate_options), error::invalid_burst for burst 0.
@@ -223,14 +230,19 @@ public:
             detail::adaptive_acquire_op<state_type>{state_, n, deadline}, token, state_->gate);
     }
 
-    /// Waits for one permit for at most max_wait: true when granted, false on
-    /// would_exceed_timeout. Other errors throw system_error.
-    boost::asio::awaitable<bool> acquire(std::chrono::nanoseconds max_wait = wait_forever)
+    /// Waits for one permit for at most max_wait; the result tells granted, timed out
+    /// (also when the pause alone outlasts max_wait), closed or another error, as
+    /// basic_limiter::acquire. It never throws for an error_code.
+    boost::asio::awaitable<acquire_result> acquire(std::chrono::nanoseconds max_wait = wait_forever)
     {
-        auto [ec] = co_await async_acquire(1, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
-        if (!ec) co_return true;
-        if (ec == error::would_exceed_timeout) co_return false;
-        throw boost::system::system_error(ec);
+        return acquire(1, max_wait);
+    }
+
+    /// Waits for n permits; see acquire(max_wait).
+    boost::asio::awaitable<acquire_result> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
+    {
+        auto [ec] = co_await async_acquire(n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
+        co_return acquire_result(ec);
     }
 
     /// Feeds one response, received now.

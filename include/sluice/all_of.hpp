@@ -22,32 +22,27 @@ class basic_all_of : public basic_limiter<policy::all_of<P...>, Clock, Executor>
     using base = basic_limiter<policy::all_of<P...>, Clock, Executor>;
 
 public:
-    /// Each part is built from a tuple of its constructor arguments.
-    template <class... Args>
-        requires(sizeof...(Args) == sizeof...(P))
-    basic_all_of(const std::type_identity_t<Executor>& ex, Args&&... parts)
-        : base(ex, limiter_options{}, std::forward<Args>(parts)...)
-    {
-    }
+    template <class OtherExecutor>
+    struct rebind_executor {
+        /// The same limiter on another executor type.
+        using other = basic_all_of<Clock, OtherExecutor, P...>;
+    };
 
+    /// Each part is built from a tuple of its constructor arguments, optionally followed by
+    /// a limiter_options object: basic_all_of(ex, parts..., [options]). The options must be
+    /// a named object or `sluice::limiter_options{...}` (a braced list cannot be deduced
+    /// into the pack).
     template <class... Args>
-        requires(sizeof...(Args) == sizeof...(P))
-    basic_all_of(const std::type_identity_t<Executor>& ex, const limiter_options& opts, Args&&... parts)
-        : base(ex, opts, std::forward<Args>(parts)...)
+        requires(sizeof...(Args) == sizeof...(P) + (detail::trailing_options_v<limiter_options, Args...> ? 1 : 0))
+    explicit basic_all_of(const std::type_identity_t<Executor>& ex, Args&&... args)
+        : base(ex, std::forward<Args>(args)...)
     {
     }
 
     template <detail::execution_context_ref Context, class... Args>
-        requires(sizeof...(Args) == sizeof...(P))
-    basic_all_of(Context& ctx, Args&&... parts)
-        : base(Executor(ctx.get_executor()), limiter_options{}, std::forward<Args>(parts)...)
-    {
-    }
-
-    template <detail::execution_context_ref Context, class... Args>
-        requires(sizeof...(Args) == sizeof...(P))
-    basic_all_of(Context& ctx, const limiter_options& opts, Args&&... parts)
-        : base(Executor(ctx.get_executor()), opts, std::forward<Args>(parts)...)
+        requires(sizeof...(Args) == sizeof...(P) + (detail::trailing_options_v<limiter_options, Args...> ? 1 : 0))
+    basic_all_of(Context& ctx, Args&&... args)
+        : base(Executor(ctx.get_executor()), std::forward<Args>(args)...)
     {
     }
 

@@ -2,10 +2,12 @@
 // callbacks wait for capacity on a timer instead of a sleeping thread.
 #pragma once
 
+#include <sluice/acquire_result.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/detail/initiate_acquire.hpp>
 #include <sluice/detail/reserving_queue.hpp>
 #include <sluice/detail/retrying_queue.hpp>
+#include <sluice/detail/trailing_options.hpp>
 #include <sluice/detail/wait_engine.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
@@ -39,9 +41,6 @@ using rate_engine = wait_engine<rate_queue<Policy>, Clock, Executor>;
 
 } // namespace detail
 
-/// A max_wait that never expires.
-inline constexpr std::chrono::nanoseconds wait_forever = std::chrono::nanoseconds::max();
-
 /// An asynchronous limiter over a policy (see sluice/policy/). The named limiters
 /// (token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_window_counter,
 /// all_of) derive from it and add their constructors and setters.
@@ -73,12 +72,25 @@ public:
     using clock_type = Clock;
     using executor_type = Executor;
 
-    /// Builds the limiter and its policy from `args`.
+    /// Builds the limiter and its policy from `args`, optionally followed by a
+    /// limiter_options object: basic_limiter(ex, policy args..., [options]). The options
+    /// must be a named object or `sluice::limiter_options{...}` (a braced list cannot be
+    /// deduced into the pack).
     template <class... Args>
-    basic_limiter(const executor_type& ex, const limiter_options& opts, Args&&... args)
-        : state_(std::make_shared<state_type>(ex, opts, std::forward<Args>(args)...))
+    explicit basic_limiter(const executor_type& ex, Args&&... args)
+        : state_(detail::with_trailing_options<limiter_options>(
+              [&ex](const limiter_options& opts, auto&&... policy_args) {
+                  return std::make_shared<state_type>(ex, opts, std::forward<decltype(policy_args)>(policy_args)...);
+              },
+              std::forward<Args>(args)...))
     {
     }
+
+    template <class OtherExecutor>
+    struct rebind_executor {
+        /// The same limiter on another executor type.
+        using other = basic_limiter<Policy, Clock, OtherExecutor>;
+    };
 
     basic_limiter(basic_limiter&&) noexcept = default;
     basic_limiter& operator=(basic_limiter&& other) noexcept
@@ -126,22 +138,20 @@ public:
             detail::initiate_acquire<state_type>{state_}, token, n, max_wait.count());
     }
 
-    /// Waits for one permit for at most max_wait: true when granted, false when the wait
-    /// would have exceeded max_wait (nothing consumed). Other errors throw system_error.
-    boost::asio::awaitable<bool> acquire(std::chrono::nanoseconds max_wait = wait_forever)
+    /// Waits for one permit for at most max_wait. The result converts to true when granted;
+    /// otherwise it tells why not: timed_out() (the wait would have exceeded max_wait,
+    /// nothing consumed), closed(), or error() for the rest (queue_full, exceeds_burst,
+    /// operation_aborted when cancelled). It never throws for an error_code.
+    boost::asio::awaitable<acquire_result> acquire(std::chrono::nanoseconds max_wait = wait_forever)
     {
         return acquire(1, max_wait);
     }
 
     /// Waits for n permits; see acquire(max_wait).
-    boost::asio::awaitable<bool> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
+    boost::asio::awaitable<acquire_result> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
     {
         auto [ec] = co_await async_acquire(n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
-        if (!ec)
-            co_return true;
-        if (ec == error::would_exceed_timeout)
-            co_return false;
-        throw boost::system::system_error(ec);
+        co_return acquire_result(ec);
     }
 
     /// Waits on the calling thread (no event loop needed) for n permits. Returns the same

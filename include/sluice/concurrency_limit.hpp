@@ -4,6 +4,7 @@
 #include <sluice/detail/initiate_acquire.hpp>
 #include <sluice/detail/slot_queue.hpp>
 #include <sluice/detail/wait_engine.hpp>
+#include <sluice/limiter_options.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -36,7 +37,7 @@ namespace sluice {
 /// early).
 ///
 ///     sluice::concurrency_limit cap(io, 8);
-///     auto permit = co_await cap.acquire(2s);   // empty permit on time-out
+///     auto permit = co_await cap.acquire(2s);   // empty on failure; permit.error() tells why
 ///     if (!permit) co_return;
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class concurrency_limit {
@@ -47,18 +48,29 @@ public:
     using clock_type = Clock;
     using executor_type = Executor;
 
+    template <class OtherExecutor>
+    struct rebind_executor {
+        /// The same limiter on another executor type.
+        using other = concurrency_limit<Clock, OtherExecutor>;
+    };
+
     /// Slots held by one grant; returns them when destroyed or released. An empty permit
-    /// (default-constructed, moved-from, or from a failed acquire) holds nothing.
+    /// (default-constructed, moved-from, or from a failed acquire) holds nothing; from a
+    /// failed acquire, error() tells why.
     class permit {
     public:
         permit() noexcept = default;
-        permit(permit&& other) noexcept : state_(std::move(other.state_)), n_(std::exchange(other.n_, 0)) {}
+        permit(permit&& other) noexcept
+            : state_(std::move(other.state_)), n_(std::exchange(other.n_, 0)), ec_(std::exchange(other.ec_, {}))
+        {
+        }
         permit& operator=(permit&& other) noexcept
         {
             if (this != &other) {
                 release();
                 state_ = std::move(other.state_);
                 n_ = std::exchange(other.n_, 0);
+                ec_ = std::exchange(other.ec_, {});
             }
             return *this;
         }
@@ -77,13 +89,32 @@ public:
         std::uint64_t count() const noexcept { return n_; }
         explicit operator bool() const noexcept { return state_ != nullptr; }
 
+        /// Why a failed acquire gave this empty permit: error::timed_out or
+        /// error::would_exceed_timeout (timed_out() tells either), error::closed,
+        /// error::queue_full, error::exceeds_burst, error::invalid_count,
+        /// asio::error::operation_aborted. Empty for a granted, default-constructed or
+        /// released permit.
+        const boost::system::error_code& error() const noexcept { return ec_; }
+
+        /// Whether the acquire failed on its deadline (error::timed_out or
+        /// error::would_exceed_timeout).
+        bool timed_out() const noexcept
+        {
+            return ec_ == sluice::error::timed_out || ec_ == sluice::error::would_exceed_timeout;
+        }
+
+        /// Whether the acquire failed because the limit was closed.
+        bool closed() const noexcept { return ec_ == sluice::error::closed; }
+
     private:
         friend class concurrency_limit;
         friend struct permit_grant;
         permit(std::shared_ptr<state_type> s, std::uint64_t n) noexcept : state_(std::move(s)), n_(n) {}
+        explicit permit(const boost::system::error_code& ec) noexcept : ec_(ec) {}
 
         std::shared_ptr<state_type> state_;
         std::uint64_t n_ = 0;
+        boost::system::error_code ec_;
     };
 
     /// Throws system_error(error::invalid_burst) for a limit of 0.
@@ -129,20 +160,20 @@ public:
             detail::initiate_acquire<state_type, permit_grant>{state_}, token, n, max_wait.count());
     }
 
-    /// Waits for one slot; an empty permit when max_wait passes first. Other errors throw.
-    boost::asio::awaitable<permit> acquire(std::chrono::nanoseconds max_wait = std::chrono::nanoseconds::max())
+    /// Waits for one slot for at most max_wait. On failure the permit is empty and its
+    /// error() tells why (timed_out(), closed(), or another error, operation_aborted when
+    /// cancelled). It never throws for an error_code.
+    boost::asio::awaitable<permit> acquire(std::chrono::nanoseconds max_wait = wait_forever)
     {
         return acquire(1, max_wait);
     }
 
-    boost::asio::awaitable<permit> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = std::chrono::nanoseconds::max())
+    /// Waits for n slots; see acquire(max_wait).
+    boost::asio::awaitable<permit> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
     {
-        auto [ec, p] = co_await async_acquire(n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
-        if (ec == error::timed_out || ec == error::would_exceed_timeout)
-            co_return permit();
-        if (ec)
-            throw boost::system::system_error(ec);
-        co_return std::move(p);
+        // A failed acquire's permit is empty and carries the error.
+        auto result = co_await async_acquire(n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
+        co_return std::move(std::get<1>(result));
     }
 
     /// Changes the limit; permits out stay valid, waiters are granted as slots allow. A
@@ -175,7 +206,7 @@ private:
         static std::tuple<permit> make(const boost::system::error_code& ec, std::uint64_t n,
                                        const std::shared_ptr<state_type>& s)
         {
-            return {ec ? permit() : permit(s, n)};
+            return {ec ? permit(ec) : permit(s, n)};
         }
 
         static void drop(state_type& s, const boost::system::error_code& ec, std::uint64_t n) noexcept

@@ -37,7 +37,7 @@ struct decision {
 /// usable at `at`, or nothing was consumed and `at` is the earliest predicted time.
 struct reservation {
     /// True when the permits are committed (consumed) and usable from `at` on.
-    bool granted = false;
+    bool allowed = false;
 
     /// Nanoseconds on the limiter's clock: the ready time when granted, else the
     /// predicted earliest time the request could be granted.

@@ -16,17 +16,23 @@ class fixed_window : public basic_limiter<policy::fixed_window, Clock, Executor>
     using base = basic_limiter<policy::fixed_window, Clock, Executor>;
 
 public:
+    template <class OtherExecutor>
+    struct rebind_executor {
+        /// The same limiter on another executor type.
+        using other = fixed_window<Clock, OtherExecutor>;
+    };
+
     /// At most `limit` permits per `window`. Throws system_error(error::invalid_burst) for a
     /// limit outside the policy's range, error::invalid_rate for a window <= 0.
     fixed_window(const std::type_identity_t<Executor>& ex, std::uint64_t limit, std::chrono::nanoseconds window,
        const limiter_options& opts = {})
-        : base(ex, opts, limit, window)
+        : base(ex, limit, window, opts)
     {
     }
 
     template <detail::execution_context_ref Context>
     fixed_window(Context& ctx, std::uint64_t limit, std::chrono::nanoseconds window, const limiter_options& opts = {})
-        : base(Executor(ctx.get_executor()), opts, limit, window)
+        : base(Executor(ctx.get_executor()), limit, window, opts)
     {
     }
 

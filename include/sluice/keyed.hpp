@@ -4,6 +4,7 @@
 #include <sluice/basic_limiter.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/detail/keyed_core.hpp>
+#include <sluice/detail/trailing_options.hpp>
 #include <sluice/error.hpp>
 #include <sluice/keyed_options.hpp>
 
@@ -45,8 +46,8 @@ struct key_hash<std::basic_string<Char, Traits, Alloc>> {
 /// the handler's executor.
 ///
 ///     // 10 requests a second per client, bursts of 20; one client held to 1 a second.
-///     sluice::keyed<sluice::token_bucket<>> per_client(io, {.max_keys = 100'000},
-///                                                      sluice::rate::per_second(10), 20);
+///     sluice::keyed<sluice::token_bucket<>> per_client(io, sluice::rate::per_second(10), 20,
+///                                                      sluice::keyed_options{.max_keys = 100'000});
 ///     per_client.set_override("203.0.113.7", sluice::rate::per_second(1), 5);
 ///
 ///     // In the request handler (peer_address: a std::string_view, no std::string built):
@@ -84,18 +85,31 @@ public:
     /// One key's configuration: Limiter::policy_args(args...).
     using config_type = typename Limiter::policy_config;
 
-    /// Every key is configured by Limiter::policy_args(args...), as one Limiter would be.
-    /// Throws like Limiter's constructor for a bad configuration, and system_error(error::
+    template <class OtherExecutor>
+    struct rebind_executor {
+        /// The same limiter on another executor type.
+        using other = keyed<typename Limiter::template rebind_executor<OtherExecutor>::other, Key, Hash, KeyEqual>;
+    };
+
+    /// Every key is configured by Limiter::policy_args(args...), as one Limiter would be:
+    /// keyed(ex, limiter config args..., [options]). The options must be a named object or
+    /// `sluice::keyed_options{...}` (a braced list cannot be deduced into the pack). Throws
+    /// like Limiter's constructor for a bad configuration, and system_error(error::
     /// invalid_option) for bad options.
     template <class... Args>
-    keyed(const executor_type& ex, const keyed_options& opts, Args&&... args)
-        : core_(std::make_shared<core_type>(ex, opts, Limiter::policy_args(std::forward<Args>(args)...)))
+    explicit keyed(const executor_type& ex, Args&&... args)
+        : core_(detail::with_trailing_options<keyed_options>(
+              [&ex](const keyed_options& opts, auto&&... config) {
+                  return std::make_shared<core_type>(ex, opts,
+                                                     Limiter::policy_args(std::forward<decltype(config)>(config)...));
+              },
+              std::forward<Args>(args)...))
     {
     }
 
     template <detail::execution_context_ref Context, class... Args>
-    keyed(Context& ctx, const keyed_options& opts, Args&&... args)
-        : keyed(executor_type(ctx.get_executor()), opts, std::forward<Args>(args)...)
+    keyed(Context& ctx, Args&&... args)
+        : keyed(executor_type(ctx.get_executor()), std::forward<Args>(args)...)
     {
     }
 
@@ -137,17 +151,18 @@ public:
             detail::initiate_acquire<core_type>{core_}, token, n, max_wait.count(), &key);
     }
 
-    /// Waits for one permit of `key` for at most max_wait: true when granted, false when
-    /// the wait would have exceeded max_wait (nothing consumed). Other errors throw.
+    /// Waits for one permit of `key` for at most max_wait; the result tells granted, timed
+    /// out, closed or another error, as basic_limiter::acquire. It never throws for an
+    /// error_code.
     template <class K>
-    boost::asio::awaitable<bool> acquire(const K& key, std::chrono::nanoseconds max_wait = wait_forever)
+    boost::asio::awaitable<acquire_result> acquire(const K& key, std::chrono::nanoseconds max_wait = wait_forever)
     {
         return acquire(key, 1, max_wait);
     }
 
     /// Waits for n permits of `key`; see acquire(key, max_wait). The key is copied.
     template <class K>
-    boost::asio::awaitable<bool> acquire(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
+    boost::asio::awaitable<acquire_result> acquire(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
     {
         return acquire_impl(Key(key), n, max_wait);
     }
@@ -204,14 +219,10 @@ public:
     void close() { core_->close(); }
 
 private:
-    boost::asio::awaitable<bool> acquire_impl(Key key, std::uint64_t n, std::chrono::nanoseconds max_wait)
+    boost::asio::awaitable<acquire_result> acquire_impl(Key key, std::uint64_t n, std::chrono::nanoseconds max_wait)
     {
         auto [ec] = co_await async_acquire(key, n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
-        if (!ec)
-            co_return true;
-        if (ec == error::would_exceed_timeout)
-            co_return false;
-        throw boost::system::system_error(ec);
+        co_return acquire_result(ec);
     }
 
     std::shared_ptr<core_type> core_;

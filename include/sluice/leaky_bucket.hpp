@@ -27,28 +27,34 @@ class leaky_bucket : public basic_limiter<policy::gcra, Clock, Executor> {
     using base = basic_limiter<policy::gcra, Clock, Executor>;
 
 public:
+    template <class OtherExecutor>
+    struct rebind_executor {
+        /// The same limiter on another executor type.
+        using other = leaky_bucket<Clock, OtherExecutor>;
+    };
+
     static constexpr std::chrono::nanoseconds default_slack = std::chrono::milliseconds(1);
 
     leaky_bucket(const std::type_identity_t<Executor>& ex, rate r, const limiter_options& opts = {})
-        : base(ex, opts, r, 1, default_slack)
+        : base(ex, r, 1, default_slack, opts)
     {
     }
 
     leaky_bucket(const std::type_identity_t<Executor>& ex, rate r, std::chrono::nanoseconds slack,
                  const limiter_options& opts = {})
-        : base(ex, opts, r, 1, slack)
+        : base(ex, r, 1, slack, opts)
     {
     }
 
     template <detail::execution_context_ref Context>
     leaky_bucket(Context& ctx, rate r, const limiter_options& opts = {})
-        : base(Executor(ctx.get_executor()), opts, r, 1, default_slack)
+        : base(Executor(ctx.get_executor()), r, 1, default_slack, opts)
     {
     }
 
     template <detail::execution_context_ref Context>
     leaky_bucket(Context& ctx, rate r, std::chrono::nanoseconds slack, const limiter_options& opts = {})
-        : base(Executor(ctx.get_executor()), opts, r, 1, slack)
+        : base(Executor(ctx.get_executor()), r, 1, slack, opts)
     {
     }
 

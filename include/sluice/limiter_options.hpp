@@ -8,6 +8,9 @@
 
 namespace sluice {
 
+/// A max_wait that never expires: the default of every limiter's acquire.
+inline constexpr std::chrono::nanoseconds wait_forever = std::chrono::nanoseconds::max();
+
 /// Options of an asynchronous limiter.
 struct limiter_options {
     /// Most requests waiting at once; one more completes at once with error::queue_full.

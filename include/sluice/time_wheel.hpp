@@ -16,19 +16,25 @@ class time_wheel : public basic_limiter<policy::time_wheel, Clock, Executor> {
     using base = basic_limiter<policy::time_wheel, Clock, Executor>;
 
 public:
+    template <class OtherExecutor>
+    struct rebind_executor {
+        /// The same limiter on another executor type.
+        using other = time_wheel<Clock, OtherExecutor>;
+    };
+
     /// At most `limit` permits per `slots` slots of `slot_duration`. Throws
     /// system_error(error::invalid_burst) for a limit outside the policy's range,
     /// error::invalid_rate for a slot_duration <= 0 or a slot count outside its range.
     time_wheel(const std::type_identity_t<Executor>& ex, std::uint64_t limit, std::chrono::nanoseconds slot_duration,
        std::uint32_t slots, const limiter_options& opts = {})
-        : base(ex, opts, limit, slot_duration, slots)
+        : base(ex, limit, slot_duration, slots, opts)
     {
     }
 
     template <detail::execution_context_ref Context>
     time_wheel(Context& ctx, std::uint64_t limit, std::chrono::nanoseconds slot_duration, std::uint32_t slots,
        const limiter_options& opts = {})
-        : base(Executor(ctx.get_executor()), opts, limit, slot_duration, slots)
+        : base(Executor(ctx.get_executor()), limit, slot_duration, slots, opts)
     {
     }
 

@@ -20,16 +20,22 @@ class token_bucket : public basic_limiter<policy::gcra, Clock, Executor> {
     using base = basic_limiter<policy::gcra, Clock, Executor>;
 
 public:
+    template <class OtherExecutor>
+    struct rebind_executor {
+        /// The same limiter on another executor type.
+        using other = token_bucket<Clock, OtherExecutor>;
+    };
+
     /// Throws system_error(error::invalid_burst) for burst 0 or burst * interval beyond 292
     /// years.
     token_bucket(const std::type_identity_t<Executor>& ex, rate r, std::uint64_t burst, const limiter_options& opts = {})
-        : base(ex, opts, r, burst)
+        : base(ex, r, burst, opts)
     {
     }
 
     template <detail::execution_context_ref Context>
     token_bucket(Context& ctx, rate r, std::uint64_t burst, const limiter_options& opts = {})
-        : base(Executor(ctx.get_executor()), opts, r, burst)
+        : base(Executor(ctx.get_executor()), r, burst, opts)
     {
     }
 

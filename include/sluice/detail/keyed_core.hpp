@@ -118,7 +118,7 @@ public:
                     // a waiting queue for the key.
                     reservation r = e->policy.reserve(n, t, 0, 0);
                     if (created) s.wheel.schedule(e, e->policy.idle_at(t));
-                    if (r.granted || (r.error && (r.error != error::would_exceed_timeout || max_wait == 0))) {
+                    if (r.allowed || (r.error && (r.error != error::would_exceed_timeout || max_wait == 0))) {
                         w->result = r.error;
                         w->complete(w);
                         return;

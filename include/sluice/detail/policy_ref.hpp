@@ -32,7 +32,7 @@ public:
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         reservation r = p_->reserve(n, now, max_wait, ahead);
-        if (r.granted) count(1);
+        if (r.allowed) count(1);
         return r;
     }
 

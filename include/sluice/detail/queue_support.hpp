@@ -38,7 +38,7 @@ template <class Policy>
 boost::system::error_code refuse_when_full(Policy& p, std::uint64_t n, std::int64_t now, bool queue_empty) noexcept
 {
     reservation r = queue_empty ? p.reserve(n, now, 0, 0) : reservation{};
-    if (r.granted)
+    if (r.allowed)
         return {};
     if (r.error && r.error != error::would_exceed_timeout)
         return r.error;

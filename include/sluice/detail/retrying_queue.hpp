@@ -76,7 +76,7 @@ public:
             return false;
         }
         reservation r = policy().reserve(n, now, max_wait, ahead);
-        if (r.granted || r.error) {
+        if (r.allowed || r.error) {
             w->result = r.error;
             return false;
         }
@@ -111,7 +111,7 @@ public:
             while (!list_.empty()) {
                 waiter* w = list_.front();
                 reservation r = policy().reserve(w->n, now, max_ns, 0);
-                if (!r.granted && (!r.error || r.error == error::would_exceed_timeout)) {
+                if (!r.allowed && (!r.error || r.error == error::would_exceed_timeout)) {
                     retry_at_ = r.at;
                     break;
                 }

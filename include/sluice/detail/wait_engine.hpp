@@ -206,11 +206,11 @@ public:
             if (r.error)
                 return r.error;
             if (!wait_until(lock, r.at)) {
-                if (r.granted)
+                if (r.allowed)
                     queue_.unreserve_blocking(n, now());
                 return error::closed;
             }
-            if (r.granted)
+            if (r.allowed)
                 return {};
         }
     }

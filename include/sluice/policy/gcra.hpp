@@ -90,7 +90,7 @@ public:
                 return r;
             }
             if (commit(s, nz)) {
-                r.granted = true;
+                r.allowed = true;
                 // Granted from the bucket: usable now, not before.
                 r.at = nz < now ? now : static_cast<std::int64_t>(nz);
                 return r;

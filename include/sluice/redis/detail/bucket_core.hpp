@@ -45,8 +45,8 @@ public:
     bucket_core(Client& client, rate r, std::uint64_t burst, shared_options opts)
         : base_type(client, std::move(opts), burst,
                     [&](const executor_type& ex, const shared_options& o) {
-                        return fallback_type(ex, o.fallback, fallback_rate(to_us(r, burst), o.expected_nodes),
-                                             std::max<std::uint64_t>(1, burst / o.expected_nodes));
+                        return fallback_type(ex, fallback_rate(to_us(r, burst), o.expected_nodes),
+                                             std::max<std::uint64_t>(1, burst / o.expected_nodes), o.fallback);
                     }),
           gcra_(std::string(lua::gcra)),
           refund_(std::string(lua::gcra_refund)),
@@ -137,7 +137,7 @@ public:
         std::lock_guard lock(mutex_);
         lease& e = leases_[key];
         e.fetching = false;
-        if (!v.granted) {
+        if (!v.allowed) {
             // Refused: the reservation would have been more than lease_ttl ahead.
             e.retry_at = t + std::max(v.wait_us * 1000 - ttl_ns(), spacing_ns());
             decision d = to_decision(v);
@@ -188,7 +188,7 @@ public:
                                       }
                                       self->on_reply(*v, sent);
                                       self->lease_fill(key, 0, k, *v);
-                                      if (v->granted && self->lease_claim_prefetch(key))
+                                      if (v->allowed && self->lease_claim_prefetch(key))
                                           self->prefetch(key);
                                   });
     }

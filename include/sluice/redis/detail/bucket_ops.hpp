@@ -104,7 +104,7 @@ struct try_op {
             if constexpr (Core::can_lease) {
                 if (leasing) {
                     d = core->lease_fill(key, n, core->lease_count(n), *v);
-                    if (v->granted && core->lease_claim_prefetch(key))
+                    if (v->allowed && core->lease_claim_prefetch(key))
                         core->prefetch(key);
                 }
             }
@@ -240,7 +240,7 @@ struct bucket_acquire_op {
             return self.complete(error::protocol_error);
         }
         core->on_reply(*v, sent_us);
-        if (!v->granted) {
+        if (!v->allowed) {
             core->count(false, false);
             return self.complete(error::would_exceed_timeout);
         }

@@ -10,7 +10,7 @@
 namespace sluice::redis::detail {
 
 struct verdict {
-    bool granted = false;
+    bool allowed = false;
     std::int64_t wait_us = 0;
     std::int64_t remaining = 0;
     std::int64_t reset_us = 0;
@@ -41,8 +41,8 @@ std::optional<verdict> parse_verdict(const Reply& r) noexcept
 inline decision to_decision(const verdict& v) noexcept
 {
     decision d;
-    d.allowed = v.granted;
-    d.retry_after = v.granted ? std::chrono::nanoseconds{0} : std::chrono::microseconds{v.wait_us};
+    d.allowed = v.allowed;
+    d.retry_after = v.allowed ? std::chrono::nanoseconds{0} : std::chrono::microseconds{v.wait_us};
     d.remaining = static_cast<std::uint64_t>(v.remaining);
     d.reset_after = std::chrono::microseconds{v.reset_us};
     return d;

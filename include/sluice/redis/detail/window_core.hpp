@@ -38,8 +38,8 @@ public:
         : base_type(client, std::move(opts), limit,
                     [&](const executor_type& ex, const shared_options& o) {
                         std::int64_t us = to_us(window);
-                        return fallback_type(ex, o.fallback, std::max<std::uint64_t>(1, checked_limit(limit) / o.expected_nodes),
-                                             std::chrono::microseconds{us});
+                        return fallback_type(ex, std::max<std::uint64_t>(1, checked_limit(limit) / o.expected_nodes),
+                                             std::chrono::microseconds{us}, o.fallback);
                     }),
           script_(std::string(lua::sliding_log)),
           limit_(limit),

@@ -101,7 +101,7 @@ struct window_acquire_op {
             return self.complete(error::protocol_error);
         }
         core->on_reply(*v, sent_us);
-        if (v->granted) {
+        if (v->allowed) {
             // Granted permits are consumed whatever happened meanwhile: report them.
             core->count(true, false);
             return self.complete(boost::system::error_code{});
