@@ -6,6 +6,9 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <atomic>
 #include <thread>
@@ -224,4 +227,42 @@ TEST_CASE("threads: acquires on four threads while another feeds refusals and pa
     feeder.join();
     CHECK(ok.load() == total);
     CHECK(failed.load() == 0);
+}
+
+TEST_CASE("acquire() reports granted, timed out by a pause, cancelled and closed without throwing")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::adaptive_rate<clk> l(io, options(10));
+    std::vector<sluice::acquire_result> results;
+    boost::asio::cancellation_signal sig;
+    boost::asio::co_spawn(io, [&]() -> boost::asio::awaitable<void> {
+        results.push_back(co_await l.acquire(1s));   // granted at once
+    }, boost::asio::detached);
+    drain(io);
+    l.on_response({429, {}, {}, "2"}, clk::now(), wall); // a 2 s pause
+    boost::asio::co_spawn(io, [&]() -> boost::asio::awaitable<void> {
+        results.push_back(co_await l.acquire(1s));   // the pause outlasts 1 s
+    }, boost::asio::detached);
+    drain(io);
+    boost::asio::co_spawn(io, [&]() -> boost::asio::awaitable<void> { results.push_back(co_await l.acquire()); },
+                          boost::asio::bind_cancellation_slot(sig.slot(), boost::asio::detached));
+    drain(io);
+    REQUIRE(results.size() == 2);
+    sig.emit(boost::asio::cancellation_type::terminal);
+    drain(io);
+    REQUIRE(results.size() == 3);
+    boost::asio::co_spawn(io, [&]() -> boost::asio::awaitable<void> { results.push_back(co_await l.acquire()); },
+                          boost::asio::detached);
+    drain(io);
+    l.close();
+    drain(io);
+    REQUIRE(results.size() == 4);
+    CHECK(static_cast<bool>(results[0]));
+    CHECK_FALSE(static_cast<bool>(results[1]));
+    CHECK(results[1].timed_out());
+    CHECK(results[2].error() == boost::asio::error::operation_aborted);
+    CHECK_FALSE(results[2].closed());
+    CHECK(results[3].closed());
+    CHECK_FALSE(results[3].timed_out());
 }
