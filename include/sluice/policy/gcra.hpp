@@ -254,7 +254,7 @@ private:
             // without 128-bit arithmetic on the hot path.
             if (s.base == 0 && near_zero(now) && near_zero(s.word) && s.c.tau < small_tau
                     ? decide_in<std::int64_t>(d, s, s.word, n, now, consume)
-                    : decide_in<int128>(d, s, s.z(), n, now, consume))
+                    : decide_wide(d, s, n, now, consume))
                 return d;
         }
     }
@@ -329,6 +329,12 @@ private:
             return true;
         }
         return false;
+    }
+
+    // Out of line, so that the common 64-bit path keeps a small frame.
+    [[gnu::noinline]] bool decide_wide(decision& d, const snap& s, std::uint64_t n, std::int64_t now, bool consume) noexcept
+    {
+        return decide_in<int128>(d, s, s.z(), n, now, consume);
     }
 
     static std::int64_t narrow(std::int64_t v) noexcept { return v; }
