@@ -463,8 +463,10 @@ TEST_CASE("a server that names a new policy on every response: the controller ke
     o.initial = sluice::rate::per_second(100);
     sluice::adaptive_rate_controller ctl(o);
     for (int i = 0; i < 100000; ++i) {
-        std::vector<http::quota_policy> ps{{"p" + std::to_string(i), 100, 1, {}, {}, {}}};
-        std::vector<http::service_limit> ls{{"p" + std::to_string(i), 49, 1, {}, {}}};
+        std::string name = "p";   // appended: GCC 12 -O3 warns falsely (-Wrestrict) on "p" + s
+        name += std::to_string(i);
+        std::vector<http::quota_policy> ps{{name, 100, 1, {}, {}, {}}};
+        std::vector<http::service_limit> ls{{name, 49, 1, {}, {}}};
         ctl.on_response(sluice::server_response{200, ps, ls, {}}, std::chrono::milliseconds(10 * i));
     }
     CHECK(ctl.exact_rate() == doctest::Approx(100)); // found half full at 100/s
