@@ -11,6 +11,7 @@
 #include <sluice/detail/wait_engine.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
+#include <sluice/limiter_stats.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -167,6 +168,9 @@ public:
 
     /// Requests waiting now.
     std::size_t queued() const { return state_->queued(); }
+
+    /// What callers were answered so far, and how long they waited (see limiter_stats).
+    limiter_stats stats() const { return state_->stats(); }
 
     /// The policy, for inspection. Its thread-safe queries may be called at any time; use
     /// the limiter's setters to change it, so that waiters are rescheduled.

@@ -5,6 +5,7 @@
 #include <sluice/detail/slot_queue.hpp>
 #include <sluice/detail/wait_engine.hpp>
 #include <sluice/limiter_options.hpp>
+#include <sluice/limiter_stats.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -198,6 +199,9 @@ public:
     }
 
     std::size_t queued() const { return state_->queued(); }
+
+    /// What callers were answered so far, and how long they waited (see limiter_stats).
+    limiter_stats stats() const { return state_->stats(); }
 
 private:
     // The handler receives a permit owning the granted slots; a grant dropped unrun (its

@@ -35,6 +35,12 @@ struct limiter_options {
 
     /// How much of the end of each wait strict mode spends yielding instead of sleeping.
     std::chrono::nanoseconds strict_threshold = std::chrono::milliseconds(2);
+
+    /// Counts try_acquire calls in stats() (try_admitted, try_refused). Off by default:
+    /// try_acquire is lock-free, and a shared counter would make every call write a cache
+    /// line that all cores contend for (an atomic increment, a few nanoseconds alone and
+    /// far more under contention). Requests that may wait are always counted.
+    bool count_try_acquire = false;
 };
 
 } // namespace sluice

@@ -5,10 +5,12 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/request_counters.hpp>
 #include <sluice/detail/wait_traits.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
+#include <sluice/limiter_stats.hpp>
 #include <sluice/manual_clock.hpp>
 
 #include <boost/asio/basic_waitable_timer.hpp>
@@ -29,8 +31,9 @@ namespace sluice::detail {
 /// Drives a sans-io `Queue` for asynchronous and blocking waiters: one mutex around the
 /// queue, one timer armed for the queue's next wake-up (coalesced, or strict: see
 /// limiter_options), a generation counter that makes stale wake-ups harmless, cancellation,
-/// close and the blocking wait. Waiters the queue hands out are completed after the lock
-/// is released, each through its own executor (waiter::complete).
+/// close, the blocking wait and the counts of limiter_stats. Waiters the queue hands out
+/// are counted under the lock and completed after it is released, each through its own
+/// executor (waiter::complete).
 ///
 /// The Queue interface: enqueue(w, n, max_wait, now) -> queued; cancel(w, now, done) ->
 /// was queued; release_due(now, done) -> next wake (max_ns: none); wake_at(); close(ec,
@@ -76,14 +79,10 @@ public:
     /// engine refuses here only then; lock-free queues decide by their policy alone.
     auto try_acquire(std::uint64_t n) noexcept
     {
-        if constexpr (Queue::lock_free_try) {
-            return queue_.try_acquire(n, now());
-        } else {
-            std::lock_guard lock(mutex_);
-            if (closed_)
-                return decltype(queue_.try_acquire(n, 0)){};
-            return queue_.try_acquire(n, now());
-        }
+        auto d = try_acquire_uncounted(n);
+        if (opts_.count_try_acquire) [[unlikely]]
+            counters_.count_try(static_cast<bool>(d));
+        return d;
     }
 
     /// Starts an acquire for `w` (see initiate_acquire): `bind` attaches `w` to this
@@ -107,11 +106,14 @@ public:
             } else {
                 std::int64_t t = now();
                 bool was_empty = queue_.size() == 0;
+                w->since = t;
                 queued = queue_.enqueue(w, n, max_wait < 0 ? 0 : max_wait, t);
                 // A timer armed while the queue was empty belongs to nobody: set it exactly.
                 if (queued)
                     arm_locked(queue_.wake_at(), t, was_empty);
             }
+            if (!queued)
+                counters_.count(w->result, 0);
         }
         if (!queued)
             w->complete(w);
@@ -127,6 +129,7 @@ public:
             std::int64_t t = now();
             if (!queue_.cancel(w, t, done))
                 return;
+            count_locked(done, t);
             arm_locked(queue_.wake_at(), t, false);
         }
         done.complete_all();
@@ -140,7 +143,9 @@ public:
         {
             std::lock_guard lock(mutex_);
             closed_ = true;
-            queue_.close(make_error_code(error::closed), now(), done);
+            std::int64_t t = now();
+            queue_.close(make_error_code(error::closed), t, done);
+            count_locked(done, t);
             ++generation_;
             armed_ = false;
             timer_.cancel();
@@ -161,6 +166,13 @@ public:
         return inspect([](const Queue& q) { return q.size(); });
     }
 
+    /// The counts so far, as one snapshot.
+    limiter_stats stats() const
+    {
+        std::lock_guard lock(mutex_);
+        return counters_.snapshot(queue_.size() + blocking_);
+    }
+
     /// f(queue) under the lock, for a query.
     template <class F>
     auto inspect(F&& f) const
@@ -179,6 +191,7 @@ public:
             std::lock_guard lock(mutex_);
             std::int64_t t = now();
             f(queue_, t, done);
+            count_locked(done, t);
             arm_locked(queue_.wake_at(), t, false);
         }
         done.complete_all();
@@ -197,7 +210,31 @@ public:
     boost::system::error_code acquire_blocking(std::uint64_t n, std::int64_t max_wait)
     {
         std::unique_lock lock(mutex_);
-        const std::int64_t deadline = sat_add(now(), max_wait < 0 ? 0 : max_wait);
+        const std::int64_t start = now();
+        bool slept = false;
+        ++blocking_;
+        boost::system::error_code ec = wait_blocking(lock, n, sat_add(start, max_wait < 0 ? 0 : max_wait), slept);
+        --blocking_;
+        counters_.count(ec, slept ? sat_sub(now(), start) : 0);
+        return ec;
+    }
+
+private:
+    auto try_acquire_uncounted(std::uint64_t n) noexcept
+    {
+        if constexpr (Queue::lock_free_try) {
+            return queue_.try_acquire(n, now());
+        } else {
+            std::lock_guard lock(mutex_);
+            if (closed_)
+                return decltype(queue_.try_acquire(n, 0)){};
+            return queue_.try_acquire(n, now());
+        }
+    }
+
+    boost::system::error_code wait_blocking(std::unique_lock<std::mutex>& lock, std::uint64_t n, std::int64_t deadline,
+                                            bool& slept)
+    {
         for (;;) {
             if (closed_)
                 return error::closed;
@@ -205,6 +242,7 @@ public:
             reservation r = queue_.reserve_blocking(n, t, sat_sub(deadline, t));
             if (r.error)
                 return r.error;
+            slept = slept || r.at > t;
             if (!wait_until(lock, r.at)) {
                 if (r.allowed)
                     queue_.unreserve_blocking(n, now());
@@ -215,7 +253,12 @@ public:
         }
     }
 
-private:
+    // Counts the requests answered in `done` at t.
+    void count_locked(const completion_list& done, std::int64_t t) noexcept
+    {
+        done.for_each([&](const waiter* w) { counters_.count(w->result, sat_sub(t, w->since)); });
+    }
+
     // Sleeps until `at` on Clock or until closed; false when closed.
     bool wait_until(std::unique_lock<std::mutex>& lock, std::int64_t at)
     {
@@ -285,7 +328,9 @@ private:
                 }
                 armed_ = false;
                 last_wake_ = t;
-                arm_locked(queue_.release_due(t, done), t, true);
+                std::int64_t next = queue_.release_due(t, done);
+                count_locked(done, t);
+                arm_locked(next, t, true);
                 break;
             }
         }
@@ -305,7 +350,9 @@ private:
     std::uint64_t generation_ = 0;         // a wake-up of an older arming is stale
     bool armed_ = false;
     bool closed_ = false;
+    std::size_t blocking_ = 0;             // threads in acquire_blocking
     std::condition_variable blocking_cv_;
+    request_counters counters_;
 };
 
 } // namespace sluice::detail

@@ -18,6 +18,7 @@ struct waiter {
     std::int64_t ready = 0;      // reserving policies: the committed ready time
     std::int64_t shift = 0;      // refunds of cancelled predecessors not yet passed on
     std::int64_t deadline = 0;   // other policies: when waiting longer breaks max_wait
+    std::int64_t since = 0;      // when it queued (for the counts of waits)
     std::size_t heap_index = 0;
     bool queued = false;
     boost::system::error_code result;
@@ -145,6 +146,13 @@ public:
         w->next = nullptr;
         (tail_ ? tail_->next : head_) = w;
         tail_ = w;
+    }
+
+    template <class F>
+    void for_each(F&& f) const
+    {
+        for (waiter* w = head_; w; w = w->next)
+            f(w);
     }
 
     // Completes every waiter; call without holding any lock.
