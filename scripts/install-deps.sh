@@ -18,6 +18,7 @@ packages=(
   python3
   gnuplot-nox
   cmake
+  python3-prometheus-client
 )
 
 missing=()

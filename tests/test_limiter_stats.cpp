@@ -5,6 +5,7 @@
 #include <sluice/all_of.hpp>
 #include <sluice/concurrency_limit.hpp>
 #include <sluice/fixed_window.hpp>
+#include <sluice/keyed.hpp>
 #include <sluice/leaky_bucket.hpp>
 #include <sluice/limiter_stats.hpp>
 #include <sluice/sliding_window.hpp>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <random>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -353,6 +355,68 @@ TEST_CASE("stats: random requests, cancellations and clock steps agree with the 
         CHECK(s.max_wait.count() == max_wait);
         CHECK(s.waiting == 0);
     }
+}
+
+TEST_CASE("stats: a keyed limiter sums its keys, those evicted and the overflow included")
+{
+    boost::asio::io_context io;
+    clk::set(clk::duration{0});
+    sluice::keyed_options o;
+    o.max_keys = 4;
+    o.shards = 1;
+    o.tick = 1ms;
+    o.wheel_slots = 64;
+    o.limiter.count_try_acquire = true;
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(10), 1, o);
+
+    std::vector<std::shared_ptr<outcome>> out;
+    auto req = [&](std::string key, std::chrono::nanoseconds max_wait) {
+        auto [r, h] = make_recorder<clk>();
+        k.async_acquire(key, 1, max_wait, h);
+        out.push_back(r);
+    };
+    req("a", 1s);     // at once, on the key's policy
+    req("a", 1s);     // waits 100 ms in a's queue
+    req("a", 0s);     // timed out at once
+    req("b", 1s);     // at once
+    CHECK(k.try_acquire("c").allowed);   // counted by the shard
+    CHECK_FALSE(k.try_acquire("c").allowed);
+    CHECK_FALSE(k.try_acquire("a").allowed);   // counted by a's queue
+    drain(io);
+    auto s = k.stats().requests;
+    CHECK(s.admitted == 2);
+    CHECK(s.timed_out == 1);
+    CHECK(s.waiting == 1);
+    CHECK(s.try_admitted == 1);
+    CHECK(s.try_refused == 2);
+
+    advance<clk>(io, 100ms);
+    CHECK(out[1]->ok());
+    // Everything idles out: a's queue is let go and the keys evicted; the counts stay.
+    for (int i = 0; i < 300; ++i)
+        advance<clk>(io, 10ms);
+    k.sweep();
+    auto st = k.stats();
+    CHECK(st.keys == 0);
+    CHECK(st.waiting_keys == 0);
+    CHECK(st.requests.admitted == 3);
+    CHECK(st.requests.waited == 1);
+    CHECK(st.requests.total_wait == 100ms);
+    CHECK(st.requests.timed_out == 1);
+    CHECK(st.requests.try_refused == 2);
+
+    // Past max_keys, with every key busy: the overflow limiter answers, and is counted.
+    for (std::string key : {"w", "x", "y", "z"})
+        CHECK(k.try_acquire(key).allowed);
+    req("over", 1s);
+    drain(io);
+    CHECK(k.stats().overflow_requests == 1);
+    CHECK(k.stats().requests.admitted == 4);
+    k.close();
+    req("w", 1s);
+    drain(io);
+    CHECK(k.stats().requests.closed == 1);
+    CHECK(answered(k.stats().requests) == 6);
 }
 
 TEST_SUITE_END();

@@ -55,6 +55,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -246,7 +247,7 @@ public:
           opt_(std::move(opts)),
           per_client_(io, opt_.rate, opt_.burst, keyed_opts()),
           policy_(policy_field(opt_.rate, opt_.burst)),
-          inflight_(io, opt_.max_inflight),
+          inflight_(io, opt_.max_inflight, sluice::limiter_options{.count_try_acquire = true}),
           strand_(asio::make_strand(io)),
           acceptor_(strand_),
           signals_(strand_, SIGINT, SIGTERM),
@@ -296,6 +297,7 @@ private:
     {
         sluice::keyed_options k;
         k.max_keys = 100'000;
+        k.limiter.count_try_acquire = true;   // counted under the shard's lock: cheap here
         return k;
     }
 
@@ -560,6 +562,46 @@ private:
         std::snprintf(sum, sizeof sum, "%.9f", static_cast<double>(metrics_.wait_sum_ns.load()) / 1e9);
         line(std::string("sluice_wait_seconds_sum ") + sum);
         line("sluice_wait_seconds_count " + u(count));
+
+        // Each limiter's own counts (limiter_stats), one label per limiter.
+        const std::pair<const char*, sluice::limiter_stats> limiters[] = {
+            {"per_client", per_client_.stats().requests},
+            {"inflight", inflight_.stats()},
+        };
+        auto family = [&](const char* name, const char* type, const char* help, auto value) {
+            line(std::string("# HELP ") + name + " " + help);
+            line(std::string("# TYPE ") + name + " " + type);
+            for (auto& [label, st] : limiters) value(std::string(name) + "{limiter=\"" + label + "\"", st);
+        };
+        auto seconds = [](std::chrono::nanoseconds d) {
+            char b[64];
+            std::snprintf(b, sizeof b, "%.9f", std::chrono::duration<double>(d).count());
+            return std::string(b);
+        };
+        family("sluice_limiter_requests_total", "counter", "Requests that may wait (acquire), by outcome.",
+               [&](const std::string& prefix, const sluice::limiter_stats& st) {
+                   const std::pair<const char*, std::uint64_t> outcomes[] = {
+                       {"admitted", st.admitted}, {"refused", st.refused},   {"timed_out", st.timed_out},
+                       {"cancelled", st.cancelled}, {"closed", st.closed}};
+                   for (auto& [o, v] : outcomes) line(prefix + ",outcome=\"" + o + "\"} " + u(v));
+               });
+        family("sluice_limiter_try_acquire_total", "counter", "try_acquire calls, by outcome.",
+               [&](const std::string& prefix, const sluice::limiter_stats& st) {
+                   line(prefix + ",outcome=\"admitted\"} " + u(st.try_admitted));
+                   line(prefix + ",outcome=\"refused\"} " + u(st.try_refused));
+               });
+        family("sluice_limiter_waiting", "gauge", "Requests waiting for a permit now.",
+               [&](const std::string& prefix, const sluice::limiter_stats& st) { line(prefix + "} " + u(st.waiting)); });
+        family("sluice_limiter_waited_total", "counter", "Admitted requests that had to wait.",
+               [&](const std::string& prefix, const sluice::limiter_stats& st) { line(prefix + "} " + u(st.waited)); });
+        family("sluice_limiter_wait_seconds_total", "counter", "Time admitted requests spent waiting.",
+               [&](const std::string& prefix, const sluice::limiter_stats& st) {
+                   line(prefix + "} " + seconds(st.total_wait));
+               });
+        family("sluice_limiter_max_wait_seconds", "gauge", "The longest wait of an admitted request.",
+               [&](const std::string& prefix, const sluice::limiter_stats& st) {
+                   line(prefix + "} " + seconds(st.max_wait));
+               });
         return m;
     }
 

@@ -11,6 +11,13 @@ import subprocess
 import sys
 import time
 
+try:
+    from prometheus_client.parser import text_string_to_metric_families
+except ImportError:
+    # Debian's python3-prometheus-client, seen from another python3 first in PATH.
+    sys.path.append("/usr/lib/python3/dist-packages")
+    from prometheus_client.parser import text_string_to_metric_families
+
 _children = []
 
 
@@ -104,14 +111,22 @@ def get(port, path, headers=None, source="127.0.0.1"):
 
 
 def metrics(port):
-    """The /metrics page as {name_with_labels: value}."""
+    """The /metrics page, parsed by prometheus_client's own parser, as
+    {'name{label="value",...}': value}. Checks Prometheus naming on the way: a counter's
+    samples end in _total, times are in (base unit) seconds, every family has HELP."""
     r = get(port, "/metrics")
     assert r.status == 200, r.status
+    assert r.header("Content-Type").startswith("text/plain; version=0.0.4"), r.header("Content-Type")
     out = {}
-    for line in r.body.decode().splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
+    for family in text_string_to_metric_families(r.body.decode()):
+        assert family.documentation, "no HELP for %s" % family.name
+        for sample in family.samples:
+            if family.type == "counter":
+                assert sample.name.endswith(("_total", "_created")), sample.name
+            # Base units: seconds, never milli-, micro- or nanoseconds.
+            assert not re.search(r"_(ms|us|ns|milli|micro|nano)", sample.name), sample.name
+            labels = ",".join('%s="%s"' % kv for kv in sorted(sample.labels.items()))
+            out[sample.name + ("{%s}" % labels if labels else "")] = sample.value
     return out
 
 

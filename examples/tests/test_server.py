@@ -62,6 +62,18 @@ def limits_and_headers():
     check(m.get("sluice_inflight") == 0 and m.get("sluice_queue_depth") == 0, "metrics: nothing in flight or queued")
     check(m.get("sluice_wait_seconds_count") == 0 and 'sluice_wait_seconds_bucket{le="+Inf"}' in m,
           "metrics: wait histogram present and empty")
+    # The limiters' own counts: without --delay-ms every decision is a try_acquire.
+    pc, inf = 'limiter="per_client"', 'limiter="inflight"'
+    check(m.get('sluice_limiter_try_acquire_total{%s,outcome="admitted"}' % pc) == 11 and
+          m.get('sluice_limiter_try_acquire_total{%s,outcome="refused"}' % pc) == 4,
+          "metrics: per_client try_acquire 11 admitted, 4 refused")
+    check(m.get('sluice_limiter_try_acquire_total{%s,outcome="admitted"}' % inf) == 15,
+          "metrics: inflight try_acquire admitted each of the 15 requests")
+    check(all(m.get('sluice_limiter_requests_total{%s,outcome="%s"}' % (l, o)) == 0
+              for l in (pc, inf) for o in ("admitted", "refused", "timed_out", "cancelled", "closed")),
+          "metrics: no request waited on any limiter")
+    check(m.get("sluice_limiter_waiting{%s}" % pc) == 0 and m.get("sluice_limiter_max_wait_seconds{%s}" % pc) == 0,
+          "metrics: per_client: nobody waiting, no wait")
 
     rc = stop(p)
     check(rc == 0, "SIGTERM: exit code 0")
@@ -96,6 +108,18 @@ def delay_mode():
     check(m.get("sluice_wait_seconds_count") == delayed, "metrics: histogram count = delayed")
     check(m.get('sluice_wait_seconds_bucket{le="0.5"}') == delayed, "metrics: every wait <= 0.5 s")
     check(m.get('sluice_wait_seconds_bucket{le="0.001"}') == 0, "metrics: no delayed request waited < 1 ms")
+    pc = 'limiter="per_client"'
+    check(m.get('sluice_limiter_requests_total{%s,outcome="admitted"}' % pc) == delayed and
+          m.get("sluice_limiter_waited_total{%s}" % pc) == delayed,
+          "metrics: the per_client limiter admitted the delayed requests after a wait")
+    check(m.get('sluice_limiter_requests_total{%s,outcome="timed_out"}' % pc) == statuses.count(429),
+          "metrics: the per_client limiter timed out the 429s")
+    wait_total = m.get("sluice_limiter_wait_seconds_total{%s}" % pc)
+    check(abs(wait_total - m.get("sluice_wait_seconds_sum")) <= 0.005 * delayed,
+          "metrics: the limiter's total wait %.4f s is the server's own measure %.4f s (5 ms each)"
+          % (wait_total, m.get("sluice_wait_seconds_sum")))
+    check(0.09 <= m.get("sluice_limiter_max_wait_seconds{%s}" % pc) <= 0.26,
+          "metrics: the longest wait is 100-250 ms (%s)" % m.get("sluice_limiter_max_wait_seconds{%s}" % pc))
     check(all(r.header("RateLimit") and r.header("RateLimit-Policy") == '"default";q=10;w=1;sluice-burst=1'
               for r in rs),
           "delay mode: RateLimit headers on 200 and 429 (policy: 10/s, burst 1)")

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/limiter_options.hpp>
+#include <sluice/limiter_stats.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -52,6 +53,11 @@ struct keyed_stats {
     /// Keys with a waiting queue allocated now (it is freed when the key is looked at by
     /// the eviction wheel with nobody waiting).
     std::size_t waiting_keys = 0;
+
+    /// The requests of every key and of the overflow limiter, as one limiter's stats()
+    /// counts them (evicted keys' included). Taking them visits the keys that have a
+    /// waiting queue now.
+    limiter_stats requests;
 };
 
 } // namespace sluice

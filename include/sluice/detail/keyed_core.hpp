@@ -6,6 +6,7 @@
 #include <sluice/decision.hpp>
 #include <sluice/detail/idle_wheel.hpp>
 #include <sluice/detail/policy_ref.hpp>
+#include <sluice/detail/request_counters.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
 #include <sluice/keyed_options.hpp>
@@ -75,12 +76,15 @@ public:
         {
             std::lock_guard lock(s.mutex);
             s.maintain(t);
-            if (entry* e = s.find(key))
-                return e->waits ? e->waits->try_acquire(n) : e->policy.try_acquire(n, t);
+            if (entry* e = s.find(key)) {
+                if (e->waits)
+                    return e->waits->try_acquire(n);   // counted there
+                return s.count_try(e->policy.try_acquire(n, t), opts_.limiter);
+            }
             if (entry* e = s.create(key, h, t, config_)) {
                 decision d = e->policy.try_acquire(n, t);
                 s.wheel.schedule(e, e->policy.idle_at(t));
-                return d;
+                return s.count_try(d, opts_.limiter);
             }
             ++s.overflow_requests;
         }
@@ -105,6 +109,7 @@ public:
             std::lock_guard lock(s.mutex);
             if (closed_.load(std::memory_order_acquire)) {
                 w->result = make_error_code(error::closed);
+                s.requests.count(w->result, 0);
                 w->complete(w);
                 return;
             }
@@ -120,6 +125,7 @@ public:
                     if (created) s.wheel.schedule(e, e->policy.idle_at(t));
                     if (r.allowed || (r.error && (r.error != error::would_exceed_timeout || max_wait == 0))) {
                         w->result = r.error;
+                        s.requests.count(w->result, 0);
                         w->complete(w);
                         return;
                     }
@@ -198,6 +204,8 @@ public:
     keyed_stats stats() const
     {
         keyed_stats st;
+        request_counters requests;
+        std::size_t waiting = 0;
         for (auto& s : shards_) {
             std::lock_guard lock(s->mutex);
             st.keys += s->set.size();
@@ -205,7 +213,21 @@ public:
             st.evicted += s->evicted;
             st.overflow_requests += s->overflow_requests;
             st.waiting_keys += s->waiting;
+            requests.add(s->requests.snapshot(0));
+            if (s->waiting == 0)
+                continue;
+            // The keys that have a waiting queue now keep their own counts.
+            s->for_each([&](const entry* e) {
+                if (e->waits) {
+                    limiter_stats k = e->waits->stats();
+                    requests.add(k);
+                    waiting += k.waiting;
+                }
+            });
         }
+        limiter_stats o = overflow_.waits->stats();
+        requests.add(o);
+        st.requests = requests.snapshot(waiting + o.waiting);
         st.overflow_admitted = overflow_admitted_.load(std::memory_order_relaxed);
         return st;
     }
@@ -319,7 +341,9 @@ private:
                 std::int64_t idle = e->policy.idle_at(now);
                 bool waiting = e->waits && e->waits->queued() != 0;
                 if (!waiting && e->waits) {
-                    // Nobody waits: the queue goes (a late handler keeps its own reference).
+                    // Nobody waits: the queue goes (a late handler keeps its own reference),
+                    // its counts stay in the shard's.
+                    requests.add(e->waits->stats());
                     e->waits.reset();
                     --this->waiting;
                 }
@@ -338,6 +362,14 @@ private:
             for (entry* e : set) f(e);
         }
 
+        // Counts a try_acquire answered here, when asked for (a key without a queue).
+        decision count_try(decision d, const limiter_options& o) noexcept
+        {
+            if (o.count_try_acquire)
+                requests.count_try(d.allowed);
+            return d;
+        }
+
         void clear() noexcept
         {
             for (entry* e : set) delete e;
@@ -353,6 +385,7 @@ private:
         std::uint64_t evicted = 0;
         std::uint64_t overflow_requests = 0;
         std::size_t waiting = 0;
+        request_counters requests;   // of requests answered here, and of queues let go
     };
 
     static const keyed_options& check(const keyed_options& o)

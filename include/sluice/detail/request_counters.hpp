@@ -2,6 +2,7 @@
 // engine under its lock, and the opt-in try_acquire counts, kept apart without it.
 #pragma once
 
+#include <sluice/detail/arith.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_stats.hpp>
 
@@ -28,10 +29,7 @@ public:
             if (waited > 0) {
                 ++stats_.waited;
                 // Saturates rather than wraps: 2^63 ns is 292 years of waiting.
-                std::int64_t total = stats_.total_wait.count();
-                stats_.total_wait = std::chrono::nanoseconds{
-                    total > std::chrono::nanoseconds::max().count() - waited ? std::chrono::nanoseconds::max().count()
-                                                                             : total + waited};
+                stats_.total_wait = std::chrono::nanoseconds{sat_add(stats_.total_wait.count(), waited)};
                 stats_.max_wait = std::max(stats_.max_wait, std::chrono::nanoseconds{waited});
             }
         } else if (ec == error::would_exceed_timeout || ec == error::timed_out) {
@@ -43,6 +41,22 @@ public:
         } else {
             ++stats_.refused;
         }
+    }
+
+    /// Adds the counts of another limiter (a key's waiting queue that is let go), but its
+    /// `waiting`.
+    void add(const limiter_stats& o) noexcept
+    {
+        stats_.admitted += o.admitted;
+        stats_.refused += o.refused;
+        stats_.timed_out += o.timed_out;
+        stats_.cancelled += o.cancelled;
+        stats_.closed += o.closed;
+        stats_.waited += o.waited;
+        stats_.total_wait = std::chrono::nanoseconds{sat_add(stats_.total_wait.count(), o.total_wait.count())};
+        stats_.max_wait = std::max(stats_.max_wait, o.max_wait);
+        tries_.admitted.fetch_add(o.try_admitted, std::memory_order_relaxed);
+        tries_.refused.fetch_add(o.try_refused, std::memory_order_relaxed);
     }
 
     /// A try_acquire answered; safe from any thread.
