@@ -11,7 +11,9 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/system_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <signal.h>
@@ -43,7 +45,9 @@ int worker(int id, std::uint16_t port, std::chrono::system_clock::time_point sta
             t.expires_after(5ms);
             co_await t.async_wait(asio::use_awaitable);
         }
-        std::this_thread::sleep_until(start);
+        // Both workers start at the same instant, on a timer: the event loop keeps running.
+        asio::system_timer at_start(io, start);
+        co_await at_start.async_wait(asio::use_awaitable);
         auto end = std::chrono::steady_clock::now() + 2s;
         while (std::chrono::steady_clock::now() < end) {
             // Wait for a slot at most 500 ms; false: the queue is too long, try again.
@@ -74,7 +78,23 @@ int main(int argc, char** argv)
                  "--appendonly", "no", "--loglevel", "warning", static_cast<char*>(nullptr));
         ::_exit(127);
     }
-    std::this_thread::sleep_for(300ms);   // an example: a real program would check PING
+    // Wait until redis-server accepts connections (no event loop runs here yet).
+    {
+        asio::io_context io;
+        asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), port);
+        for (int i = 0;; ++i) {
+            asio::ip::tcp::socket s(io);
+            boost::system::error_code ec;
+            s.connect(ep, ec);
+            if (!ec) break;
+            if (i == 500) {
+                std::fprintf(stderr, "redis-server did not start on port %u\n", port);
+                ::kill(server, SIGTERM);
+                return 1;
+            }
+            std::this_thread::sleep_for(10ms);
+        }
+    }
 
     auto start = std::chrono::system_clock::now() + 500ms;
     pid_t kids[2];
