@@ -411,7 +411,7 @@ void run_model(std::uint64_t seed, std::int64_t start, std::int64_t interval, st
         } else {
             // Time passes (now and then a long idle gap), and the queue is woken.
             std::int64_t step_ns = g.next() % 30 == 0 ? 1'000'000'000'000'000 : g.in(0, 3 * interval);
-            t = step_ns > max_ns - t ? max_ns : t + step_ns;
+            t = t > max_ns - step_ns ? max_ns : t + step_ns;   // step_ns >= 0: no overflow
             auto expect = m.release(t);
             auto out = handed_out([&](auto& d) { q.release_due(t, d); });
             REQUIRE(out == expect);
