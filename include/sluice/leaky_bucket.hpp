@@ -33,8 +33,8 @@ namespace sluice {
 ///
 /// Cancellation: async_acquire honours terminal, partial and total cancellation while it
 /// waits: it completes with asio::error::operation_aborted and its slot is given back, so
-/// the waiters behind it move up by one interval. close() and the destructor complete
-/// every waiter with error::closed.
+/// the waiters behind it move up. close() and the destructor complete every waiter with
+/// error::closed.
 ///
 /// Thread-safety: distinct objects safe; a shared bucket may be used from any number of
 /// threads and io_contexts at once. try_acquire is lock-free (a compare-and-swap on the
