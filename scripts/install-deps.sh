@@ -19,6 +19,7 @@ packages=(
   gnuplot-nox
   cmake
   python3-prometheus-client
+  doxygen
 )
 
 missing=()

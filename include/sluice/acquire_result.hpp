@@ -17,7 +17,9 @@ namespace sluice {
 ///     }
 class acquire_result {
 public:
+    /// Granted.
     acquire_result() noexcept = default;
+    /// Granted when `ec` is empty, refused for that reason otherwise.
     explicit acquire_result(const boost::system::error_code& ec) noexcept : ec_(ec) {}
 
     /// Whether the permits were granted.

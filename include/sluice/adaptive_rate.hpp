@@ -147,6 +147,16 @@ private:
 /// order among those held). A request that was already waiting in the bucket when a pause
 /// began gives up its permit and waits again.
 ///
+/// Executor: completion handlers run on their associated executor (the limiter's when they
+/// have none), never inside async_acquire: a request answered at once (closed, or a pause
+/// that outlasts max_wait) completes through the executor. The limiter's executor runs the
+/// gate's timer and the bucket's.
+///
+/// Cancellation: async_acquire honours terminal, partial and total cancellation, at the
+/// gate and in the bucket: it completes with asio::error::operation_aborted, and a permit
+/// it had reserved in the bucket is given back. close() and the destructor complete every
+/// request, at the gate or in the bucket, with error::closed.
+///
 /// Thread-safety: as basic_limiter. on_response may be called from any thread; calls are
 /// serialised by a mutex.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
@@ -154,10 +164,15 @@ class adaptive_rate {
     using state_type = detail::adaptive_rate_core<Clock, Executor>;
 
 public:
+    /// The clock of the bucket and of pauses.
     using clock_type = Clock;
+    /// The executor of the timers, and the default one of completion handlers.
     using executor_type = Executor;
+    /// An instant on Clock.
     using time_point = typename Clock::time_point;
 
+    /// The limiter's type on another executor type, as on Asio's I/O objects (what
+    /// `use_awaitable_t<>::as_default_on_t` needs).
     template <class OtherExecutor>
     struct rebind_executor {
         /// The same limiter on another executor type.
@@ -172,6 +187,7 @@ public:
     {
     }
 
+    /// The same, on the executor of an execution context (an io_context).
     template <class Context>
         requires std::is_convertible_v<Context&, boost::asio::execution_context&>
     adaptive_rate(Context& ctx, adaptive_rate_options opts, std::uint64_t burst = 1, const limiter_options& lo = {})
@@ -179,7 +195,10 @@ public:
     {
     }
 
+    /// Takes over `other`'s limiter; `other` may then only be destroyed or assigned to.
     adaptive_rate(adaptive_rate&&) noexcept = default;
+    /// Closes this limiter (its requests complete with error::closed), then takes over
+    /// `other`'s.
     adaptive_rate& operator=(adaptive_rate&& other) noexcept
     {
         if (this != &other) {
@@ -189,11 +208,13 @@ public:
         return *this;
     }
 
+    /// Closes the limiter: pending requests complete with error::closed.
     ~adaptive_rate()
     {
         if (state_) close();
     }
 
+    /// The executor the limiter's timers run on.
     executor_type get_executor() const noexcept { return state_->bucket.get_executor(); }
 
     /// Grants n permits now if possible. Refused while paused (retry_after: the rest of the
@@ -274,12 +295,14 @@ public:
     {
         return since_epoch(now).count() < state_->paused_until.load();
     }
+    /// When the last pause ends (or ended); before any pause, a time long past.
     time_point paused_until() const noexcept
     {
         return time_point{std::chrono::duration_cast<typename time_point::duration>(
             std::chrono::nanoseconds(state_->paused_until.load()))};
     }
 
+    /// The controller's counters (responses, refusals, pauses, adaptations...).
     adaptive_rate_controller::statistics stats() const
     {
         std::lock_guard lock(state_->mutex);

@@ -58,8 +58,11 @@ struct adaptive_rate_options {
 
 /// One response, as the controller sees it: the status and the parsed fields.
 struct server_response {
+    /// The HTTP status code; 429 and 503 are refusals.
     unsigned status = 200;
+    /// The parsed RateLimit-Policy field (empty when absent or malformed).
     std::span<const http::quota_policy> policies{};
+    /// The parsed RateLimit field (empty when absent or malformed).
     std::span<const http::service_limit> limits{};
     /// The delay of Retry-After (see http::retry_after::delay_from), if present and valid.
     std::optional<std::chrono::nanoseconds> retry_after{};
@@ -68,9 +71,13 @@ struct server_response {
 /// The raw field values of one response (each field's lines joined with ","; empty when
 /// absent), for on_response(const http_response&, ...), which parses them.
 struct http_response {
+    /// The HTTP status code; 429 and 503 are refusals.
     unsigned status = 200;
+    /// The RateLimit-Policy field's value.
     std::string_view ratelimit_policy{};
+    /// The RateLimit field's value.
     std::string_view ratelimit{};
+    /// The Retry-After field's value.
     std::string_view retry_after{};
 };
 
@@ -80,8 +87,13 @@ struct adaptive_rate_feedback {
     bool rate_changed = false;
     /// A pause started or was extended: no request until paused_until().
     bool paused = false;
-    /// Malformed fields, ignored as the draft requires (errors of http::error_category()).
-    boost::system::error_code policy_error, ratelimit_error, retry_after_error;
+    /// Why RateLimit-Policy was ignored as malformed, as the draft requires (an error of
+    /// http::error_category()); empty when it was not.
+    boost::system::error_code policy_error;
+    /// Why RateLimit was ignored as malformed; empty when it was not.
+    boost::system::error_code ratelimit_error;
+    /// Why Retry-After was ignored as malformed; empty when it was not.
+    boost::system::error_code retry_after_error;
 };
 
 /// The controller.
@@ -113,13 +125,33 @@ struct adaptive_rate_feedback {
 /// Not thread-safe: sluice::adaptive_rate serialises its calls.
 class adaptive_rate_controller {
 public:
+    /// Times and instants: nanoseconds since the caller's epoch.
     using duration = std::chrono::nanoseconds;
 
+    /// Counters since construction.
     struct statistics {
-        std::uint64_t responses = 0, refusals = 0, with_fields = 0, malformed_fields = 0;
-        std::uint64_t pauses = 0, pauses_cut = 0, decreases = 0, adaptations = 0, distrusted = 0;
+        /// Responses fed.
+        std::uint64_t responses = 0;
+        /// Of those, refusals (429 or 503).
+        std::uint64_t refusals = 0;
+        /// Responses whose RateLimit fields set the rate.
+        std::uint64_t with_fields = 0;
+        /// Fields ignored as malformed (up to three a response).
+        std::uint64_t malformed_fields = 0;
+        /// Pauses started or extended.
+        std::uint64_t pauses = 0;
+        /// Pauses cut to adaptive_rate_options::max_pause.
+        std::uint64_t pauses_cut = 0;
+        /// AIMD decreases on refusals.
+        std::uint64_t decreases = 0;
+        /// Times rate_changed was reported: the rate to apply moved.
+        std::uint64_t adaptations = 0;
+        /// Times a server's fields were found to contradict its refusals and were distrusted.
+        std::uint64_t distrusted = 0;
     };
 
+    /// Throws system_error(error::invalid_option) for options out of range (see
+    /// adaptive_rate_options).
     explicit adaptive_rate_controller(adaptive_rate_options opts) : opts_(std::move(opts))
     {
         const double lo = opts_.floor.per_second(), hi = opts_.ceiling.per_second(),
@@ -225,8 +257,11 @@ public:
     double exact_rate() const noexcept { return rate_; }
     /// No request should be sent before this time.
     duration paused_until() const noexcept { return paused_until_; }
+    /// Whether a pause lasts at `now`.
     bool paused(duration now) const noexcept { return now < paused_until_; }
+    /// The counters.
     const statistics& stats() const noexcept { return stats_; }
+    /// The options it was built with.
     const adaptive_rate_options& options() const noexcept { return opts_; }
 
 private:

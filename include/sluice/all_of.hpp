@@ -16,12 +16,28 @@ namespace sluice {
 ///         std::tuple{rate::per_second(10), 10}, std::tuple{1000, 1h});
 ///
 /// basic_all_of takes the Clock and Executor first; all_of uses steady_clock and
-/// any_io_executor.
+/// any_io_executor. The operations (try_acquire, async_acquire, acquire, acquire_blocking,
+/// close, stats) are those of basic_limiter.
+///
+/// Executor: completion handlers run on their associated executor (the limiter's when they
+/// have none), never inside async_acquire or another completion, and never with the
+/// limiter's lock held. The limiter's own executor runs its one timer.
+///
+/// Cancellation: async_acquire honours terminal, partial and total cancellation while it
+/// waits: it completes with asio::error::operation_aborted, having consumed nothing from
+/// any part (a waiter holds no reservation), and the waiters behind it move up. close()
+/// and the destructor complete every waiter with error::closed.
+///
+/// Thread-safety: distinct objects safe; a shared limiter may be used from any number of
+/// threads and io_contexts at once. Every decision takes the composite's mutex for a short
+/// critical section over all parts; waiting requests and update() also take the limiter's.
 template <class Clock, class Executor, class... P>
 class basic_all_of : public basic_limiter<policy::all_of<P...>, Clock, Executor> {
     using base = basic_limiter<policy::all_of<P...>, Clock, Executor>;
 
 public:
+    /// The limiter's type on another executor type, as on Asio's I/O objects (what
+    /// `use_awaitable_t<>::as_default_on_t` needs).
     template <class OtherExecutor>
     struct rebind_executor {
         /// The same limiter on another executor type.
@@ -39,6 +55,7 @@ public:
     {
     }
 
+    /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context, class... Args>
         requires(sizeof...(Args) == sizeof...(P) + (detail::trailing_options_v<limiter_options, Args...> ? 1 : 0))
     basic_all_of(Context& ctx, Args&&... args)
@@ -55,6 +72,7 @@ public:
     }
 };
 
+/// basic_all_of on steady_clock and any_io_executor.
 template <class... P>
 using all_of = basic_all_of<std::chrono::steady_clock, boost::asio::any_io_executor, P...>;
 

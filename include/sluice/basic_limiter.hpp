@@ -44,7 +44,7 @@ using rate_engine = wait_engine<rate_queue<Policy>, Clock, Executor>;
 
 /// An asynchronous limiter over a policy (see sluice/policy/). The named limiters
 /// (token_bucket, leaky_bucket, fixed_window, sliding_window, sliding_window_counter,
-/// all_of) derive from it and add their constructors and setters.
+/// time_wheel, all_of) derive from it and add their constructors and setters.
 ///
 /// Waiting: requests queue in FIFO order, so a large request is never starved by a
 /// stream of small ones, and try_acquire never barges ahead of queued waiters. One timer
@@ -59,6 +59,13 @@ using rate_engine = wait_engine<rate_queue<Policy>, Clock, Executor>;
 /// inside async_acquire or from inside another completion, and no lock of the limiter is
 /// held when it runs. The limiter's own executor runs its timer.
 ///
+/// Cancellation: async_acquire supports per-operation cancellation, terminal, partial
+/// and total, while the request waits: it completes with asio::error::operation_aborted,
+/// gives back what it had reserved, and the waiters behind it move up. Once a request is
+/// answered (granted, or failed fast) its result stands, even when a cancellation arrives
+/// before its handler runs. close() completes every waiter, and every later request, with
+/// error::closed.
+///
 /// Thread-safety: distinct objects safe; a shared limiter is safe to use from any number
 /// of threads and io_contexts at once (try_acquire is lock-free for lock-free policies,
 /// the waiter queue takes a short mutex). The limiter must be destroyed before the
@@ -69,8 +76,11 @@ class basic_limiter {
     using state_type = detail::rate_engine<Policy, Clock, Executor>;
 
 public:
+    /// The policy that decides (a sans-io core of sluice/policy/).
     using policy_type = Policy;
+    /// The clock `now` is read from (std::chrono::steady_clock by default).
     using clock_type = Clock;
+    /// The executor of the limiter's timer, and the default one of completion handlers.
     using executor_type = Executor;
 
     /// Builds the limiter and its policy from `args`, optionally followed by a
@@ -87,13 +97,19 @@ public:
     {
     }
 
+    /// The limiter's type on another executor type, as on Asio's I/O objects (what
+    /// `use_awaitable_t<>::as_default_on_t` needs).
     template <class OtherExecutor>
     struct rebind_executor {
         /// The same limiter on another executor type.
         using other = basic_limiter<Policy, Clock, OtherExecutor>;
     };
 
+    /// Takes over `other`'s limiter, waiters included; `other` may then only be destroyed
+    /// or assigned to.
     basic_limiter(basic_limiter&&) noexcept = default;
+    /// Closes this limiter (its waiters complete with error::closed), then takes over
+    /// `other`'s.
     basic_limiter& operator=(basic_limiter&& other) noexcept
     {
         if (this != &other) {
@@ -103,11 +119,13 @@ public:
         return *this;
     }
 
+    /// Closes the limiter: pending waiters complete with error::closed.
     ~basic_limiter()
     {
         if (state_) state_->close();
     }
 
+    /// The executor the limiter's timer runs on.
     executor_type get_executor() const noexcept { return state_->get_executor(); }
 
     /// Grants n permits now if possible, without waiting. Lock-free for lock-free policies.
@@ -177,7 +195,8 @@ public:
     const Policy& policy() const noexcept { return state_->queue().policy(); }
 
 protected:
-    // Runs f(policy, now) under the queue lock and reschedules the waiters.
+    /// For the setters of derived limiters: runs f(policy, now) under the queue lock, then
+    /// reschedules the waiters under the policy's new state.
     template <class F>
     void reconfigure(F&& f)
     {

@@ -30,12 +30,18 @@ namespace sluice {
 /// polling lasts until the tick, so do not combine the two.
 class coarse_clock {
 public:
+    /// Ticks are counted in an int64...
     using rep = std::int64_t;
+    /// ...of one nanosecond each.
     using period = std::nano;
+    /// A span of this clock: nanoseconds.
     using duration = std::chrono::nanoseconds;
+    /// An instant, on steady_clock's time line.
     using time_point = std::chrono::time_point<coarse_clock, duration>;
+    /// True: CLOCK_MONOTONIC never goes back.
     static constexpr bool is_steady = true;
 
+    /// CLOCK_MONOTONIC_COARSE: the monotonic time as of the kernel's last tick.
     static time_point now() noexcept
     {
         timespec ts;
@@ -58,6 +64,7 @@ public:
 
 } // namespace sluice
 
+/// \cond boost_traits (Boost's, not part of sluice's reference)
 /// The reactor sleeps for what is left on steady_clock (the coarse clock lags it by up to
 /// a tick), and once steady_clock is past the expiry but the coarse clock is not, for a
 /// quarter of a tick at a time: without this, each wake-up before the tick would find a
@@ -79,3 +86,4 @@ struct boost::asio::wait_traits<sluice::coarse_clock> {
         return std::max(clock::resolution() / 4, clock::duration{std::chrono::microseconds(50)});
     }
 };
+/// \endcond

@@ -29,9 +29,7 @@ namespace sluice {
 /// limiter (requests per second AND requests in flight).
 ///
 /// Waiting follows the rate limiters' rules: FIFO (a large request is never starved),
-/// per-operation cancellation (terminal, partial, total), completion on the handler's
-/// associated executor and never inline, a queue bound (limiter_options::max_queued),
-/// close(). The length of a wait cannot be predicted (it depends on when permits are
+/// a queue bound (limiter_options::max_queued), close(). The length of a wait cannot be predicted (it depends on when permits are
 /// returned), so max_wait is a deadline: max_wait 0 fails at once with
 /// error::would_exceed_timeout when no slot is free, and a waiter still queued at its
 /// deadline completes with error::timed_out (as late as limiter_options::coalesce, never
@@ -40,15 +38,36 @@ namespace sluice {
 ///     sluice::concurrency_limit cap(io, 8);
 ///     auto permit = co_await cap.acquire(2s);   // empty on failure; permit.error() tells why
 ///     if (!permit) co_return;
+///
+/// Executor: completion handlers run on their associated executor (the limiter's when they
+/// have none), never inside async_acquire or another completion, and never with the
+/// limiter's lock held. The limiter's own executor runs its timer (the waiters'
+/// deadlines). A granted permit whose handler is dropped unrun (its executor shut down)
+/// returns its slots.
+///
+/// Cancellation: async_acquire honours terminal, partial and total cancellation while it
+/// waits: it completes with asio::error::operation_aborted and an empty permit (a waiter
+/// holds no slot), and the waiters behind it move up. close() and the destructor complete
+/// every waiter with error::closed; permits already granted stay valid and return their
+/// slots when released.
+///
+/// Thread-safety: distinct objects safe; a shared limit may be used from any number of
+/// threads and io_contexts at once. Every operation, try_acquire included, takes a short
+/// mutex, and a permit may be released on any thread. One permit object is not to be
+/// used by two threads at once.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class concurrency_limit {
     using state_type = detail::wait_engine<detail::slot_queue, Clock, Executor>;
     struct permit_grant;
 
 public:
+    /// The clock the deadlines are measured on.
     using clock_type = Clock;
+    /// The executor of the limiter's timer, and the default one of completion handlers.
     using executor_type = Executor;
 
+    /// The limiter's type on another executor type, as on Asio's I/O objects (what
+    /// `use_awaitable_t<>::as_default_on_t` needs).
     template <class OtherExecutor>
     struct rebind_executor {
         /// The same limiter on another executor type.
@@ -60,11 +79,14 @@ public:
     /// failed acquire, error() tells why.
     class permit {
     public:
+        /// An empty permit.
         permit() noexcept = default;
+        /// Takes over `other`'s slots (and error); `other` is left empty.
         permit(permit&& other) noexcept
             : state_(std::move(other.state_)), n_(std::exchange(other.n_, 0)), ec_(std::exchange(other.ec_, {}))
         {
         }
+        /// Releases the slots held, then takes over `other`'s; `other` is left empty.
         permit& operator=(permit&& other) noexcept
         {
             if (this != &other) {
@@ -75,6 +97,7 @@ public:
             }
             return *this;
         }
+        /// Releases the slots held.
         ~permit() { release(); }
 
         /// Returns the slots now (waking the next waiter).
@@ -87,7 +110,9 @@ public:
             }
         }
 
+        /// Slots held (0 when empty).
         std::uint64_t count() const noexcept { return n_; }
+        /// Whether the permit holds slots.
         explicit operator bool() const noexcept { return state_ != nullptr; }
 
         /// Why a failed acquire gave this empty permit: error::timed_out or
@@ -124,12 +149,15 @@ public:
     {
     }
 
+    /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context>
     concurrency_limit(Context& ctx, std::uint64_t limit, const limiter_options& opts = {})
         : concurrency_limit(Executor(ctx.get_executor()), limit, opts)
     {
     }
 
+    /// Takes over `other`'s limit, waiters and permits out included; `other` may then only
+    /// be destroyed.
     concurrency_limit(concurrency_limit&&) noexcept = default;
     concurrency_limit& operator=(concurrency_limit&&) = delete;
 
@@ -139,6 +167,7 @@ public:
         if (state_) state_->close();
     }
 
+    /// The executor the limiter's timer runs on.
     executor_type get_executor() const noexcept { return state_->get_executor(); }
 
     /// A permit for n slots if they are free now and nobody is queued; else an empty one.
@@ -187,17 +216,23 @@ public:
         });
     }
 
+    /// Completes every pending waiter with error::closed; later requests fail the same way.
+    /// Permits already out stay valid.
     void close() { state_->close(); }
+
+    /// Slots held by permits now.
     std::uint64_t in_use() const
     {
         return state_->inspect([](const detail::slot_queue& q) { return q.in_use(); });
     }
 
+    /// The most slots held at once.
     std::uint64_t limit() const
     {
         return state_->inspect([](const detail::slot_queue& q) { return q.limit(); });
     }
 
+    /// Requests waiting now.
     std::size_t queued() const { return state_->queued(); }
 
     /// What callers were answered so far, and how long they waited (see limiter_stats).

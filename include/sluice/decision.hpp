@@ -30,6 +30,7 @@ struct decision {
     /// error::exceeds_burst (n larger than the limiter ever grants at once).
     boost::system::error_code error;
 
+    /// Whether the permits were granted: `allowed`.
     explicit operator bool() const noexcept { return allowed; }
 };
 

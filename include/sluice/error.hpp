@@ -57,6 +57,8 @@ enum class error {
 /// The category of sluice::error; its name() is "sluice".
 const boost::system::error_category& error_category() noexcept;
 
+/// `e` as an error_code of error_category(); found by argument-dependent lookup, so that
+/// `ec == error::closed` compiles.
 inline boost::system::error_code make_error_code(error e) noexcept
 {
     return {static_cast<int>(e), error_category()};
@@ -64,5 +66,7 @@ inline boost::system::error_code make_error_code(error e) noexcept
 
 } // namespace sluice
 
+/// \cond boost_traits (Boost's, not part of sluice's reference)
 template <>
 struct boost::system::is_error_code_enum<sluice::error> : std::true_type {};
+/// \endcond

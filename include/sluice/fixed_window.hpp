@@ -11,11 +11,30 @@ namespace sluice {
 /// Asynchronous fixed window limiter (policy::fixed_window): at most `limit` permits in each
 /// fixed window; the weak guarantee (2 * limit may pass around a boundary). Lock-free
 /// try_acquire; waiters are retried when the next window opens.
+///
+/// The operations (try_acquire, async_acquire, acquire, acquire_blocking, close, stats) are
+/// those of basic_limiter.
+///
+/// Executor: completion handlers run on their associated executor (the limiter's when they
+/// have none), never inside async_acquire or another completion, and never with the
+/// limiter's lock held. The limiter's own executor runs its one timer, armed for the time
+/// the head of the queue may be granted.
+///
+/// Cancellation: async_acquire honours terminal, partial and total cancellation while it
+/// waits: it completes with asio::error::operation_aborted, having consumed nothing (a
+/// waiter holds no reservation), and the waiters behind it move up. close() and the
+/// destructor complete every waiter with error::closed.
+///
+/// Thread-safety: distinct objects safe; a shared limiter may be used from any number of
+/// threads and io_contexts at once. try_acquire is lock-free (compare-and-swaps on the
+/// policy's two words); waiting requests and set_limit take a short mutex.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class fixed_window : public basic_limiter<policy::fixed_window, Clock, Executor> {
     using base = basic_limiter<policy::fixed_window, Clock, Executor>;
 
 public:
+    /// The limiter's type on another executor type, as on Asio's I/O objects (what
+    /// `use_awaitable_t<>::as_default_on_t` needs).
     template <class OtherExecutor>
     struct rebind_executor {
         /// The same limiter on another executor type.
@@ -30,6 +49,7 @@ public:
     {
     }
 
+    /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context>
     fixed_window(Context& ctx, std::uint64_t limit, std::chrono::nanoseconds window, const limiter_options& opts = {})
         : base(Executor(ctx.get_executor()), limit, window, opts)
@@ -43,12 +63,16 @@ public:
         this->reconfigure([limit](policy::fixed_window& p, std::int64_t) { p.set_limit(limit); });
     }
 
+    /// The most permits granted per window.
     std::uint64_t limit() const noexcept { return this->policy().limit(); }
+    /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return this->policy().window(); }
 
     /// One window's configuration, for keyed limiters: the policy's constructor arguments.
     using policy_config = std::tuple<std::uint64_t, std::chrono::nanoseconds>;
 
+    /// The policy_config of a window built with these arguments (keyed's constructor
+    /// and set_override take them).
     static policy_config policy_args(std::uint64_t limit, std::chrono::nanoseconds window) { return {limit, window}; }
 
     /// Applies `c` to a live window: a new limit at once. The window length of a live

@@ -30,10 +30,14 @@ namespace sluice {
 template <class Key>
 struct key_hash : std::hash<Key> {};
 
+/// For string keys: hashes any string view of the same characters, so that heterogeneous
+/// look-ups find a std::basic_string key.
 template <class Char, class Traits, class Alloc>
 struct key_hash<std::basic_string<Char, Traits, Alloc>> {
+    /// Enables heterogeneous look-up in the key store.
     using is_transparent = void;
 
+    /// The hash of `s`, equal for a string and its view.
     std::size_t operator()(std::basic_string_view<Char, Traits> s) const noexcept
     {
         return std::hash<std::basic_string_view<Char, Traits>>{}(s);
@@ -69,6 +73,16 @@ struct key_hash<std::basic_string<Char, Traits, Alloc>> {
 /// one limiter shared by all such keys (by default configured like one key): a flood of
 /// new keys neither grows memory nor gets through unlimited.
 ///
+/// Executor: every key's limiter, and the overflow limiter, run their timers on the keyed
+/// limiter's executor. Completion handlers run on their associated executor (that one when
+/// they have none), never inside async_acquire or another completion, and never with a
+/// lock held.
+///
+/// Cancellation: async_acquire honours terminal, partial and total cancellation while it
+/// waits, as Limiter does: it completes with asio::error::operation_aborted, gives back
+/// what it had reserved, and the key's waiters behind it move up. close() and the
+/// destructor complete every waiter of every key with error::closed.
+///
 /// Thread-safety: shared objects are safe from any number of threads. Keys are spread
 /// over shards, each with its own short lock (a look-up in a flat hash set and one
 /// decision); no lock is global.
@@ -77,14 +91,21 @@ class keyed {
     using core_type = detail::keyed_core<Limiter, Key, Hash, KeyEqual>;
 
 public:
+    /// The limiter of one key.
     using limiter_type = Limiter;
+    /// The type keys are stored as.
     using key_type = Key;
+    /// The policy of one key.
     using policy_type = typename Limiter::policy_type;
+    /// The clock of every key's limiter.
     using clock_type = typename Limiter::clock_type;
+    /// The executor of the timers, and the default one of completion handlers.
     using executor_type = typename Limiter::executor_type;
     /// One key's configuration: Limiter::policy_args(args...).
     using config_type = typename Limiter::policy_config;
 
+    /// The limiter's type on another executor type, as on Asio's I/O objects (what
+    /// `use_awaitable_t<>::as_default_on_t` needs).
     template <class OtherExecutor>
     struct rebind_executor {
         /// The same limiter on another executor type.
@@ -107,13 +128,18 @@ public:
     {
     }
 
+    /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context, class... Args>
     keyed(Context& ctx, Args&&... args)
         : keyed(executor_type(ctx.get_executor()), std::forward<Args>(args)...)
     {
     }
 
+    /// Takes over `other`'s keys and waiters; `other` may then only be destroyed or
+    /// assigned to.
     keyed(keyed&&) noexcept = default;
+    /// Closes this limiter (its waiters complete with error::closed), then takes over
+    /// `other`'s.
     keyed& operator=(keyed&& other) noexcept
     {
         if (this != &other) {
@@ -129,6 +155,7 @@ public:
         if (core_) core_->close();
     }
 
+    /// The executor the keys' timers run on.
     executor_type get_executor() const noexcept { return core_->get_executor(); }
 
     /// Grants n permits of `key` now if possible. `key` is anything Hash and KeyEqual take

@@ -14,18 +14,28 @@ namespace sluice {
 template <class Tag>
 class basic_manual_clock {
 public:
+    /// Ticks are counted in an int64...
     using rep = std::int64_t;
+    /// ...of one nanosecond each.
     using period = std::nano;
+    /// A span of this clock: nanoseconds.
     using duration = std::chrono::nanoseconds;
+    /// An instant of this clock (its own type: no mixing with another Tag's).
     using time_point = std::chrono::time_point<basic_manual_clock, duration>;
+    /// False: set() may move it backwards.
     static constexpr bool is_steady = false;
 
+    /// The time last set or advanced to (0 at start).
     static time_point now() noexcept { return time_point{duration{now_.load(std::memory_order_acquire)}}; }
 
+    /// Moves the clock by `d` (backwards when negative). Timers waiting on it notice at the
+    /// next poll of their io_context (see <sluice/detail/wait_traits.hpp>).
     static void advance(duration d) noexcept { now_.fetch_add(d.count(), std::memory_order_acq_rel); }
 
+    /// Sets the clock to `t`, forwards or backwards.
     static void set(time_point t) noexcept { now_.store(t.time_since_epoch().count(), std::memory_order_release); }
 
+    /// Sets the clock to `since_epoch` after its epoch.
     static void set(duration since_epoch) noexcept { set(time_point{since_epoch}); }
 
 private:

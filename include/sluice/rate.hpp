@@ -56,6 +56,7 @@ public:
     /// Permits per second (for display; limiters never use floating point).
     double per_second() const noexcept { return 1e9 / static_cast<double>(interval_ns_); }
 
+    /// Rates are equal when their intervals are (100/s equals 6000/min).
     friend constexpr bool operator==(rate, rate) noexcept = default;
 
 private:

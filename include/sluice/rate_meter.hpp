@@ -58,6 +58,7 @@ public:
         return count(now) * 1e9 / static_cast<double>(window_);
     }
 
+    /// The length of the window the rate is measured over.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:

@@ -11,11 +11,30 @@ namespace sluice {
 /// Asynchronous time wheel (policy::time_wheel): never more than `limit` permits in any
 /// `slots` consecutive slots of `slot_duration`. A ring of per-slot counters; a short
 /// critical section per decision. Waiters are retried when old slots leave the turn.
+///
+/// The operations (try_acquire, async_acquire, acquire, acquire_blocking, close, stats) are
+/// those of basic_limiter.
+///
+/// Executor: completion handlers run on their associated executor (the limiter's when they
+/// have none), never inside async_acquire or another completion, and never with the
+/// limiter's lock held. The limiter's own executor runs its one timer, armed for the time
+/// the head of the queue may be granted.
+///
+/// Cancellation: async_acquire honours terminal, partial and total cancellation while it
+/// waits: it completes with asio::error::operation_aborted, having consumed nothing (a
+/// waiter holds no reservation), and the waiters behind it move up. close() and the
+/// destructor complete every waiter with error::closed.
+///
+/// Thread-safety: distinct objects safe; a shared limiter may be used from any number of
+/// threads and io_contexts at once. try_acquire takes the policy's mutex for a short
+/// critical section; waiting requests and set_limit take the limiter's.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class time_wheel : public basic_limiter<policy::time_wheel, Clock, Executor> {
     using base = basic_limiter<policy::time_wheel, Clock, Executor>;
 
 public:
+    /// The limiter's type on another executor type, as on Asio's I/O objects (what
+    /// `use_awaitable_t<>::as_default_on_t` needs).
     template <class OtherExecutor>
     struct rebind_executor {
         /// The same limiter on another executor type.
@@ -31,6 +50,7 @@ public:
     {
     }
 
+    /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context>
     time_wheel(Context& ctx, std::uint64_t limit, std::chrono::nanoseconds slot_duration, std::uint32_t slots,
        const limiter_options& opts = {})
@@ -41,6 +61,8 @@ public:
     /// One wheel's configuration, for keyed limiters: the policy's constructor arguments.
     using policy_config = std::tuple<std::uint64_t, std::chrono::nanoseconds, std::uint32_t>;
 
+    /// The policy_config of a wheel built with these arguments (keyed's constructor and
+    /// set_override take them).
     static policy_config policy_args(std::uint64_t limit, std::chrono::nanoseconds slot_duration, std::uint32_t slots)
     {
         return {limit, slot_duration, slots};
@@ -62,9 +84,13 @@ public:
         this->reconfigure([limit](policy::time_wheel& p, std::int64_t) { p.set_limit(limit); });
     }
 
+    /// The most permits granted in any `slots` consecutive slots.
     std::uint64_t limit() const noexcept { return this->policy().limit(); }
+    /// The length of one slot.
     std::chrono::nanoseconds slot_duration() const noexcept { return this->policy().slot_duration(); }
+    /// Slots in one turn of the wheel.
     std::uint32_t slots() const noexcept { return this->policy().slots(); }
+    /// One turn: slots() * slot_duration().
     std::chrono::nanoseconds window() const noexcept { return this->policy().window(); }
 };
 

@@ -15,11 +15,29 @@ namespace sluice {
 ///
 ///     sluice::token_bucket bucket(io, sluice::rate::per_second(100), 10);
 ///     if (co_await bucket.acquire(250ms)) { ... }
+///
+/// The operations (try_acquire, async_acquire, acquire, acquire_blocking, close, stats) are
+/// those of basic_limiter.
+///
+/// Executor: completion handlers run on their associated executor (the limiter's when they
+/// have none), never inside async_acquire or another completion, and never with the
+/// limiter's lock held. The limiter's own executor runs its one timer.
+///
+/// Cancellation: async_acquire honours terminal, partial and total cancellation while it
+/// waits: it completes with asio::error::operation_aborted and its reserved slot is given
+/// back to the bucket, so the waiters behind it move up. close() and the destructor
+/// complete every waiter with error::closed.
+///
+/// Thread-safety: distinct objects safe; a shared bucket may be used from any number of
+/// threads and io_contexts at once. try_acquire is lock-free (a compare-and-swap on the
+/// bucket's one word); waiting requests and the setters take a short mutex.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
 class token_bucket : public basic_limiter<policy::gcra, Clock, Executor> {
     using base = basic_limiter<policy::gcra, Clock, Executor>;
 
 public:
+    /// The limiter's type on another executor type, as on Asio's I/O objects (what
+    /// `use_awaitable_t<>::as_default_on_t` needs).
     template <class OtherExecutor>
     struct rebind_executor {
         /// The same limiter on another executor type.
@@ -33,6 +51,7 @@ public:
     {
     }
 
+    /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context>
     token_bucket(Context& ctx, rate r, std::uint64_t burst, const limiter_options& opts = {})
         : base(Executor(ctx.get_executor()), r, burst, opts)
@@ -58,12 +77,16 @@ public:
         });
     }
 
+    /// The rate the bucket refills at.
     rate get_rate() const noexcept { return this->policy().get_rate(); }
+    /// The most permits the bucket holds, and so the largest grantable request.
     std::uint64_t burst() const noexcept { return this->policy().burst(); }
 
     /// One bucket's configuration, for keyed limiters: the policy's constructor arguments.
     using policy_config = std::tuple<rate, std::uint64_t>;
 
+    /// The policy_config of a bucket built with these arguments (keyed's constructor
+    /// and set_override take them).
     static policy_config policy_args(rate r, std::uint64_t burst) { return {r, burst}; }
 
     /// Applies `c` to a live bucket, keeping what it has consumed, in permits (see set_rate

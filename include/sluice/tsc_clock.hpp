@@ -102,15 +102,22 @@ inline std::int64_t tsc_scale(std::uint64_t ticks, std::uint64_t mult) noexcept
 /// steady_clock.
 class tsc_clock {
 public:
+    /// Ticks are counted in an int64...
     using rep = std::int64_t;
+    /// ...of one nanosecond each.
     using period = std::nano;
+    /// A span of this clock: nanoseconds.
     using duration = std::chrono::nanoseconds;
+    /// An instant, on steady_clock's time line.
     using time_point = std::chrono::time_point<tsc_clock, duration>;
+    /// True: monotonic in every thread (see the class comment for across threads).
     static constexpr bool is_steady = true;
 
     /// The most a tsc_clock reading differs from steady_clock (see above).
     static constexpr duration max_drift{50'000};
 
+    /// The counter scaled to nanoseconds (or steady_clock::now() on the fallback). The first
+    /// call calibrates, for about 1 ms.
     static time_point now() noexcept
     {
 #ifdef SLUICE_DETAIL_TSC

@@ -45,6 +45,7 @@ enum class error {
 /// The category of sluice::http::error; its name() is "sluice.http".
 const boost::system::error_category& error_category() noexcept;
 
+/// `e` as an error_code of the "sluice.http" category.
 inline boost::system::error_code make_error_code(error e) noexcept
 {
     return {static_cast<int>(e), error_category()};
@@ -52,5 +53,7 @@ inline boost::system::error_code make_error_code(error e) noexcept
 
 } // namespace sluice::http
 
+/// \cond boost_traits (Boost's, not part of sluice's reference)
 template <>
 struct boost::system::is_error_code_enum<sluice::http::error> : std::true_type {};
+/// \endcond

@@ -29,6 +29,7 @@ namespace sluice::http {
 
 /// One quota policy of `RateLimit-Policy`: `"name";q=<quota>;w=<seconds>`.
 struct quota_policy {
+    /// The policy's name (the String item the parameters belong to).
     std::string name;
     std::uint64_t quota = 0;                    ///< q (required): quota units per window
     std::optional<std::uint64_t> window;        ///< w, in seconds, > 0
@@ -36,17 +37,20 @@ struct quota_policy {
     std::optional<std::string> partition_key;   ///< pk, the decoded bytes
     sf::parameters extensions;                  ///< every other parameter, in order
 
+    /// Equal when every member is, extensions in the same order.
     friend bool operator==(const quota_policy&, const quota_policy&) = default;
 };
 
 /// One service limit of `RateLimit`: `"name";r=<available>;t=<seconds>`.
 struct service_limit {
+    /// The name of the policy this limit reports on.
     std::string name;
     std::uint64_t remaining = 0;                ///< r (required): quota units available
     std::optional<std::uint64_t> reset;         ///< t, the effective window in seconds
     std::optional<std::string> partition_key;   ///< pk, the decoded bytes
     sf::parameters extensions;                  ///< every other parameter, in order
 
+    /// Equal when every member is, extensions in the same order.
     friend bool operator==(const service_limit&, const service_limit&) = default;
 };
 

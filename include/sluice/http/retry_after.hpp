@@ -29,7 +29,12 @@ boost::system::result<std::string> format_http_date(sys_seconds when);
 
 /// A Retry-After value: a delay, or a date.
 struct retry_after {
-    enum class form { delay_seconds, http_date };
+    /// Which of the two forms the field had.
+    enum class form {
+        delay_seconds, ///< a number of seconds
+        http_date,     ///< an HTTP-date
+    };
+    /// The form of this value; `delay` or `date` holds it.
     form kind = form::delay_seconds;
     std::chrono::seconds delay{0}; ///< delay_seconds
     sys_seconds date{};            ///< http_date
@@ -38,6 +43,7 @@ struct retry_after {
     /// date in the past), rounded up to whole seconds.
     std::chrono::seconds delay_from(std::chrono::system_clock::time_point now) const noexcept;
 
+    /// Equal when form, delay and date all are.
     friend bool operator==(const retry_after&, const retry_after&) = default;
 };
 

@@ -58,8 +58,11 @@ template <class... P>
 class all_of {
 public:
     static_assert(sizeof...(P) >= 1, "all_of needs at least one part");
+    /// This policy never commits permits in the future: waiters are retried.
     static constexpr bool reserves_ahead = false;
 
+    /// Builds each part from its tuple of constructor arguments, in order; throws what a
+    /// part's constructor throws.
     template <class... Args>
         requires(sizeof...(Args) == sizeof...(P))
     explicit all_of(Args&&... args) : parts_(std::forward<Args>(args)...)
@@ -69,6 +72,8 @@ public:
     all_of(const all_of&) = delete;
     all_of& operator=(const all_of&) = delete;
 
+    /// Grants n permits at `now` if every part grants them; then it consumes from all, else from none; the decision says how long until they
+    /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
         std::lock_guard lock(mutex_);
@@ -78,6 +83,7 @@ public:
         return d;
     }
 
+    /// The decision try_acquire would take, without consuming anything.
     decision check(std::uint64_t n, std::int64_t now) const noexcept
     {
         std::lock_guard lock(mutex_);

@@ -26,7 +26,9 @@ namespace sluice::policy {
 /// another idle gap of about a multiple of 2^32 windows.
 class fixed_window {
 public:
+    /// This policy never commits permits in the future: waiters are retried.
     static constexpr bool reserves_ahead = false;
+    /// The largest limit: 2^31 - 1 (the count shares its word with a tag).
     static constexpr std::uint64_t max_limit = (1u << 31) - 1;
 
     /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^31 - 1, and
@@ -39,8 +41,11 @@ public:
     fixed_window(const fixed_window&) = delete;
     fixed_window& operator=(const fixed_window&) = delete;
 
+    /// Grants n permits at `now` if they fit in the current window's count; the decision says how long until they
+    /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
 
+    /// The decision try_acquire would take, without consuming anything.
     decision check(std::uint64_t n, std::int64_t now) const noexcept
     {
         return const_cast<fixed_window*>(this)->decide(n, now, false);
@@ -86,8 +91,11 @@ public:
         return s.count ? window_start(detail::int128(s.window) + 1, window_) : detail::min_ns;
     }
 
+    /// The most permits granted per window.
     std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
+    /// The largest grantable request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
+    /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:

@@ -181,9 +181,13 @@ public:
         return std::chrono::nanoseconds{reset(s.c, s.z(), now)};
     }
 
+    /// The rate the bucket refills at.
     rate get_rate() const noexcept { return rate::every(std::chrono::nanoseconds{interval_.load(std::memory_order_relaxed)}); }
+    /// The most permits the bucket holds.
     std::uint64_t burst() const noexcept { return burst_.load(std::memory_order_relaxed); }
+    /// Nanoseconds between two permits: get_rate().interval().
     std::int64_t interval_ns() const noexcept { return interval_.load(std::memory_order_relaxed); }
+    /// How far a caller late on its schedule may catch up (0 for a token bucket).
     std::chrono::nanoseconds slack() const noexcept { return std::chrono::nanoseconds{slack_.load(std::memory_order_relaxed)}; }
 
     /// The raw state, for tests and the async layer: the instant the bucket is empty

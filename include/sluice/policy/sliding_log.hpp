@@ -25,7 +25,9 @@ namespace sluice::policy {
 /// which can only delay later grants.
 class sliding_log {
 public:
+    /// This policy never commits permits in the future: waiters are retried.
     static constexpr bool reserves_ahead = false;
+    /// The largest limit: 2^24 timestamps (128 MiB of ring).
     static constexpr std::uint64_t max_limit = std::uint64_t{1} << 24;
 
     /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^24, and
@@ -38,12 +40,15 @@ public:
     sliding_log(const sliding_log&) = delete;
     sliding_log& operator=(const sliding_log&) = delete;
 
+    /// Grants n permits at `now` if n more timestamps fit in the last window; the decision says how long until they
+    /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
         std::lock_guard lock(mutex_);
         return decide(n, now, true);
     }
 
+    /// The decision try_acquire would take, without consuming anything.
     decision check(std::uint64_t n, std::int64_t now) const noexcept
     {
         std::lock_guard lock(mutex_);
@@ -92,12 +97,15 @@ public:
         return newest_ == detail::min_ns ? detail::min_ns : detail::sat_add(newest_, window_);
     }
 
+    /// The most permits in any window-long interval (the ring's size).
     std::uint64_t limit() const noexcept
     {
         std::lock_guard lock(mutex_);
         return ring_.size();
     }
+    /// The largest grantable request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
+    /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:

@@ -28,7 +28,9 @@ namespace sluice::policy {
 /// through another idle gap of about a multiple of 2048 windows.
 class sliding_window_counter {
 public:
+    /// This policy never commits permits in the future: waiters are retried.
     static constexpr bool reserves_ahead = false;
+    /// The largest limit: 2^26 - 1 (each count is 26 bits of the shared word).
     static constexpr std::uint64_t max_limit = (std::uint64_t{1} << 26) - 1;
 
     /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^26 - 1, and
@@ -41,8 +43,11 @@ public:
     sliding_window_counter(const sliding_window_counter&) = delete;
     sliding_window_counter& operator=(const sliding_window_counter&) = delete;
 
+    /// Grants n permits at `now` if the estimate with them stays within the limit; the decision says how long until they
+    /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
 
+    /// The decision try_acquire would take, without consuming anything.
     decision check(std::uint64_t n, std::int64_t now) const noexcept
     {
         return const_cast<sliding_window_counter*>(this)->decide(n, now, false);
@@ -93,8 +98,11 @@ public:
         return idle_time(s, s.cur);
     }
 
+    /// The most permits the estimate may reach.
     std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
+    /// The largest grantable request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
+    /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:

@@ -31,6 +31,7 @@ namespace sluice::policy {
 /// that starts at or past the end of the int64 range never starts.
 class time_wheel {
 public:
+    /// This policy never commits permits in the future: waiters are retried.
     static constexpr bool reserves_ahead = false;
     /// One slot's counter is 32 bits; it never exceeds the largest limit in force.
     static constexpr std::uint64_t max_limit = (std::uint64_t{1} << 32) - 1;
@@ -52,12 +53,15 @@ public:
     time_wheel(const time_wheel&) = delete;
     time_wheel& operator=(const time_wheel&) = delete;
 
+    /// Grants n permits at `now` if the last turn of the wheel holds at most limit with them; the decision says how long until they
+    /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
         std::lock_guard lock(mutex_);
         return decide(n, now, true);
     }
 
+    /// The decision try_acquire would take, without consuming anything.
     decision check(std::uint64_t n, std::int64_t now) const noexcept
     {
         std::lock_guard lock(mutex_);
@@ -109,14 +113,19 @@ public:
         limit_ = limit;
     }
 
+    /// The most permits in any `slots` consecutive slots.
     std::uint64_t limit() const noexcept
     {
         std::lock_guard lock(mutex_);
         return limit_;
     }
+    /// The largest grantable request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
+    /// The length of one slot.
     std::chrono::nanoseconds slot_duration() const noexcept { return std::chrono::nanoseconds{slot_}; }
+    /// Slots in one turn.
     std::uint32_t slots() const noexcept { return static_cast<std::uint32_t>(slots_); }
+    /// One turn: slots() * slot_duration().
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{slot_ * slots_}; }
 
 private:

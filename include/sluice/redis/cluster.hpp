@@ -28,17 +28,31 @@ namespace sluice::redis {
 /// ASKING. One basic_connection-like link per master, made on first use, with the seed's
 /// timeouts and password.
 ///
-/// Handler signature, executor, errors, cancellation and thread-safety: as
-/// basic_connection. Also error::backend_unavailable when no slot map could be loaded.
+/// Handler signature and errors: as basic_connection; also error::backend_unavailable
+/// when no slot map could be loaded.
+///
+/// Executor: completions run on the handler's associated executor (default: the
+/// client's), never inside the initiating call; the links to the masters and the loading
+/// of the slot map run on the client's executor.
+///
+/// Cancellation: per-operation, terminal and partial, as basic_connection: the operation
+/// completes at once with operation_aborted, the command may still run on the server.
+/// close() and the destructor complete every pending operation with error::closed.
+///
+/// Thread-safety: as basic_connection (an Asio socket): give it a strand if several
+/// threads run its io_context.
 /// Commands whose first key is not argv[1] (EVAL with keys, XREAD...) are routed wrongly
 /// and answered with MOVED, which is then followed: use async_eval for scripts.
 template <class Executor = boost::asio::any_io_executor>
 class basic_cluster {
 public:
+    /// The executor the client's I/O runs on.
     using executor_type = Executor;
 
+    /// The cluster's type on another executor type, as on Asio's I/O objects.
     template <class Other>
     struct rebind_executor {
+        /// The same cluster on another executor type.
         using other = basic_cluster<Other>;
     };
 
@@ -48,6 +62,7 @@ public:
     {
     }
 
+    /// The same, on the executor of an execution context (an io_context).
     template <class Context>
     basic_cluster(Context& ctx, connection_config seed,
                   std::enable_if_t<std::is_convertible_v<
@@ -56,7 +71,10 @@ public:
     {
     }
 
+    /// Takes over `other`'s links; `other` may then only be destroyed or assigned to.
     basic_cluster(basic_cluster&&) noexcept = default;
+    /// Closes this client (pending operations complete with error::closed), then takes over
+    /// `other`'s links.
     basic_cluster& operator=(basic_cluster&& other) noexcept
     {
         if (this != &other) {
@@ -69,13 +87,17 @@ public:
     basic_cluster(const basic_cluster&) = delete;
     basic_cluster& operator=(const basic_cluster&) = delete;
 
+    /// Closes: pending operations complete with error::closed.
     ~basic_cluster()
     {
         if (impl_) detail::close(impl_);
     }
 
+    /// The executor the client's I/O runs on.
     executor_type get_executor() const noexcept { return ex_; }
 
+    /// Sends one command (argv[0] is its name) to the master of argv[1]'s slot; completes
+    /// with its reply, as basic_connection::async_exec.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, reply))
                   Token = boost::asio::default_completion_token_t<executor_type>>
     auto async_exec(std::vector<std::string> argv,
@@ -89,6 +111,8 @@ public:
             token, impl_, std::move(argv));
     }
 
+    /// Runs a script (EVALSHA, loading it on NOSCRIPT) on the master of keys[0]'s slot, as
+    /// basic_connection::async_eval.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, reply))
                   Token = boost::asio::default_completion_token_t<executor_type>>
     auto async_eval(const script& s, std::vector<std::string> keys,
@@ -122,6 +146,7 @@ private:
     std::shared_ptr<detail::cluster_impl> impl_;
 };
 
+/// A cluster client on any_io_executor.
 using cluster = basic_cluster<>;
 
 } // namespace sluice::redis

@@ -23,13 +23,16 @@ namespace sluice::redis {
 /// One logical connection to a Redis server: pipelined (any number of commands in
 /// flight, replies matched in order), reconnecting with exponential backoff.
 ///
+/// Handler signature of both operations: void(boost::system::error_code, reply).
+///
+/// Executor: completions run on the handler's associated executor (default: the
+/// connection's), never inside the initiating call. The connection's own work (hiredis'
+/// reads and writes as stream_descriptor waits, its timers) runs on its executor: no
+/// thread of its own.
+///
 /// Thread-safety: like an Asio socket. Its internal handlers run on its executor, so if
 /// several threads run the io_context, give it a strand. async_exec, async_eval and
 /// close may be called from any thread (they dispatch to the executor).
-///
-/// Handler signature of both operations: void(boost::system::error_code, reply).
-/// Completions run on the handler's associated executor (default: the connection's),
-/// never inside the initiating call.
 ///
 /// Errors: error::backend_unavailable (no connection: commands are not queued between
 /// reconnection attempts but fail at once; or the link was lost or reset while the
@@ -37,15 +40,20 @@ namespace sluice::redis {
 /// is reset), error::closed, error::invalid_option (an empty command),
 /// asio::error::operation_aborted (per-operation cancellation).
 ///
-/// Per-operation cancellation: terminal and partial. The operation completes at once;
-/// the command may still run on the server and its late reply is dropped.
+/// Cancellation: per-operation, terminal and partial. The operation completes at once with
+/// operation_aborted; the command may still run on the server and its late reply is
+/// dropped. close() and the destructor complete every pending operation with
+/// error::closed.
 template <class Executor = boost::asio::any_io_executor>
 class basic_connection {
 public:
+    /// The executor the connection's I/O runs on.
     using executor_type = Executor;
 
+    /// The connection's type on another executor type, as on Asio's I/O objects.
     template <class Other>
     struct rebind_executor {
+        /// The same connection on another executor type.
         using other = basic_connection<Other>;
     };
 
@@ -55,6 +63,7 @@ public:
     {
     }
 
+    /// The same, on the executor of an execution context (an io_context).
     template <class Context>
     basic_connection(Context& ctx, connection_config cfg = {},
                      std::enable_if_t<std::is_convertible_v<
@@ -63,7 +72,10 @@ public:
     {
     }
 
+    /// Takes over `other`'s link; `other` may then only be destroyed or assigned to.
     basic_connection(basic_connection&&) noexcept = default;
+    /// Closes this connection (pending operations complete with error::closed), then takes
+    /// over `other`'s link.
     basic_connection& operator=(basic_connection&& other) noexcept
     {
         if (this != &other) {
@@ -82,6 +94,7 @@ public:
         if (impl_) detail::close(impl_);
     }
 
+    /// The executor the connection's I/O runs on.
     executor_type get_executor() const noexcept { return ex_; }
 
     /// Sends one command (argv[0] is its name); completes with its reply. An error reply
@@ -132,6 +145,7 @@ private:
     std::shared_ptr<detail::connection_impl> impl_;
 };
 
+/// A connection on any_io_executor.
 using connection = basic_connection<>;
 
 } // namespace sluice::redis

@@ -7,9 +7,11 @@
 
 namespace sluice::redis {
 
+/// Settings of one Redis connection (for a cluster: of every link, taken from the seed's).
 struct connection_config {
     /// A numeric address or a name (resolved with getaddrinfo, which blocks: prefer IPs).
     std::string host = "127.0.0.1";
+    /// The TCP port.
     std::uint16_t port = 6379;
 
     /// TCP connect plus the handshake (PING, or AUTH when a password is set).
@@ -22,9 +24,10 @@ struct connection_config {
     /// Wait before reconnecting after a failure, doubling up to reconnect_max; back to
     /// reconnect_min once a connection is up again.
     std::chrono::milliseconds reconnect_min{50};
+    /// The longest wait between two reconnection attempts.
     std::chrono::milliseconds reconnect_max{2000};
 
-    /// AUTH <password> as the handshake when not empty.
+    /// `AUTH password` as the handshake when not empty.
     std::string password;
 };
 

@@ -6,6 +6,7 @@
 
 namespace sluice::redis {
 
+/// The number of hash slots of a Redis Cluster.
 inline constexpr std::uint16_t cluster_slots = 16384;
 
 /// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), as Redis Cluster uses it.

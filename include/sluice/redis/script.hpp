@@ -10,8 +10,10 @@ namespace sluice::redis {
 /// their own copy and the caller's object may go away while they run.
 class script {
 public:
+    /// Holds `lua` and computes its SHA1 once.
     explicit script(std::string lua);
 
+    /// The Lua text.
     const std::string& source() const noexcept { return data_->source; }
 
     /// Lower-case hex SHA1 of source(), as Redis names scripts.

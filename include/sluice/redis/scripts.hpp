@@ -7,6 +7,9 @@
 
 namespace sluice::redis::lua {
 
+/// \namespace sluice::redis::lua
+/// The Lua scripts the Redis limiters run, one atomic decision each on the server's clock.
+///
 /// Every time and duration in the scripts is an integer number of microseconds on the
 /// Redis server's clock (`TIME`): one clock for every process and host, and no client
 /// clock in any decision. Lua numbers are doubles, exact for integers below 2^53, so the

@@ -27,6 +27,7 @@ struct shared_options {
     /// they must be configured alike.
     std::string prefix = "sluice";
 
+    /// What to decide while Redis cannot be reached (see failure_policy).
     failure_policy on_failure = failure_policy::local_fallback;
 
     /// local_fallback: how many processes share the quota; each enforces rate /
@@ -63,7 +64,9 @@ struct shared_options {
 struct shared_stats {
     /// Requests answered (granted or refused), by Redis or by the failure policy.
     std::uint64_t decisions = 0;
+    /// Of those, the grants.
     std::uint64_t admitted = 0;
+    /// Of those, the refusals.
     std::uint64_t rejected = 0;
 
     /// Decisions taken by the failure policy while Redis was unreachable.

@@ -36,10 +36,15 @@ namespace sluice::redis {
 /// share: a waiter may lose until its max_wait runs out. Prefer redis::token_bucket
 /// (one FIFO of reservations on the server) when fair waiting matters more than the
 /// strict window. A later check that finds the remaining time shorter than the wait
-/// still needed also completes with error::would_exceed_timeout. Cancelled during a
-/// round trip, a grant stands and completes with success, a refusal completes with
-/// operation_aborted; close() lets a request whose round trip is under way complete with
-/// its reply (a grant stands: it is consumed in Redis).
+/// still needed also completes with error::would_exceed_timeout.
+///
+/// Operations (those of its base, shared by the Redis limiters):
+/// async_try_acquire(key, n, token), completing with void(error_code, decision) after
+/// one round trip; async_acquire(key, n, max_wait, token), completing with
+/// void(error_code); acquire(key, [n,] max_wait), an awaitable<bool>: true when granted,
+/// false when the wait would exceed max_wait, any other error thrown as system_error;
+/// close(); stats(), a shared_stats; redis_key(key), the Redis key that holds `key`'s
+/// state.
 ///
 /// Failure handling (options.on_failure, probing, stats()) is that of redis::token_bucket;
 /// local_fallback enforces a local sluice::sliding_window per key with limit /
@@ -47,7 +52,22 @@ namespace sluice::redis {
 /// not in Redis: while Redis is away, the guarantee across processes is only as good as
 /// expected_nodes.
 ///
-/// Executor, thread-safety: as redis::token_bucket.
+/// Executor: completions run on the handler's associated executor (the client's when it
+/// has none), never inside the initiating call. The local timers of waiting requests run
+/// on the client's executor.
+///
+/// Cancellation: async_acquire honours terminal, partial and total cancellation. While it
+/// sleeps before a re-check it completes at once with operation_aborted, having consumed
+/// nothing. Cancelled during a round trip, a grant stands and completes with success, a
+/// refusal completes with operation_aborted. async_try_acquire honours terminal and
+/// partial cancellation, forwarded to the client: permits the server granted meanwhile
+/// stay consumed. close() completes every sleeping request with error::closed and lets a
+/// request whose round trip is under way complete with its reply (a grant stands: it is
+/// consumed in Redis).
+///
+/// Thread-safety: like the client: one limiter may be used from several threads only if
+/// the client may (redis::connection dispatches to its executor); close() and the waiting
+/// timers belong to the client's executor. stats() is safe from any thread.
 ///
 /// Errors (completion handlers): error::invalid_count, error::exceeds_burst (n > limit),
 /// error::would_exceed_timeout (nothing consumed), error::closed,
@@ -66,7 +86,9 @@ public:
     {
     }
 
+    /// The most permits of one key in any window-long interval.
     std::uint64_t limit() const noexcept { return this->core_->limit(); }
+    /// The window, in whole microseconds as the scripts use it.
     std::chrono::microseconds window() const noexcept { return std::chrono::microseconds{this->core_->window_us()}; }
 };
 

@@ -31,11 +31,15 @@ namespace sluice::redis {
 /// Waiting: async_acquire reserves the slot in Redis (the script returns how long until
 /// it is usable) and then waits on a local timer: reservations from all processes queue
 /// in one FIFO on the server, so per key a large request is never starved and a wake-up
-/// needs no second round trip. max_wait is rounded down to whole us. A request cancelled
-/// or closed while waiting for its slot gives the slot back in Redis if nothing reserved
-/// after it depends on it (otherwise it stays consumed: never more than the quota); a
-/// cancellation during the round trip takes effect when the reply arrives, for the same
-/// reason.
+/// needs no second round trip. max_wait is rounded down to whole us.
+///
+/// Operations (those of its base, shared by the Redis limiters):
+/// async_try_acquire(key, n, token), completing with void(error_code, decision) after
+/// one round trip (with shared_options::lease_size, usually none); async_acquire(key, n,
+/// max_wait, token), completing with void(error_code); acquire(key, [n,] max_wait), an awaitable<bool>: true when granted,
+/// false when the wait would exceed max_wait, any other error thrown as system_error;
+/// close(); stats(), a shared_stats; redis_key(key), the Redis key that holds `key`'s
+/// state.
 ///
 /// When Redis is unreachable or does not answer within the client's command timeout,
 /// options.on_failure decides (fail_closed, fail_open, or a local token bucket per key
@@ -43,11 +47,23 @@ namespace sluice::redis {
 /// an answer again; stats() counts those fallback decisions. No request waits for a dead
 /// server longer than the command timeout.
 ///
-/// Executor: completions run on the handler's associated executor (or the client's), never
-/// inside the initiating call. Thread-safety: like the client: one limiter may be used
-/// from several threads only if the client may (redis::connection dispatches to its
-/// executor); close() and the waiting timers belong to the client's executor. stats() is
-/// safe from any thread.
+/// Executor: completions run on the handler's associated executor (the client's when it
+/// has none), never inside the initiating call. The local timers of waiting requests run
+/// on the client's executor.
+///
+/// Cancellation: async_acquire honours terminal, partial and total cancellation. While it
+/// waits on its local timer for a reserved slot, it completes at once with
+/// operation_aborted and gives the slot back in Redis if nothing reserved after it
+/// depends on it (otherwise the slot stays consumed: never more than the quota). During a
+/// round trip the cancellation takes effect when the reply arrives (within the client's
+/// command timeout), for the same reason. async_try_acquire honours terminal and partial
+/// cancellation, forwarded to the client: permits the server granted meanwhile stay
+/// consumed. close() completes every waiting request with error::closed and gives its
+/// slot back the same way.
+///
+/// Thread-safety: like the client: one limiter may be used from several threads only if
+/// the client may (redis::connection dispatches to its executor); close() and the waiting
+/// timers belong to the client's executor. stats() is safe from any thread.
 ///
 /// Errors (completion handlers): error::invalid_count, error::exceeds_burst (bad
 /// requests), error::would_exceed_timeout (nothing consumed), error::closed,
@@ -70,7 +86,9 @@ public:
     /// Leasing: permits this process holds and has not handed out yet (all keys).
     std::uint64_t leased() const { return this->core_->leased(); }
 
+    /// Microseconds between two permits, as the scripts use it.
     std::int64_t interval_us() const noexcept { return this->core_->interval_us(); }
+    /// The most permits a key's bucket holds.
     std::uint64_t burst() const noexcept { return this->core_->burst(); }
 };
 
