@@ -40,13 +40,13 @@ struct limiter_stats {
     /// Of the admitted requests, those that had to wait.
     std::uint64_t waited = 0;
 
-    /// The time the admitted requests spent waiting, in total and at most (a request
-    /// granted at once counts 0), as measured on the limiter's clock.
+    /// The time the admitted requests spent waiting, summed (a request granted at once
+    /// counts 0), as measured on the limiter's clock; saturates at its maximum.
     std::chrono::nanoseconds total_wait{0};
     /// The longest time one admitted request waited.
     std::chrono::nanoseconds max_wait{0};
 
-    /// try_acquire calls granted and refused (with limiter_options::count_try_acquire).
+    /// try_acquire calls granted (with limiter_options::count_try_acquire).
     std::uint64_t try_admitted = 0;
     /// try_acquire calls refused (with limiter_options::count_try_acquire).
     std::uint64_t try_refused = 0;
