@@ -3,6 +3,8 @@
 #pragma once
 
 #include <sluice/acquire_result.hpp>
+#include <sluice/adaptive_concurrency.hpp>
+#include <sluice/adaptive_concurrency_controller.hpp>
 #include <sluice/adaptive_rate.hpp>
 #include <sluice/adaptive_rate_controller.hpp>
 #include <sluice/all_of.hpp>
