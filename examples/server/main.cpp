@@ -6,12 +6,14 @@
 // written with sluice::http: `"default";q=<rate x w>;w=<w>;sluice-burst=<burst>`, q / w being
 // the configured rate exactly, and r / t the tokens left and the seconds until full), or, with --delay-ms, holds an over-limit
 // request for up to that long before giving up (nginx's `delay=`); a concurrency_limit caps
-// the requests being handled at once (503 beyond); /metrics reports it all in Prometheus
-// text format. One coroutine per connection; SIGINT/SIGTERM or --seconds shut it down
+// the requests being handled at once (503 beyond); with --shed, an adaptive_concurrency
+// learns how many requests the server handles at once without their latency growing and
+// sheds the rest (503 with Retry-After); /metrics reports it all in Prometheus text format. One coroutine per connection; SIGINT/SIGTERM or --seconds shut it down
 // cleanly: the limiters are closed, so no request is left waiting for a permit.
 //
 //     build/examples/server --port 8080 --rate 10/s --burst 10 --delay-ms 500
 //     build/examples/server --rate 5/s --burst 5 --access-log /tmp/access.log --seconds 30
+//     build/examples/server --rate 10000/s --burst 100 --backend-workers 8 --shed vegas
 //
 // The first line on stdout is `listening on 127.0.0.1:PORT` (with --port 0, the default,
 // the kernel picks the port); flags and endpoints are listed by --help (print_usage below).
@@ -51,6 +53,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -79,6 +82,9 @@ struct options {
     std::uint64_t seconds = 0;
     std::uint64_t threads = 1;
     std::string access_log;
+    std::uint64_t backend_workers = 0;   // 0: /api/work has no backend to wait for
+    std::optional<sluice::concurrency_algorithm> shed;
+    std::uint64_t shed_latency_ms = 100;
 };
 
 void print_usage()
@@ -86,10 +92,17 @@ void print_usage()
     std::fputs(
         "usage: server [--port N] [--listen ADDR] [--rate TEXT] [--burst N] [--delay-ms N]\n"
         "              [--max-inflight N] [--trusted-proxy IP]... [--pages N] [--seconds N]\n"
-        "              [--threads N] [--access-log FILE]\n"
+        "              [--threads N] [--access-log FILE] [--backend-workers N]\n"
+        "              [--shed aimd|vegas|gradient2] [--shed-latency-ms N]\n"
         "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /)\n"
         "  GET /api/<anything>   {\"ok\":true}; /api/work?ms=N answers after N ms\n"
-        "  GET /metrics          Prometheus text format, not limited\n",
+        "  GET /metrics          Prometheus text format, not limited\n"
+        "  --backend-workers N   /api/work holds one of N workers of a stand-in backend (a pool\n"
+        "                        of database connections, say): above N at once, latency grows\n"
+        "  --shed ALG            an adaptive concurrency limit (at most --max-inflight) sheds the\n"
+        "                        requests above what the server handles without queueing: 503\n"
+        "  --shed-latency-ms N   for --shed aimd: a request slower than this means overload\n"
+        "                        (default 100)\n",
         stderr);
 }
 
@@ -140,6 +153,15 @@ bool parse_args(int argc, char** argv, options& o)
             ok = examples::parse_number(v, o.threads) && o.threads > 0 && o.threads <= 256;
         } else if (a == "--access-log") {
             o.access_log = v;
+        } else if (a == "--backend-workers") {
+            ok = examples::parse_number(v, o.backend_workers) && o.backend_workers <= 1'000'000;
+        } else if (a == "--shed") {
+            if (v == "aimd") o.shed = sluice::concurrency_algorithm::aimd;
+            else if (v == "vegas") o.shed = sluice::concurrency_algorithm::vegas;
+            else if (v == "gradient2") o.shed = sluice::concurrency_algorithm::gradient2;
+            else ok = false;
+        } else if (a == "--shed-latency-ms") {
+            ok = examples::parse_number(v, o.shed_latency_ms) && o.shed_latency_ms > 0 && o.shed_latency_ms <= 3'600'000;
         } else {
             f.unknown();
             print_usage();
@@ -183,7 +205,7 @@ std::int64_t ceil_seconds(std::chrono::nanoseconds d)
 
 // Counters shared by every connection (several threads with --threads).
 struct metrics {
-    std::atomic<std::uint64_t> admitted{0}, rejected{0}, delayed{0}, overloaded{0};
+    std::atomic<std::uint64_t> admitted{0}, rejected{0}, delayed{0}, overloaded{0}, shed{0};
     std::atomic<std::int64_t> queue_depth{0};
 
     static constexpr std::array<double, 11> bounds{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
@@ -248,6 +270,8 @@ public:
           per_client_(io, opt_.rate, opt_.burst, keyed_opts()),
           policy_(policy_field(opt_.rate, opt_.burst)),
           inflight_(io, opt_.max_inflight, sluice::limiter_options{.count_try_acquire = true}),
+          shed_(make_shed(io, opt_)),
+          backend_(make_backend(io, opt_)),
           strand_(asio::make_strand(io)),
           acceptor_(strand_),
           signals_(strand_, SIGINT, SIGTERM),
@@ -293,6 +317,25 @@ public:
     }
 
 private:
+    static std::optional<sluice::adaptive_concurrency<>> make_shed(asio::io_context& io, const options& o)
+    {
+        if (!o.shed) return std::nullopt;
+        sluice::adaptive_concurrency_options a;
+        a.algorithm = *o.shed;
+        a.max_limit = o.max_inflight;
+        a.initial_limit = std::min<std::uint64_t>(a.initial_limit, o.max_inflight);
+        // AIMD needs to be told what latency means overload; Vegas and Gradient2 learn it.
+        a.latency_threshold = std::chrono::milliseconds(o.shed_latency_ms);
+        return std::optional<sluice::adaptive_concurrency<>>(std::in_place, io, a,
+                                                             sluice::limiter_options{.count_try_acquire = true});
+    }
+
+    static std::optional<sluice::concurrency_limit<>> make_backend(asio::io_context& io, const options& o)
+    {
+        if (o.backend_workers == 0) return std::nullopt;
+        return std::optional<sluice::concurrency_limit<>>(std::in_place, io, o.backend_workers);
+    }
+
     static sluice::keyed_options keyed_opts()
     {
         sluice::keyed_options k;
@@ -313,6 +356,8 @@ private:
         acceptor_.close(ignored);
         per_client_.close();
         inflight_.close();
+        if (shed_) shed_->close();
+        if (backend_) backend_->close();
         std::lock_guard lock(conn_mutex_);
         for (auto& weak : conns_) {
             if (auto c = weak.lock()) {
@@ -432,6 +477,19 @@ private:
             co_return res;
         }
 
+        // Then what the server can handle without queueing, as the adaptive limit has
+        // learnt it: beyond it a request would only wait, and make every other one wait.
+        std::optional<sluice::adaptive_concurrency<>::permit> shed_permit;
+        if (shed_) {
+            shed_permit = shed_->try_acquire();
+            if (!*shed_permit) {
+                metrics_.shed.fetch_add(1, std::memory_order_relaxed);
+                auto res = text(http::status::service_unavailable, "overloaded\n");
+                set_retry_after(res, 1);
+                co_return res;
+            }
+        }
+
         client = client_of(req, peer);
         auto d = per_client_.try_acquire(std::string_view(client));
         std::uint64_t remaining = d.remaining;
@@ -458,6 +516,7 @@ private:
                     remaining = 0;
                     reset_after = std::max<std::chrono::nanoseconds>(0ns, d.reset_after + opt_.rate.interval() - waited);
                 } else if (ec == sluice::error::closed) {
+                    if (shed_permit) shed_permit->ignore();
                     auto res = text(http::status::service_unavailable, "shutting down\n");
                     set_retry_after(res, 1);
                     co_return res;
@@ -466,6 +525,8 @@ private:
                 }
             }
             if (!granted) {
+                // A refusal costs nothing and says nothing about the server's latency.
+                if (shed_permit) shed_permit->ignore();
                 metrics_.rejected.fetch_add(1, std::memory_order_relaxed);
                 auto res = text(http::status::too_many_requests, "too many requests\n");
                 set_retry_after(res, std::max<std::int64_t>(1, ceil_seconds(d.retry_after)));
@@ -475,6 +536,9 @@ private:
         }
 
         response res = co_await route(c, path, target);
+        // The latency of a request served is the adaptive limit's sample (its permit's
+        // destructor); a shutdown's 503 is none.
+        if (shed_permit && res.result() == http::status::service_unavailable) shed_permit->ignore();
         set_ratelimit_headers(res, remaining, reset_after);
         co_return res;   // `slot` is given back here, once the work is done
     }
@@ -495,6 +559,13 @@ private:
                     auto v = target.substr(q + 3);
                     v = v.substr(0, v.find('&'));
                     if (!examples::parse_number(v, ms) || ms > 60'000) co_return text(http::status::bad_request, "bad ms\n");
+                }
+                // The stand-in backend: one of its workers for the whole work, waited for
+                // (the queue that makes latency grow with load above its size).
+                sluice::concurrency_limit<>::permit worker;
+                if (backend_) {
+                    worker = co_await backend_->acquire();
+                    if (!worker) co_return text(http::status::service_unavailable, "shutting down\n");
                 }
                 asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
                 c.work = &t;
@@ -540,12 +611,26 @@ private:
         line("sluice_requests_total{result=\"rejected\"} " + u(metrics_.rejected.load()));
         line("sluice_requests_total{result=\"delayed\"} " + u(metrics_.delayed.load()));
         line("sluice_requests_total{result=\"overloaded\"} " + u(metrics_.overloaded.load()));
+        line("sluice_requests_total{result=\"shed\"} " + u(metrics_.shed.load()));
         line("# HELP sluice_queue_depth Requests waiting for a permit now.");
         line("# TYPE sluice_queue_depth gauge");
         line("sluice_queue_depth " + u(metrics_.queue_depth.load()));
         line("# HELP sluice_inflight Requests being handled now.");
         line("# TYPE sluice_inflight gauge");
         line("sluice_inflight " + u(inflight_.in_use()));
+        if (shed_) {
+            line("# HELP sluice_adaptive_limit Requests the adaptive limit lets run at once now.");
+            line("# TYPE sluice_adaptive_limit gauge");
+            line("sluice_adaptive_limit " + u(shed_->limit()));
+            const auto cs = shed_->controller_stats();
+            line("# HELP sluice_adaptive_samples_total Requests whose latency the adaptive limit learnt from.");
+            line("# TYPE sluice_adaptive_samples_total counter");
+            line("sluice_adaptive_samples_total " + u(cs.samples));
+            line("# HELP sluice_adaptive_limit_changes_total Moves of the adaptive limit, by direction.");
+            line("# TYPE sluice_adaptive_limit_changes_total counter");
+            line("sluice_adaptive_limit_changes_total{direction=\"increase\"} " + u(cs.increases));
+            line("sluice_adaptive_limit_changes_total{direction=\"decrease\"} " + u(cs.decreases));
+        }
         line("# HELP sluice_keys Clients tracked by the per-client limiter.");
         line("# TYPE sluice_keys gauge");
         line("sluice_keys " + u(per_client_.stats().keys));
@@ -564,10 +649,11 @@ private:
         line("sluice_wait_seconds_count " + u(count));
 
         // Each limiter's own counts (limiter_stats), one label per limiter.
-        const std::pair<const char*, sluice::limiter_stats> limiters[] = {
+        std::vector<std::pair<const char*, sluice::limiter_stats>> limiters = {
             {"per_client", per_client_.stats().requests},
             {"inflight", inflight_.stats()},
         };
+        if (shed_) limiters.emplace_back("shed", shed_->stats());
         auto family = [&](const char* name, const char* type, const char* help, auto value) {
             line(std::string("# HELP ") + name + " " + help);
             line(std::string("# TYPE ") + name + " " + type);
@@ -612,6 +698,8 @@ private:
     sluice::keyed<sluice::token_bucket<>> per_client_;
     std::string policy_;   // RateLimit-Policy: fixed for the server's life
     sluice::concurrency_limit<> inflight_;
+    std::optional<sluice::adaptive_concurrency<>> shed_;
+    std::optional<sluice::concurrency_limit<>> backend_;
     // The acceptor, the signals and the deadline share a strand, so that stop() never
     // races the accept loop when the io_context runs several threads.
     asio::strand<asio::io_context::executor_type> strand_;
