@@ -28,6 +28,7 @@
 #include <sluice/rate.hpp>
 #include <sluice/sliding_window.hpp>
 #include <sluice/sliding_window_counter.hpp>
+#include <sluice/throttled_stream.hpp>
 #include <sluice/time_wheel.hpp>
 #include <sluice/token_bucket.hpp>
 #include <sluice/tsc_clock.hpp>
