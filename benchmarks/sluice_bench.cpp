@@ -14,6 +14,7 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace sluice_bench {
 int run_fanout(const options& o);   // scenario_fanout.cpp
@@ -22,6 +23,8 @@ extern std::string fanout_waiter;   // scenario_fanout.cpp: --waiter coroutine|c
 int run_keyed(const options& o);    // scenario_keyed.cpp
 extern std::int64_t keyed_keys;     // scenario_keyed.cpp: --keys K
 extern std::string keyed_dist;      // scenario_keyed.cpp: --dist uniform|zipf
+int run_bandwidth(const options& o);         // scenario_bandwidth.cpp
+extern std::int64_t bandwidth_connections;   // scenario_bandwidth.cpp: --connections C
 #ifdef SLUICE_BENCH_REDIS
 int run_shared(const options& o);   // scenario_shared.cpp
 extern std::int64_t shared_lease;   // scenario_shared.cpp: --lease N
@@ -43,6 +46,7 @@ constexpr scenario_entry scenarios[] = {
     {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor]"},
     {"pace", run_pace, "--n N --rate R [--strict]"},
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
+    {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
 #ifdef SLUICE_BENCH_REDIS
     {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N]"},
 #endif
@@ -96,6 +100,31 @@ void parse_double(std::string_view flag, std::string_view v, double& out)
     out = x;
 }
 
+// A rate: a number, or bytes per second with a unit (50MB/s, 2MiB/s, 800kB/s, 1GB/s;
+// k, M, G decimal, Ki, Mi, Gi binary), for the bandwidth scenario.
+void parse_rate(std::string_view flag, std::string_view v, double& out)
+{
+    if (!v.ends_with("B/s")) return parse_double(flag, v, out);
+    std::string_view num = v.substr(0, v.size() - 3);
+    double scale = 1;
+    const std::pair<std::string_view, double> units[] = {{"Ki", 1024.0},          {"Mi", 1024.0 * 1024},
+                                                         {"Gi", 1024.0 * 1024 * 1024}, {"k", 1e3},
+                                                         {"K", 1e3},              {"M", 1e6},
+                                                         {"G", 1e9}};
+    for (auto [u, f] : units)
+        if (num.ends_with(u)) {
+            num.remove_suffix(u.size());
+            scale = f;
+            break;
+        }
+    double x = 0;
+    auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), x);
+    if (ec != std::errc{} || p != num.data() + num.size() || !(x > 0))
+        usage_error("--" + std::string(flag) + " wants a number or bytes per second like 50MB/s, got '" +
+                    std::string(v) + "'");
+    out = x * scale;
+}
+
 options parse(int argc, char** argv)
 {
     options o;
@@ -140,7 +169,7 @@ options parse(int argc, char** argv)
         else if (key == "threads") parse_int(key, value, o.threads);
         else if (key == "ops") parse_int(key, value, o.ops);
         else if (key == "waiters") parse_int(key, value, o.waiters);
-        else if (key == "rate") parse_double(key, value, o.rate);
+        else if (key == "rate") parse_rate(key, value, o.rate);
         else if (key == "n") parse_int(key, value, o.n);
         else if (key == "seconds") parse_double(key, value, o.seconds);
         else if (key == "procs") parse_int(key, value, o.procs);
@@ -153,6 +182,7 @@ options parse(int argc, char** argv)
         }
         else if (key == "waiter") fanout_waiter = value;   // fanout (not in options)
         else if (key == "keys") parse_int(key, value, keyed_keys);
+        else if (key == "connections") parse_int(key, value, bandwidth_connections);
         else if (key == "dist") keyed_dist = value;
 #ifdef SLUICE_BENCH_REDIS
         else if (key == "lease") parse_int(key, value, shared_lease);
