@@ -12,6 +12,7 @@
 #include <functional>
 #include <queue>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -291,7 +292,7 @@ TEST_CASE("simulation: AIMD and Vegas settle within 20 % of the knee and follow 
             sim.set_knee(knee);
             // Settles within ~200 round trips, then stays.
             const auto s = run(sim, c, static_cast<int>(knee) * 300, static_cast<int>(knee) * 100);
-            MESSAGE(name << " knee " << knee << ": limit " << s.low << " to " << s.high << ", mean " << s.mean);
+            MESSAGE(std::string(name) << " knee " << knee << ": limit " << s.low << " to " << s.high << ", mean " << s.mean);
             CHECK(s.low >= 0.8 * knee);
             CHECK(s.high <= 1.2 * knee);
         }
