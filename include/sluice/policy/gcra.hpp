@@ -256,10 +256,12 @@ private:
             }
             // Away from the ends of the clock every step fits 64 bits: the same decision,
             // without 128-bit arithmetic on the hot path.
-            if (s.base == 0 && near_zero(now) && near_zero(s.word) && s.c.tau < small_tau
-                    ? decide_in<std::int64_t>(d, s, s.word, n, now, consume)
-                    : decide_wide(d, s, n, now, consume))
+            if (s.base == 0 && near_zero(now) && near_zero(s.word) && s.c.tau < small_tau) {
+                if (decide_in<std::int64_t>(d, s, s.word, n, now, consume))
+                    return d;
+            } else if (decide_wide(d, n, now, consume)) {
                 return d;
+            }
         }
     }
 
@@ -335,9 +337,17 @@ private:
         return false;
     }
 
-    // Out of line, so that the common 64-bit path keeps a small frame.
-    [[gnu::noinline]] bool decide_wide(decision& d, const snap& s, std::uint64_t n, std::int64_t now, bool consume) noexcept
+    // Out of line, so that the common 64-bit path keeps a small frame. It reads its own
+    // snapshot: handing over the caller's by reference would make the caller store it to
+    // memory on every decision (six stores on the hot path), for a path taken only near
+    // the ends of the clock. Its snapshot is as good as the caller's: commit validates it.
+    [[gnu::noinline]] bool decide_wide(decision& d, std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
+        snap s = snapshot();
+        if (n > s.c.burst) {
+            d = detail::invalid_decision(error::exceeds_burst);
+            return true;
+        }
         return decide_in<int128>(d, s, s.z(), n, now, consume);
     }
 
