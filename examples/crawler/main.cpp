@@ -4,8 +4,14 @@
 // (a keyed<leaky_bucket<>>, --per-host-rate), requests in flight are capped per host and
 // overall (concurrency_limit, --per-host-inflight / --inflight), every wait for a permit
 // and every request is bounded (--timeout-ms), and a 429 or 503 with Retry-After pauses
-// that host for as long as the server asked. It crawls the sites of the example server
-// (examples/server): links are taken from the HTML, each page is fetched once.
+// that host for as long as the server asked (delay-seconds or an HTTP-date); a 429 or 503
+// without it, or a connection error, backs the host off exponentially with full jitter
+// (--backoff-base-ms, --backoff-cap-ms), and a page is given up after --retries retries.
+// --per-host-adaptive lets sluice::adaptive_concurrency find each host's in-flight cap
+// (at most --per-host-inflight) from its latency and refusals; --per-host-bandwidth caps
+// the bytes per second read from each host (sluice::throttled_stream). It crawls the sites
+// of the example server (examples/server): links are taken from the HTML, each page is
+// fetched once.
 //
 //     build/examples/crawler --spawn-servers 2 --per-host-rate 20/s
 //     build/examples/crawler --seed http://127.0.0.1:8080/ --per-host-rate 50/s --max-pages 500
@@ -14,10 +20,12 @@
 // or --server-bin), each on its own port as its own "host", with --server-args passed to
 // each ("{i}" in them becomes the server's index), and stops them at the end. Progress goes
 // to stderr (4 times a second on a terminal, once a second otherwise); the summary to
-// stdout. Hosts are IP addresses (no name resolution). Exit code 0 when the crawl finished.
+// stdout. Hosts are IP addresses (no name resolution). Exit code 0 when the crawl finished
+// with every page fetched, 3 when it finished but gave pages up, 130 when interrupted.
 
 #include "../common/flags.hpp"
 #include "../common/spawn_server.hpp"
+#include "retry_policy.hpp"
 
 #include <sluice/http/retry_after.hpp>
 #include <sluice/sluice.hpp>
@@ -45,6 +53,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -74,6 +83,10 @@ struct options {
     std::uint64_t timeout_ms = 5000;
     std::uint64_t max_pages = 0;   // 0: no limit
     std::uint64_t retries = 5;
+    std::uint64_t backoff_base_ms = 200;
+    std::uint64_t backoff_cap_ms = 30'000;
+    std::optional<sluice::concurrency_algorithm> per_host_adaptive;
+    double per_host_bandwidth = 0;   // bytes per second read from each host; 0: no cap
 };
 
 void print_usage()
@@ -82,8 +95,17 @@ void print_usage()
         "usage: crawler (--seed URL... | --spawn-servers K [--server-bin PATH] [--server-args TEXT])\n"
         "               [--per-host-rate TEXT] [--per-host-inflight N] [--inflight N]\n"
         "               [--timeout-ms N] [--max-pages N] [--retries N]\n"
+        "               [--backoff-base-ms N] [--backoff-cap-ms N]\n"
+        "               [--per-host-adaptive aimd|vegas|gradient2] [--per-host-bandwidth BYTES/s]\n"
         "  defaults: --per-host-rate 20/s --per-host-inflight 4 --inflight 16 --timeout-ms 5000\n"
-        "            --retries 5 (per page, on 429/503/errors), --max-pages 0 (no limit)\n",
+        "            --retries 5 (per page, on 429/503/errors), --max-pages 0 (no limit)\n"
+        "            --backoff-base-ms 200 --backoff-cap-ms 30000 (429/503 without Retry-After\n"
+        "            and connection errors: the host waits a random time up to\n"
+        "            min(cap, base x 2^(k-1)) after its k-th failure in a row)\n"
+        "  --per-host-adaptive   each host's in-flight cap follows its latency and refusals\n"
+        "                        (sluice::adaptive_concurrency, at most --per-host-inflight)\n"
+        "  --per-host-bandwidth  bytes per second read from each host, e.g. 500kB/s, 2MiB/s\n"
+        "  exit code: 0 all pages fetched, 3 some given up, 130 interrupted, 1-2 errors\n",
         stderr);
 }
 
@@ -115,6 +137,26 @@ bool parse_url(std::string_view s, url& u)
     u.endpoint = tcp::endpoint(addr, static_cast<std::uint16_t>(port));
     u.host = std::string(authority);
     return true;
+}
+
+// 500kB/s, 2MiB/s, 1MB/s, 64000B/s: k, M, G decimal; Ki, Mi, Gi binary.
+bool parse_bytes_rate(std::string_view v, double& out)
+{
+    if (!v.ends_with("B/s")) return false;
+    v.remove_suffix(3);
+    double scale = 1;
+    const std::pair<std::string_view, double> units[] = {{"Ki", 1024.0}, {"Mi", 1024.0 * 1024}, {"Gi", 1024.0 * 1024 * 1024},
+                                                         {"k", 1e3},     {"M", 1e6},            {"G", 1e9}};
+    for (auto [u, f] : units)
+        if (v.ends_with(u)) {
+            v.remove_suffix(u.size());
+            scale = f;
+            break;
+        }
+    std::uint64_t n = 0;
+    if (!examples::parse_number(v, n) || n == 0) return false;
+    out = static_cast<double>(n) * scale;
+    return out >= 1024 && out <= 1e12;
 }
 
 bool parse_args(int argc, char** argv, options& o)
@@ -158,6 +200,17 @@ bool parse_args(int argc, char** argv, options& o)
             ok = examples::parse_number(v, o.max_pages);
         } else if (a == "--retries") {
             ok = examples::parse_number(v, o.retries) && o.retries <= 1000;
+        } else if (a == "--backoff-base-ms") {
+            ok = examples::parse_number(v, o.backoff_base_ms) && o.backoff_base_ms > 0 && o.backoff_base_ms <= 3'600'000;
+        } else if (a == "--backoff-cap-ms") {
+            ok = examples::parse_number(v, o.backoff_cap_ms) && o.backoff_cap_ms > 0 && o.backoff_cap_ms <= 3'600'000;
+        } else if (a == "--per-host-adaptive") {
+            if (v == "aimd") o.per_host_adaptive = sluice::concurrency_algorithm::aimd;
+            else if (v == "vegas") o.per_host_adaptive = sluice::concurrency_algorithm::vegas;
+            else if (v == "gradient2") o.per_host_adaptive = sluice::concurrency_algorithm::gradient2;
+            else ok = false;
+        } else if (a == "--per-host-bandwidth") {
+            ok = parse_bytes_rate(v, o.per_host_bandwidth);
         } else {
             f.unknown();
             print_usage();
@@ -167,6 +220,10 @@ bool parse_args(int argc, char** argv, options& o)
             f.bad_value(v);
             return false;
         }
+    }
+    if (o.backoff_cap_ms < o.backoff_base_ms) {
+        std::fprintf(stderr, "crawler: --backoff-cap-ms must not be below --backoff-base-ms\n");
+        return false;
     }
     if (o.seeds.empty() == (o.spawn == 0)) {
         std::fprintf(stderr, "crawler: give either --seed URL (repeatable) or --spawn-servers K\n");
@@ -198,22 +255,64 @@ std::vector<std::string> split_args(const std::string& text, std::uint64_t index
 
 // ---- the crawl ----------------------------------------------------------------------
 
+// Reads go through the host's bandwidth limit, when there is one.
 struct connection {
     explicit connection(asio::any_io_executor ex) : stream(std::move(ex)) {}
-    beast::tcp_stream stream;
+    sluice::throttled_stream<beast::tcp_stream> stream;
     beast::flat_buffer buffer;
 };
 
+// The slot a fetch holds on its host: a fixed cap's, or an adaptive one's (whose permit
+// also measures the request for the adaptive limit).
+struct host_slot {
+    sluice::concurrency_limit<>::permit fixed;
+    sluice::adaptive_concurrency<>::permit adaptive;
+    explicit operator bool() const noexcept { return fixed || adaptive; }
+};
+
 struct host_state {
-    host_state(asio::io_context& io, std::string name, tcp::endpoint ep, std::uint64_t inflight)
-        : name(std::move(name)), endpoint(ep), slots(io, inflight), wake(io), pause(io)
+    host_state(asio::io_context& io, std::string name, tcp::endpoint ep, const options& o)
+        : name(std::move(name)), endpoint(ep), slots(io, o.per_host_inflight), wake(io), pause(io)
     {
+        if (o.per_host_adaptive) {
+            sluice::adaptive_concurrency_options a;
+            a.algorithm = *o.per_host_adaptive;
+            a.max_limit = o.per_host_inflight;
+            a.initial_limit = std::min<std::uint64_t>(a.initial_limit, o.per_host_inflight);
+            a.latency_threshold = std::chrono::milliseconds(o.timeout_ms) / 4;   // AIMD: a quarter of the timeout is slow
+            adaptive.emplace(io, a);
+        }
+        if (o.per_host_bandwidth > 0) {
+            // A burst of 64 KiB, or a tenth of a second at a slower rate: reads of a
+            // page's body come in chunks of at most that.
+            auto burst = static_cast<std::uint64_t>(std::min(65536.0, std::max(1024.0, o.per_host_bandwidth / 10)));
+            bandwidth.emplace(io, sluice::rate::per_second(o.per_host_bandwidth), burst);
+        }
+    }
+
+    // Waits for a slot: the adaptive limit's when there is one, else the fixed cap's.
+    asio::awaitable<host_slot> acquire()
+    {
+        host_slot s;
+        if (adaptive) s.adaptive = co_await adaptive->acquire();
+        else s.fixed = co_await slots.acquire();
+        co_return s;
+    }
+
+    void close()
+    {
+        slots.close();
+        if (adaptive) adaptive->close();
+        if (bandwidth) bandwidth->close();
     }
 
     std::string name;
     tcp::endpoint endpoint;
     std::deque<std::pair<std::string, std::uint64_t>> frontier;   // target, attempts so far
     sluice::concurrency_limit<> slots;                             // --per-host-inflight
+    std::optional<sluice::adaptive_concurrency<>> adaptive;        // --per-host-adaptive
+    std::optional<sluice::token_bucket<>> bandwidth;               // --per-host-bandwidth, bytes
+    std::uint64_t failures = 0;                                    // in a row: the backoff's exponent
     asio::steady_timer wake;                                       // "frontier not empty" / "done"
     asio::steady_timer pause;                                      // expires when a Retry-After pause ends
     clock_type::time_point paused_until{};
@@ -229,6 +328,8 @@ public:
           opt_(o),
           pace_(io, o.per_host_rate),
           global_(io, o.inflight),
+          retry_(std::chrono::milliseconds(o.backoff_base_ms), std::chrono::milliseconds(o.backoff_cap_ms), o.retries + 1,
+                 std::chrono::hours(1), static_cast<std::uint64_t>(::getpid())),
           progress_(io),
           signals_(io, SIGINT, SIGTERM),
           tty_(::isatty(STDERR_FILENO) != 0)
@@ -259,6 +360,7 @@ public:
     }
 
     bool interrupted() const { return interrupted_; }
+    std::uint64_t given_up() const { return failed_; }
 
     void print_summary() const
     {
@@ -286,8 +388,20 @@ public:
             auto i = static_cast<std::size_t>(p * static_cast<double>(waits.size() - 1) + 0.5);
             return waits[i] * 1e3;
         };
-        std::printf("  permit wait: p50 %.1f ms, p99 %.1f ms (%zu waits); %llu Retry-After pauses\n", pct(0.5),
-                    pct(0.99), waits.size(), static_cast<unsigned long long>(pauses_));
+        std::printf("  permit wait: p50 %.1f ms, p99 %.1f ms (%zu waits)\n", pct(0.5), pct(0.99), waits.size());
+        auto status = [this](unsigned code) {
+            auto it = status_counts_.find(code);
+            return static_cast<unsigned long long>(it == status_counts_.end() ? 0 : it->second);
+        };
+        std::printf("  refusals: %llu 429s, %llu 503s, %llu connection errors; %llu Retry-After pauses, %llu backoff "
+                    "pauses; %llu pages given up\n",
+                    status(429), status(503), static_cast<unsigned long long>(conn_errors_),
+                    static_cast<unsigned long long>(retry_after_pauses_), static_cast<unsigned long long>(backoff_pauses_),
+                    static_cast<unsigned long long>(failed_));
+        for (auto& [name, h] : hosts_)
+            if (h->adaptive)
+                std::printf("  host %s: adaptive in-flight limit %llu at the end\n", name.c_str(),
+                            static_cast<unsigned long long>(h->adaptive->limit()));
     }
 
 private:
@@ -295,7 +409,7 @@ private:
     {
         auto it = hosts_.find(u.host);
         if (it == hosts_.end()) {
-            it = hosts_.emplace(u.host, std::make_unique<host_state>(io_, u.host, u.endpoint, opt_.per_host_inflight)).first;
+            it = hosts_.emplace(u.host, std::make_unique<host_state>(io_, u.host, u.endpoint, opt_)).first;
             asio::co_spawn(io_, host_loop(*it->second), asio::detached);
         }
         return *it->second;
@@ -327,12 +441,12 @@ private:
         pace_.close();
         global_.close();
         for (auto& [name, h] : hosts_) {
-            h->slots.close();
+            h->close();
             h->wake.cancel();
             h->pause.cancel();
         }
         for (auto& w : connections_)   // idle ones and those of requests still running
-            if (auto c = w.lock()) c->stream.close();
+            if (auto c = w.lock()) c->stream.next_layer().close();
         progress_.cancel();
         signals_.cancel();
     }
@@ -348,7 +462,7 @@ private:
                 co_await h.wake.async_wait(asio::as_tuple(asio::use_awaitable));
             }
             if (finished_) co_return;
-            auto slot = co_await h.slots.acquire();
+            auto slot = co_await h.acquire();
             if (!slot || finished_) co_return;
             auto [target, attempts] = std::move(h.frontier.front());
             h.frontier.pop_front();
@@ -366,8 +480,7 @@ private:
     // waits for the gate before it asks for a permit, and looks again once it has one: a
     // permit granted inside a pause is dropped and the fetch queues again behind the gate.
     // After the pause the bucket spaces the held fetches at the normal rate.
-    asio::awaitable<void> fetch(host_state& h, std::string target, std::uint64_t attempts,
-                                sluice::concurrency_limit<>::permit /*host_slot: held until the end*/)
+    asio::awaitable<void> fetch(host_state& h, std::string target, std::uint64_t attempts, host_slot hslot)
     {
         const auto timeout = std::chrono::milliseconds(opt_.timeout_ms);
         std::shared_ptr<connection> conn;
@@ -399,14 +512,21 @@ private:
                     h.idle.pop_back();
                 } else {
                     conn = std::make_shared<connection>(io_.get_executor());
+                    if (h.bandwidth) conn->stream.read_limits() = {&*h.bandwidth};
                     std::erase_if(connections_, [](auto& w) { return w.expired(); });
                     connections_.push_back(conn);
-                    conn->stream.expires_after(timeout);
-                    auto [ec] = co_await conn->stream.async_connect(h.endpoint, asio::as_tuple(asio::use_awaitable));
+                    conn->stream.next_layer().expires_after(timeout);
+                    auto [ec] = co_await conn->stream.next_layer().async_connect(h.endpoint, asio::as_tuple(asio::use_awaitable));
                     if (ec) {
-                        failure = "connect: " + ec.message();
+                        // The host's fault as much as a 503 is: back off, and tell the
+                        // adaptive limit.
+                        ++conn_errors_;
+                        if (hslot.adaptive) hslot.adaptive.dropped();
                         conn.reset();
-                        break;
+                        if (!finished_) host_failed(h, target, attempts, "connect: " + ec.message(), std::nullopt);
+                        --fetching_;
+                        page_done();
+                        co_return;
                     }
                 }
             }
@@ -426,18 +546,23 @@ private:
             permit_waits_.push_back(std::chrono::duration<double>(waited).count());
             break;
         }
-        if (failure.empty() && !finished_)
-            co_await send(h, target, attempts, std::move(conn));
-        else if (!finished_)
-            retry_or_drop(h, std::move(target), attempts, failure);
+        if (failure.empty() && !finished_) {
+            co_await send(h, target, attempts, std::move(conn), hslot);
+        } else {
+            // Our own limits ran out of time, not the host: no sample, no backoff.
+            if (hslot.adaptive) hslot.adaptive.ignore();
+            if (!finished_) retry_or_drop(h, std::move(target), attempts, failure);
+        }
         --fetching_;
         page_done();
         // host_slot and slot are given back here
     }
 
     asio::awaitable<void> send(host_state& h, const std::string& target, std::uint64_t attempts,
-                               std::shared_ptr<connection> conn)
+                               std::shared_ptr<connection> conn, host_slot& hslot)
     {
+        // The adaptive limit learns from the request alone, not from the waits before it.
+        if (hslot.adaptive) hslot.adaptive.restart_clock();
         auto now = clock_type::now();
         if (h.requests++ == 0) h.first_send = now;
         h.last_send = now;
@@ -446,7 +571,7 @@ private:
         http::request<http::empty_body> req{http::verb::get, target, 11};
         req.set(http::field::host, h.name);
         req.set(http::field::user_agent, "sluice-crawler");
-        conn->stream.expires_after(std::chrono::milliseconds(opt_.timeout_ms));
+        conn->stream.next_layer().expires_after(std::chrono::milliseconds(opt_.timeout_ms));
         http::response<http::string_body> res;
         auto [wec, wn] = co_await http::async_write(conn->stream, req, asio::as_tuple(asio::use_awaitable));
         boost::system::error_code ec = wec;
@@ -459,30 +584,29 @@ private:
         --in_flight_;
         if (finished_) co_return;
         if (ec) {
-            retry_or_drop(h, target, attempts, "request: " + ec.message());
+            ++conn_errors_;
+            if (hslot.adaptive) hslot.adaptive.dropped();
+            host_failed(h, target, attempts, "request: " + ec.message(), std::nullopt);
             co_return;
         }
         const unsigned status = res.result_int();
         ++status_counts_[status];
         if (res.keep_alive()) h.idle.push_back(std::move(conn));
         if (status == 429 || status == 503) {
-                // Delay-seconds or an HTTP-date (sluice::http); a missing or malformed value: a
-            // short, safe pause.
-            std::uint64_t secs = 1;
+            if (hslot.adaptive) hslot.adaptive.dropped();
+            // Delay-seconds or an HTTP-date (sluice::http); absent, malformed or in the
+            // past: none, and the host backs off on its own.
+            std::optional<std::chrono::nanoseconds> retry_after;
             if (auto it = res.find(http::field::retry_after); it != res.end()) {
                 auto now = std::chrono::system_clock::now();
                 if (auto ra = sluice::http::parse_retry_after(std::string_view(it->value().data(), it->value().size()), now))
-                    secs = static_cast<std::uint64_t>(ra->delay_from(now).count());
+                    retry_after = ra->delay_from(now);
             }
-            secs = std::min<std::uint64_t>(secs, 3600);   // a hostile value must not overflow the clock
-            auto until = clock_type::now() + std::chrono::seconds(secs);
-            if (until > h.paused_until) {
-                h.paused_until = until;
-                ++pauses_;
-            }
-            retry_or_drop(h, target, attempts, "");
+            host_failed(h, target, attempts, "HTTP " + std::to_string(status), retry_after);
             co_return;
         }
+        h.failures = 0;   // the host answered: its backoff starts over
+        if (hslot.adaptive) hslot.adaptive.release();
         if (status == 200) {
             ++pages_;
             ++h.pages;
@@ -490,9 +614,27 @@ private:
         }
     }
 
-    void retry_or_drop(host_state& h, std::string target, std::uint64_t attempts, const std::string& why)
+    // A refusal or a connection error: the host waits (Retry-After, else a jittered
+    // backoff) before any of its pages is asked again, and this page is retried or given up.
+    void host_failed(host_state& h, const std::string& target, std::uint64_t attempts, const std::string& why,
+                     std::optional<std::chrono::nanoseconds> retry_after)
     {
-        if (!why.empty()) ++errors_;
+        ++h.failures;
+        auto d = retry_.after_failure(attempts + 1, h.failures, retry_after);
+        if (!d.give_up) {
+            auto until = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(d.delay);
+            if (d.from_retry_after) ++retry_after_pauses_;
+            else ++backoff_pauses_;
+            if (until > h.paused_until) h.paused_until = until;
+        }
+        retry_or_drop(h, target, attempts, why, !why.starts_with("HTTP "));
+    }
+
+    // `why` says what failed (for the give-up message); refusals are not counted as errors.
+    void retry_or_drop(host_state& h, std::string target, std::uint64_t attempts, const std::string& why,
+                       bool error = true)
+    {
+        if (error) ++errors_;
         if (attempts + 1 <= opt_.retries) {
             ++outstanding_;   // page_done() of this attempt follows
             h.frontier.emplace_front(std::move(target), attempts + 1);
@@ -501,7 +643,7 @@ private:
             ++failed_;
             std::fprintf(stderr, "%scrawler: giving up on %s%s after %llu attempts: %s\n", tty_ ? "\r\033[K" : "",
                          h.name.c_str(), target.c_str(), static_cast<unsigned long long>(attempts + 1),
-                         why.empty() ? "rejected" : why.c_str());
+                         why.c_str());
         }
     }
 
@@ -561,6 +703,7 @@ private:
     const options& opt_;
     sluice::keyed<sluice::leaky_bucket<>> pace_;   // --per-host-rate, one bucket per host
     sluice::concurrency_limit<> global_;           // --inflight
+    crawl::retry_policy retry_;                    // --retries, --backoff-*
     asio::steady_timer progress_;
     asio::signal_set signals_;
     bool tty_;
@@ -568,7 +711,8 @@ private:
     std::unordered_set<std::string> seen_;
     std::uint64_t outstanding_ = 0;   // pages queued or being fetched; 0 ends the crawl
     std::uint64_t fetching_ = 0, in_flight_ = 0;
-    std::uint64_t pages_ = 0, requests_ = 0, errors_ = 0, failed_ = 0, pauses_ = 0;
+    std::uint64_t pages_ = 0, requests_ = 0, errors_ = 0, failed_ = 0;
+    std::uint64_t conn_errors_ = 0, retry_after_pauses_ = 0, backoff_pauses_ = 0;
     std::vector<std::weak_ptr<connection>> connections_;
     std::map<unsigned, std::uint64_t> status_counts_;
     std::vector<double> permit_waits_;   // seconds
@@ -607,7 +751,7 @@ int main(int argc, char** argv)
         } else {
             io.run();
             cr.print_summary();
-            rc = cr.interrupted() ? 130 : 0;
+            rc = cr.interrupted() ? 130 : cr.given_up() > 0 ? 3 : 0;
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "crawler: %s\n", e.what());

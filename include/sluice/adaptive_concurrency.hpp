@@ -112,6 +112,13 @@ public:
         /// The slot is returned without a sample: the operation tells nothing of load.
         void ignore() noexcept { end(detail::sample_kind::ignored); }
 
+        /// The operation starts now: its latency is measured from here, not from the grant
+        /// (for a permit taken before other waits, such as a rate limiter's).
+        void restart_clock() noexcept
+        {
+            if (state_) start_ = state_type::now();
+        }
+
         /// Whether the permit holds a slot.
         explicit operator bool() const noexcept { return state_ != nullptr; }
 
