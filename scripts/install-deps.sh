@@ -20,6 +20,8 @@ packages=(
   cmake
   python3-prometheus-client
   doxygen
+  curl
+  wrk
 )
 
 missing=()
