@@ -109,6 +109,7 @@ struct generator {
 
     asio::io_context& io;
     const options& opts;
+    const bool tty = ::isatty(STDERR_FILENO) != 0;
     sluice::rate pace_rate;
     std::uint64_t total;
     examples::loopback_url url;
@@ -237,12 +238,14 @@ struct generator {
                       ms(s.latency.percentile(50)), ms(s.latency.percentile(99)));
         row += buf;
         csv_rows.push_back(row);
+        // On a terminal one line, rewritten each second; elsewhere (a log, a test) a line a
+        // second, as before.
         if (!opts.quiet)
-            std::fprintf(stderr, "[%3zus] sent %llu  completed %llu  errors %llu  rate %.1f/s  p50 %.2f ms  p99 %.2f ms  queued %zu\n",
-                         csv_rows.size(), static_cast<unsigned long long>(s.sent),
+            std::fprintf(stderr, "%s[%3zus] sent %llu  completed %llu  errors %llu  rate %.1f/s  p50 %.2f ms  p99 %.2f ms  queued %zu%s",
+                         tty ? "\r\033[K" : "", csv_rows.size(), static_cast<unsigned long long>(s.sent),
                          static_cast<unsigned long long>(s.completed), static_cast<unsigned long long>(s.errors),
                          static_cast<double>(s.completed) / length_s, ms(s.latency.percentile(50)),
-                         ms(s.latency.percentile(99)), waiting.size());
+                         ms(s.latency.percentile(99)), waiting.size(), tty ? "" : "\n");
         s.sent = s.completed = s.errors = 0;
         s.latency.reset();
     }
@@ -275,6 +278,7 @@ struct generator {
         ticker.cancel();
         signals.cancel();
         for (auto& c : idle) c->close();
+        if (tty && !opts.quiet && !csv_rows.empty()) std::fputs("\n", stderr);   // keep the last progress line
     }
 
     asio::awaitable<void> open_pool()
