@@ -40,7 +40,21 @@ struct options {
     int concurrency = 32;           // shared: concurrent callers per process
     int port = 6391;                // shared: redis port
     std::string clock = "steady";   // try, keyed, fanout: the limiter's Clock (steady|tsc|coarse)
+    std::string trace;              // pace, fanout: a file of one line per grant, for plots
 };
+
+/// Writes one grant time a line (ns since the first reference), for --trace. False (after
+/// saying why) when the file cannot be written.
+inline bool write_trace(const std::string& path, const std::vector<std::int64_t>& ns_since_start)
+{
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "sluice-bench: cannot write --trace %s\n", path.c_str());
+        return false;
+    }
+    for (auto t : ns_since_start) std::fprintf(f, "%lld\n", static_cast<long long>(t));
+    return std::fclose(f) == 0;
+}
 
 /// Calls f(std::type_identity<Clock>{}) with the Clock that --clock names. (main() reads
 /// tsc_clock once first, so that its calibration, about 1 ms on first use, is not timed.)

@@ -84,10 +84,12 @@ struct stats {
     std::int64_t last = std::numeric_limits<std::int64_t>::min();
     std::int64_t done = 0;
     std::int64_t errors = 0;
+    std::vector<std::int64_t>* trace = nullptr;   // --trace: every completion time
 
     void record(bool ok) noexcept
     {
         std::int64_t t = now_ns();
+        if (trace) trace->push_back(t);
         if (t < first) first = t;
         if (t > last) last = t;
         ++done;
@@ -146,6 +148,11 @@ int run_fanout_on(const options& o, bool callback, bool floor)
 
     asio::io_context io(1);
     run_ctx<Clock> c(io);
+    std::vector<std::int64_t> trace;
+    if (!o.trace.empty()) {
+        trace.reserve(static_cast<std::size_t>(W));
+        c.st.trace = &trace;
+    }
     c.rate = o.rate;
     std::optional<typename run_ctx<Clock>::bucket_type> bucket;
     if (!floor) {
@@ -192,6 +199,10 @@ int run_fanout_on(const options& o, bool callback, bool floor)
         });
     }
     io.run();
+    if (!o.trace.empty()) {
+        for (auto& t : trace) t -= c.gate_ns;   // since the gate opened
+        if (!write_trace(o.trace, trace)) return 1;
+    }
     const double cpu1 = cpu_seconds();
     const long rss_max = max_rss_kib();
 

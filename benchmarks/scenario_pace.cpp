@@ -79,6 +79,12 @@ int run_pace(const options& o)
     asio::co_spawn(io, pace_loop(bucket, o.n, times, errors), asio::detached);
     io.run();
     const double cpu1 = cpu_seconds();
+    if (!o.trace.empty()) {
+        std::vector<std::int64_t> rel;
+        rel.reserve(times.size());
+        for (auto t : times) rel.push_back(t - times.front());
+        if (!write_trace(o.trace, rel)) return 1;
+    }
 
     std::vector<double> gaps;
     gaps.reserve(times.size());

@@ -43,8 +43,8 @@ struct scenario_entry {
 
 constexpr scenario_entry scenarios[] = {
     {"try", run_try, "--threads T --ops N --admitting=true|false --policy P"},
-    {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor]"},
-    {"pace", run_pace, "--n N --rate R [--strict]"},
+    {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor] [--trace FILE]"},
+    {"pace", run_pace, "--n N --rate R [--strict] [--trace FILE: each grant, ns after the first]"},
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
 #ifdef SLUICE_BENCH_REDIS
@@ -180,6 +180,7 @@ options parse(int argc, char** argv)
                 usage_error("--clock wants steady, tsc or coarse, got '" + std::string(value) + "'");
             o.clock = value;
         }
+        else if (key == "trace") o.trace = value;
         else if (key == "waiter") fanout_waiter = value;   // fanout (not in options)
         else if (key == "keys") parse_int(key, value, keyed_keys);
         else if (key == "connections") parse_int(key, value, bandwidth_connections);

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Draws the benchmark results people would rather look at than read, as SVG files:
+
+  pace.svg    each grant's lateness against its ideal slot (first grant + i / R), at
+              10,000/s, default and --strict (sluice-bench --scenario pace --trace)
+  fanout.svg  the admitted rate over time (per 10 ms) of 100,000 coroutine waiters at
+              100,000/s: sluice and Asio's floor (--trace), Go's x/time/rate as its mean
+              rate (its peer program prints no per-grant times)
+  keyed.svg   ns per check against the number of keys (uniform keys, one thread)
+  bandwidth.svg  each connection's share of 100 connections sharing 50 MB/s
+
+It runs the benchmark itself (a release build's sluice-bench) and the Go peer when it is
+there, keeps every JSON line in OUT/plots.jsonl, and prints what it ran.
+
+    benchmarks/plot.py [--bench build-rel/benchmarks/sluice-bench] [--peers ../shared/peers]
+                       [--out benchmarks/plots]
+
+Needs python3-matplotlib (Debian). The shared quota per process is not drawn: the shared
+scenario prints totals only."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import matplotlib
+except ImportError:   # Debian's python3-matplotlib, seen from another python3 first in PATH
+    sys.path.append("/usr/lib/python3/dist-packages")
+    import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(cmd, log):
+    shown = " ".join(os.path.relpath(c, ROOT) if os.path.isabs(c) and c.startswith(ROOT) else c for c in cmd)
+    print("$", shown, flush=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        print("  failed (%d): %s" % (out.returncode, out.stderr.strip()[:300]))
+        return None
+    line = next((l for l in out.stdout.splitlines() if l.startswith("{")), None)
+    if line:
+        log.write(line + "\n")
+        return json.loads(line)
+    return None
+
+
+def read_trace(path):
+    with open(path) as f:
+        return [int(x) for x in f]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", default=os.path.join(ROOT, "build-rel/benchmarks/sluice-bench"))
+    ap.add_argument("--peers", default=os.path.join(ROOT, "../shared/peers"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks/plots"))
+    ap.add_argument("--png", action="store_true", help="also write PNG copies (for a quick look)")
+    a = ap.parse_args()
+    real_savefig = plt.Figure.savefig
+
+    def savefig(fig, path, **kw):
+        real_savefig(fig, path, dpi=110, **kw)
+        if a.png:
+            real_savefig(fig, path[:-4] + ".png", dpi=80)
+
+    plt.Figure.savefig = savefig
+    os.makedirs(a.out, exist_ok=True)
+    tmp = tempfile.mkdtemp()
+    log = open(os.path.join(a.out, "plots.jsonl"), "w")
+    B = a.bench
+
+    # --- pace: lateness of each grant against its ideal slot
+    rate = 10000
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for strict, colour in ((False, "tab:blue"), (True, "tab:orange")):
+        tr = os.path.join(tmp, "pace-%s.txt" % strict)
+        r = run([B, "--scenario", "pace", "--rate", str(rate), "--n", "5000", "--strict=%s" % str(strict).lower(),
+                 "--trace", tr], log)
+        if r is None:
+            continue
+        t = read_trace(tr)
+        late = [(x - i * 1e9 / rate) / 1e3 for i, x in enumerate(t)]
+        ax.plot([i / rate for i in range(len(t))], late, ".", ms=1.5, color=colour, rasterized=True,
+                label="%s (gap error p50 %.1f %%, p99 %.0f %%)" % ("strict" if strict else "default",
+                                                                   100 * r["gap_err_p50"], 100 * r["gap_err_p99"]))
+    ax.set_xlabel("ideal time of the grant (s)")
+    ax.set_ylabel("lateness (us)")
+    ax.set_title("pace: one waiter, 10,000/s, burst 1: each grant against its slot")
+    ax.legend(loc="upper right", markerscale=6, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(a.out, "pace.svg"))
+
+    # --- fanout: admitted per 10 ms
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    W, R = 100000, 100000
+    for policy, colour in (("leaky", "tab:blue"), ("floor", "tab:gray")):
+        tr = os.path.join(tmp, "fanout-%s.txt" % policy)
+        r = run([B, "--scenario", "fanout", "--waiters", str(W), "--rate", str(R), "--policy", policy, "--trace", tr], log)
+        if r is None:
+            continue
+        t = read_trace(tr)
+        bins = {}
+        for x in t:
+            bins[x // 10_000_000] = bins.get(x // 10_000_000, 0) + 1
+        xs = sorted(bins)
+        ax.step([x / 100 for x in xs], [bins[x] * 100 for x in xs], where="post", color=colour, lw=1,
+                label="%s (wall %.3f s for an ideal %.3f s)" % ("sluice leaky_bucket" if policy == "leaky"
+                                                               else "Asio floor (a timer a waiter)",
+                                                               r["wall_s"], r["ideal_s"]))
+    go = os.path.join(a.peers, "go", "run")
+    if os.path.exists(go):
+        r = run([go, "--scenario", "fanout", "--waiters", str(W), "--rate", str(R)], log)
+        if r:
+            ax.hlines(W / r["wall_s"], 0, r["wall_s"], colors="tab:green", lw=1.5,
+                      label="Go x/time/rate: mean over its run (%.3f s)" % r["wall_s"])
+    ax.axhline(R, color="black", lw=0.5, ls="--")
+    ax.set_xlabel("time since the gate opened (s)")
+    ax.set_ylabel("admitted per second (10 ms bins)")
+    ax.set_title("fanout: 100,000 coroutine waiters at 100,000/s")
+    ax.legend(loc="lower center", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(a.out, "fanout.svg"))
+
+    # --- keyed: ns per check against keys
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for policy, colour in (("keyed", "tab:blue"), ("naive", "tab:gray")):
+        xs, ys = [], []
+        for keys in (1000, 10000, 100000, 1000000):
+            r = run([B, "--scenario", "keyed", "--keys", str(keys), "--dist", "uniform", "--ops", "2000000",
+                     "--policy", policy], log)
+            if r and "ns_per_op" in r:
+                xs.append(keys)
+                ys.append(r["ns_per_op"])
+        if xs:
+            ax.plot(xs, ys, "o-", color=colour, label="sluice keyed<token_bucket>" if policy == "keyed"
+                    else "a map and a mutex (naive)")
+    ax.set_xscale("log")
+    ax.set_xlabel("keys (uniform)")
+    ax.set_ylabel("ns per check, one thread")
+    ax.set_title("keyed: cost of a check against the number of keys")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(a.out, "keyed.svg"))
+
+    # --- bandwidth: shares of 100 connections
+    r = run([B, "--scenario", "bandwidth", "--connections", "100", "--rate", "50MB/s", "--seconds", "5"], log)
+    if r:
+        fig, ax = plt.subplots(figsize=(6, 3.0))
+        ax.bar(["cap", "achieved"], [r["cap_bytes_per_s"] / 1e6, r["achieved_bytes_per_s"] / 1e6],
+               color=["tab:gray", "tab:blue"])
+        ax.set_ylabel("MB/s")
+        ax.set_title("bandwidth: 100 connections sharing 50 MB/s\nshares %.3f-%.3f of equal, %.1f ms CPU per MB"
+                     % (r["share_min"], r["share_max"], r["cpu_us_per_mb"] / 1e3), fontsize=9)
+        fig.tight_layout()
+        fig.savefig(os.path.join(a.out, "bandwidth.svg"))
+    log.close()
+    print("plots written to", os.path.relpath(a.out, ROOT))
+
+
+if __name__ == "__main__":
+    main()
