@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""One command for the results page: runs sluice-bench and the peer programs interleaved
+(every scenario of a round, sluice and each peer one after the other, then the next round),
+and writes the tables of benchmarks/RESULTS.md between its markers
+(<!-- results:begin --> and <!-- results:end -->), min-max over the rounds. The machine is
+named by its properties (cores, CPU model, kernel, clocksource, load average at the start
+and the end); no path of it is printed. Every JSON line goes to --out (with its round).
+
+    benchmarks/results.py [--bench build-rel/benchmarks/sluice-bench] [--peers ../shared/peers]
+                          [--rounds 3] [--quick] [--out results.jsonl] [--no-write]
+
+Build the benchmark first: meson setup build-rel --buildtype=release -Dtests=false
+-Dexamples=false && ninja -C build-rel benchmarks/sluice-bench. A peer whose program is
+missing or fails shows as "not run". --quick: small counts and one round, to check the
+script in a minute."""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def machine():
+    model = "?"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        cs = open("/sys/devices/system/clocksource/clocksource0/current_clocksource").read().strip()
+    except OSError:
+        cs = "?"
+    return "%d cores, %s, Linux %s, clocksource %s" % (os.cpu_count() or 0, model, platform.release(), cs)
+
+
+def load():
+    return "%.2f" % os.getloadavg()[0]
+
+
+class Runner:
+    def __init__(self, bench, peers, out):
+        self.bench, self.peers, self.out = bench, peers, out
+        self.results = {}   # (row, column) -> [values]
+
+    def shown(self, cmd):
+        if cmd[0] == self.bench:
+            return "sluice-bench " + " ".join(cmd[1:])
+        rel = os.path.relpath(cmd[0], self.peers)
+        return "peers/" + rel + " " + " ".join(cmd[1:])
+
+    def run(self, round_no, column, cmd, *wanted):
+        """Runs cmd once; each (row, key[, scale]) in wanted takes that key of its JSON line."""
+        if not os.path.exists(cmd[0]):
+            return
+        print("[round %d] %s" % (round_no, self.shown(cmd)), flush=True)
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        except subprocess.TimeoutExpired:
+            print("  timed out")
+            return
+        for line in p.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            j["round"] = round_no
+            self.out.write(json.dumps(j) + "\n")
+            self.out.flush()
+            if j.get("skipped"):
+                continue
+            for w in wanted:
+                row, key, scale = (w + (1.0,))[:3]
+                v = j.get(key)
+                if isinstance(v, (int, float)):
+                    self.results.setdefault((row, column), []).append(v * scale)
+            return
+        print("  no JSON line in its output (status %d)" % p.returncode)
+
+    def cell(self, row, column, fmt):
+        v = self.results.get((row, column))
+        if not v:
+            return "not run"
+        lo, hi = min(v), max(v)
+        return (fmt % lo) if fmt % lo == fmt % hi else "%s-%s" % (fmt % lo, fmt % hi)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench", default=os.path.join(ROOT, "build-rel/benchmarks/sluice-bench"))
+    ap.add_argument("--peers", default=os.path.join(ROOT, "../shared/peers"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default="results.jsonl")
+    ap.add_argument("--no-write", action="store_true", help="print the tables, leave RESULTS.md alone")
+    a = ap.parse_args()
+    if not os.path.exists(a.bench):
+        sys.exit("results.py: no benchmark at %s (build it first, see --help)" % a.bench)
+    peers = os.path.abspath(a.peers)
+    B = os.path.abspath(a.bench)
+    rounds = 1 if a.quick else a.rounds
+    ops = "1000000" if a.quick else "10000000"
+    waiters = "10000" if a.quick else "100000"
+    pace_n = {"100000": "2000", "10000": "2000", "1000": "500"} if a.quick else \
+        {"100000": "20000", "10000": "20000", "1000": "5000"}
+    keyed_ops = "200000" if a.quick else "2000000"
+    start = datetime.datetime.now(datetime.timezone.utc)
+    load0 = load()
+    r = Runner(B, peers, open(a.out, "w"))
+    go, guava = os.path.join(peers, "go", "run"), os.path.join(peers, "java-guava", "run")
+
+    for rnd in range(1, rounds + 1):
+        for t in ("1", "2"):
+            for adm in ("true", "false"):
+                row = "t%s %s" % (t, "admitting" if adm == "true" else "rejecting")
+                args = ["--scenario", "try", "--threads", t, "--ops", ops, "--admitting=" + adm]
+                r.run(rnd, "sluice", [B] + args + ["--policy", "gcra"], (row, "ns_per_op"))
+                r.run(rnd, "sluice tsc", [B] + args + ["--policy", "gcra", "--clock", "tsc"], (row, "ns_per_op"))
+                r.run(rnd, "Go", [go] + args, (row, "ns_per_op"))
+                r.run(rnd, "Guava", [guava] + args, (row, "ns_per_op"))
+        fan = ["--scenario", "fanout", "--waiters", waiters, "--rate", "100000"]
+        for col, cmd in (("sluice coroutine", [B] + fan), ("sluice callback", [B] + fan + ["--waiter", "callback"]),
+                         ("Asio floor", [B] + fan + ["--policy", "floor"]), ("Go", [go] + fan)):
+            r.run(rnd, col, cmd, ("fanout error", "rate_error", 100), ("fanout cpu", "cpu_us_per_acquire"))
+        for rate, n in pace_n.items():
+            args = ["--scenario", "pace", "--rate", rate, "--n", n]
+            r.run(rnd, "sluice", [B] + args, ("pace " + rate, "achieved_rate"))
+            r.run(rnd, "sluice strict", [B] + args + ["--strict"], ("pace " + rate, "achieved_rate"))
+            r.run(rnd, "Go", [go] + args, ("pace " + rate, "achieved_rate"))
+            r.run(rnd, "Guava", [guava] + args, ("pace " + rate, "achieved_rate"))
+        for keys in ("1000", "1000000"):
+            args = ["--scenario", "keyed", "--keys", keys, "--dist", "uniform", "--ops", keyed_ops]
+            r.run(rnd, "sluice", [B] + args, ("keyed " + keys, "ns_per_op"))
+            r.run(rnd, "naive map", [B] + args + ["--policy", "naive"], ("keyed " + keys, "ns_per_op"))
+        sh = ["--scenario", "shared", "--procs", "2" if a.quick else "4", "--concurrency", "32", "--rate", "1000",
+              "--seconds", "1" if a.quick else "3", "--port", "6397"]
+        for col, extra in (("sluice exact", []), ("sluice lease 8", ["--lease", "8"])):
+            r.run(rnd, col, [B] + sh + extra, ("shared", "decisions_per_s"), ("shared over", "over_admission", 100))
+
+    end = datetime.datetime.now(datetime.timezone.utc)
+    md = []
+    md.append(BEGIN)
+    md.append("## Side by side (generated by `benchmarks/results.py`)")
+    md.append("")
+    md.append("%s; %d round(s), interleaved, %s to %s UTC; load average %s at the start, %s at the end.%s"
+              % (machine(), rounds, start.strftime("%Y-%m-%d %H:%M"), end.strftime("%H:%M"), load0, load(),
+                 " Quick mode: small counts." if a.quick else ""))
+    md.append("Each cell is min-max over the rounds; `peers/<peer>/run` are the peer programs.")
+    md.append("")
+    md.append("| try, ns per check | sluice | sluice, tsc_clock | Go x/time/rate | Guava |")
+    md.append("| --- | --- | --- | --- | --- |")
+    for row in ("t1 admitting", "t1 rejecting", "t2 admitting", "t2 rejecting"):
+        md.append("| %s | %s |" % (row, " | ".join(r.cell(row, c, "%.1f") for c in ("sluice", "sluice tsc", "Go", "Guava"))))
+    md.append("")
+    md.append("| fanout, %s waiters at 100,000/s | sluice coroutines | sluice callbacks | Asio floor | Go |" % waiters)
+    md.append("| --- | --- | --- | --- | --- |")
+    cols = ("sluice coroutine", "sluice callback", "Asio floor", "Go")
+    md.append("| rate error, %% | %s |" % " | ".join(r.cell("fanout error", c, "%+.2f") for c in cols))
+    md.append("| CPU per acquire, us | %s |" % " | ".join(r.cell("fanout cpu", c, "%.2f") for c in cols))
+    md.append("")
+    md.append("| pace, achieved per second | sluice | sluice strict | Go | Guava |")
+    md.append("| --- | --- | --- | --- | --- |")
+    for rate in pace_n:
+        md.append("| %s/s | %s |" % (rate, " | ".join(r.cell("pace " + rate, c, "%.0f")
+                                                   for c in ("sluice", "sluice strict", "Go", "Guava"))))
+    md.append("")
+    md.append("| keyed, ns per check, uniform keys, one thread | sluice keyed | a map and a mutex |")
+    md.append("| --- | --- | --- |")
+    for keys in ("1000", "1000000"):
+        md.append("| %s keys | %s |" % (keys, " | ".join(r.cell("keyed " + keys, c, "%.0f") for c in ("sluice", "naive map"))))
+    md.append("")
+    md.append("| shared, 1,000/s on one Redis | decisions per second | over-admission, % |")
+    md.append("| --- | --- | --- |")
+    for c in ("sluice exact", "sluice lease 8"):
+        md.append("| %s | %s | %s |" % (c, r.cell("shared", c, "%.0f"), r.cell("shared over", c, "%+.2f")))
+    md.append(END)
+    block = "\n".join(md) + "\n"
+    print()
+    print(block)
+    if a.no_write:
+        return
+    path = os.path.join(ROOT, "benchmarks", "RESULTS.md")
+    text = open(path).read()
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + block.rstrip("\n") + text[text.index(END) + len(END):]
+    else:
+        # First time: after the introduction (before the first section).
+        i = text.index("\n## ")
+        text = text[:i + 1] + block + "\n" + text[i + 1:]
+    open(path, "w").write(text)
+    print("RESULTS.md updated")
+
+
+if __name__ == "__main__":
+    main()
