@@ -7,7 +7,8 @@
               100,000/s: sluice and Asio's floor (--trace), Go's x/time/rate as its mean
               rate (its peer program prints no per-grant times)
   keyed.svg   ns per check against the number of keys (uniform keys, one thread)
-  bandwidth.svg  each connection's share of 100 connections sharing 50 MB/s
+  shared.svg  each process's admissions per second on one Redis quota (4 x 32 callers)
+  bandwidth.svg  100 connections sharing 50 MB/s: achieved against the cap, shares
 
 It runs the benchmark itself (a release build's sluice-bench) and the Go peer when it is
 there, keeps every JSON line in OUT/plots.jsonl, and prints what it ran.
@@ -15,8 +16,7 @@ there, keeps every JSON line in OUT/plots.jsonl, and prints what it ran.
     benchmarks/plot.py [--bench build-rel/benchmarks/sluice-bench] [--peers ../shared/peers]
                        [--out benchmarks/plots]
 
-Needs python3-matplotlib (Debian). The shared quota per process is not drawn: the shared
-scenario prints totals only."""
+Needs python3-matplotlib (Debian), and redis-server for the shared plot."""
 
 import argparse
 import json
@@ -147,6 +147,30 @@ def main():
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(a.out, "keyed.svg"))
+
+    # --- shared: each process's admissions per second (100 ms bins) on one Redis quota
+    tr = os.path.join(tmp, "shared.txt")
+    r = run([B, "--scenario", "shared", "--procs", "4", "--concurrency", "32", "--rate", "1000", "--seconds", "3",
+             "--port", "6398", "--trace", tr], log)
+    if r and os.path.exists(tr):
+        per = {}
+        for line in open(tr):
+            p, i, n = (int(x) for x in line.split(","))
+            per.setdefault(p, {})[i] = n
+        fig, ax = plt.subplots(figsize=(8, 3.4))
+        for p in sorted(per):
+            xs = sorted(per[p])
+            ax.step([x / 10 for x in xs], [per[p][x] * 10 for x in xs], where="post", lw=1,
+                    label="process %d: %d admitted" % (p + 1, sum(per[p].values())))
+        ax.axhline(1000 / len(per), color="black", lw=0.5, ls="--")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("admitted per second (100 ms bins)")
+        ax.set_title("shared: 4 processes x 32 callers, one redis::token_bucket of 1,000/s\n"
+                     "%d admitted of %d allowed, %.0f decisions/s" % (r["admitted"], r["allowed"], r["decisions_per_s"]),
+                     fontsize=9)
+        ax.legend(fontsize=8, ncol=2)
+        fig.tight_layout()
+        fig.savefig(os.path.join(a.out, "shared.svg"))
 
     # --- bandwidth: shares of 100 connections
     r = run([B, "--scenario", "bandwidth", "--connections", "100", "--rate", "50MB/s", "--seconds", "5"], log)

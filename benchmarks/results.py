@@ -92,7 +92,9 @@ class Runner:
         if not v:
             return "not run"
         lo, hi = min(v), max(v)
-        return (fmt % lo) if fmt % lo == fmt % hi else "%s-%s" % (fmt % lo, fmt % hi)
+        if fmt % lo == fmt % hi:
+            return fmt % lo
+        return "%s %s %s" % (fmt % lo, "to" if lo < 0 or fmt.startswith("%+") else "-", fmt % hi)
 
 
 def main():

@@ -11,7 +11,8 @@
 // Prints one JSON line: scenario, procs, concurrency, rate, seconds, lease, admitted,
 // allowed = Q*D + 1, over_admission = (admitted - allowed) / allowed, decisions_per_s,
 // attempts, redis_errors, fallback_decisions, round_trip_us (the median of the processes'
-// last round trips).
+// last round trips). --trace FILE: each process's admissions per 100 ms, one line
+// `process,interval,admitted` each, for plots.
 #include "bench_common.hpp"
 
 #include <sluice/redis/connection.hpp>
@@ -28,6 +29,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -120,7 +122,10 @@ struct child_result {
     std::int64_t ok = 0;
 };
 
-child_result run_child(const options& o, std::chrono::system_clock::time_point start_at)
+// Admissions per 100 ms of the run, for --trace.
+constexpr auto trace_interval = std::chrono::milliseconds(100);
+
+child_result run_child(const options& o, std::chrono::system_clock::time_point start_at, std::vector<std::int64_t>& bins)
 {
     child_result res;
     asio::io_context io(1);
@@ -140,7 +145,9 @@ child_result run_child(const options& o, std::chrono::system_clock::time_point s
     redis::token_bucket<redis::connection> tb(conn, sluice::rate::per_second(o.rate), 1, lo);
 
     std::this_thread::sleep_until(start_at);
-    auto end = steady::now() + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
+    const auto begin = steady::now();
+    auto end = begin + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
+    bins.assign(static_cast<std::size_t>(std::ceil(o.seconds * 10)) + 1, 0);
     std::int64_t admitted = 0, attempts = 0;
     int inflight = 0;
     std::function<void()> issue = [&] {
@@ -148,7 +155,11 @@ child_result run_child(const options& o, std::chrono::system_clock::time_point s
         ++inflight;
         tb.async_try_acquire("shared", 1, [&](boost::system::error_code ec, sluice::decision d) {
             --inflight;
-            if (!ec && d.allowed) ++admitted;
+            if (!ec && d.allowed) {
+                ++admitted;
+                auto i = static_cast<std::size_t>((steady::now() - begin) / trace_interval);
+                ++bins[std::min(i, bins.size() - 1)];
+            }
             if (steady::now() < end) issue();
         });
     };
@@ -192,11 +203,18 @@ int run_shared(const options& o)
         if (pid == 0) {
             ::close(fds[0]);
             child_result r;
+            std::vector<std::int64_t> bins;
             try {
-                r = run_child(o, start_at);
+                r = run_child(o, start_at, bins);
             } catch (...) {
             }
-            bool sent = ::write(fds[1], &r, sizeof r) == static_cast<ssize_t>(sizeof r);
+            // The result, then the number of bins and the bins (blocking writes: each is
+            // whole or fails; the parent reads every child to its end).
+            const auto nb = static_cast<std::int64_t>(bins.size());
+            bool sent = ::write(fds[1], &r, sizeof r) == static_cast<ssize_t>(sizeof r) &&
+                        ::write(fds[1], &nb, sizeof nb) == static_cast<ssize_t>(sizeof nb) &&
+                        (nb == 0 || ::write(fds[1], bins.data(), bins.size() * sizeof(std::int64_t)) ==
+                                        static_cast<ssize_t>(bins.size() * sizeof(std::int64_t)));
             ::_exit(sent ? 0 : 3);
         }
         ::close(fds[1]);
@@ -205,11 +223,25 @@ int run_shared(const options& o)
     }
     child_result sum;
     std::vector<std::int64_t> rtts;
+    std::vector<std::vector<std::int64_t>> traces(static_cast<std::size_t>(o.procs));
     int failed = 0;
     for (int p = 0; p < o.procs; ++p) {
         child_result r;
-        if (::read(pipes[static_cast<std::size_t>(p)], &r, sizeof r) != static_cast<ssize_t>(sizeof r) || !r.ok)
+        const int fd = pipes[static_cast<std::size_t>(p)];
+        std::int64_t nb = 0;
+        if (::read(fd, &r, sizeof r) != static_cast<ssize_t>(sizeof r) || !r.ok)
             ++failed;
+        else if (::read(fd, &nb, sizeof nb) == static_cast<ssize_t>(sizeof nb) && nb > 0 && nb < 1'000'000) {
+            auto& t = traces[static_cast<std::size_t>(p)];
+            t.resize(static_cast<std::size_t>(nb));
+            std::size_t want = t.size() * sizeof(std::int64_t), got = 0;
+            while (got < want) {
+                ssize_t k = ::read(fd, reinterpret_cast<char*>(t.data()) + got, want - got);
+                if (k <= 0) break;
+                got += static_cast<std::size_t>(k);
+            }
+            if (got < want) t.clear();
+        }
         ::close(pipes[static_cast<std::size_t>(p)]);
         int status = 0;
         ::waitpid(kids[static_cast<std::size_t>(p)], &status, 0);
@@ -220,6 +252,17 @@ int run_shared(const options& o)
         rtts.push_back(r.rtt_us);
     }
     srv.stop();
+    if (!o.trace.empty()) {
+        std::FILE* f = std::fopen(o.trace.c_str(), "w");
+        if (!f) {
+            std::fprintf(stderr, "sluice-bench: cannot write --trace %s\n", o.trace.c_str());
+            return 1;
+        }
+        for (std::size_t p = 0; p < traces.size(); ++p)
+            for (std::size_t i = 0; i < traces[p].size(); ++i)
+                std::fprintf(f, "%zu,%zu,%lld\n", p, i, static_cast<long long>(traces[p][i]));
+        std::fclose(f);
+    }
     std::sort(rtts.begin(), rtts.end());
     double allowed = o.rate * o.seconds + 1;
     json_line()

@@ -205,10 +205,8 @@ bool parse_args(int argc, char** argv, options& o)
         } else if (a == "--backoff-cap-ms") {
             ok = examples::parse_number(v, o.backoff_cap_ms) && o.backoff_cap_ms > 0 && o.backoff_cap_ms <= 3'600'000;
         } else if (a == "--per-host-adaptive") {
-            if (v == "aimd") o.per_host_adaptive = sluice::concurrency_algorithm::aimd;
-            else if (v == "vegas") o.per_host_adaptive = sluice::concurrency_algorithm::vegas;
-            else if (v == "gradient2") o.per_host_adaptive = sluice::concurrency_algorithm::gradient2;
-            else ok = false;
+            o.per_host_adaptive = sluice::parse_concurrency_algorithm(v);
+            ok = o.per_host_adaptive.has_value();
         } else if (a == "--per-host-bandwidth") {
             ok = parse_bytes_rate(v, o.per_host_bandwidth);
         } else {

@@ -156,10 +156,8 @@ bool parse_args(int argc, char** argv, options& o)
         } else if (a == "--backend-workers") {
             ok = examples::parse_number(v, o.backend_workers) && o.backend_workers <= 1'000'000;
         } else if (a == "--shed") {
-            if (v == "aimd") o.shed = sluice::concurrency_algorithm::aimd;
-            else if (v == "vegas") o.shed = sluice::concurrency_algorithm::vegas;
-            else if (v == "gradient2") o.shed = sluice::concurrency_algorithm::gradient2;
-            else ok = false;
+            o.shed = sluice::parse_concurrency_algorithm(v);
+            ok = o.shed.has_value();
         } else if (a == "--shed-latency-ms") {
             ok = examples::parse_number(v, o.shed_latency_ms) && o.shed_latency_ms > 0 && o.shed_latency_ms <= 3'600'000;
         } else {

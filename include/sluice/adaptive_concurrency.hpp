@@ -5,6 +5,7 @@
 #include <sluice/adaptive_concurrency_controller.hpp>
 #include <sluice/detail/adaptive_slot_queue.hpp>
 #include <sluice/detail/initiate_acquire.hpp>
+#include <sluice/detail/permit_error.hpp>
 #include <sluice/detail/wait_engine.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
@@ -79,13 +80,13 @@ public:
     /// ignore(): it says nothing about load (a 404, a cancelled call), no sample. An empty
     /// permit (default-constructed, moved-from, ended, or from a failed acquire) holds
     /// nothing; from a failed acquire, error() tells why.
-    class permit {
+    class permit : public detail::permit_error {
     public:
         /// An empty permit.
         permit() noexcept = default;
         /// Takes over `other`'s slot (and error); `other` is left empty.
         permit(permit&& other) noexcept
-            : state_(std::move(other.state_)), start_(other.start_), ec_(std::exchange(other.ec_, {}))
+            : detail::permit_error(std::move(other)), state_(std::move(other.state_)), start_(other.start_)
         {
         }
         /// Ends this permit with success, then takes over `other`'s.
@@ -93,9 +94,9 @@ public:
         {
             if (this != &other) {
                 release();
+                detail::permit_error::operator=(std::move(other));
                 state_ = std::move(other.state_);
                 start_ = other.start_;
-                ec_ = std::exchange(other.ec_, {});
             }
             return *this;
         }
@@ -129,25 +130,11 @@ public:
                 std::chrono::nanoseconds(start_)));
         }
 
-        /// Why a failed acquire gave this empty permit: error::timed_out or
-        /// error::would_exceed_timeout (timed_out() tells either), error::closed,
-        /// error::queue_full, asio::error::operation_aborted. Empty otherwise.
-        const boost::system::error_code& error() const noexcept { return ec_; }
-
-        /// Whether the acquire failed on its deadline.
-        bool timed_out() const noexcept
-        {
-            return ec_ == sluice::error::timed_out || ec_ == sluice::error::would_exceed_timeout;
-        }
-
-        /// Whether the acquire failed because the limit was closed.
-        bool closed() const noexcept { return ec_ == sluice::error::closed; }
-
     private:
         friend class adaptive_concurrency;
         friend struct permit_grant;
         permit(std::shared_ptr<state_type> s, std::int64_t start) noexcept : state_(std::move(s)), start_(start) {}
-        explicit permit(const boost::system::error_code& ec) noexcept : ec_(ec) {}
+        explicit permit(const boost::system::error_code& ec) noexcept : detail::permit_error(ec) {}
 
         void end(detail::sample_kind kind) noexcept
         {
@@ -159,7 +146,6 @@ public:
 
         std::shared_ptr<state_type> state_;
         std::int64_t start_ = 0;
-        boost::system::error_code ec_;
     };
 
     /// Throws system_error(error::invalid_option) for adaptive options out of range (see

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace sluice {
 
@@ -33,11 +35,23 @@ enum class concurrency_algorithm {
     gradient2,
 };
 
+/// The algorithm named "aimd", "vegas" or "gradient2" (for flags and configuration
+/// files); empty for any other name.
+inline std::optional<concurrency_algorithm> parse_concurrency_algorithm(std::string_view name) noexcept
+{
+    if (name == "aimd") return concurrency_algorithm::aimd;
+    if (name == "vegas") return concurrency_algorithm::vegas;
+    if (name == "gradient2") return concurrency_algorithm::gradient2;
+    return std::nullopt;
+}
+
 /// Settings of an adaptive concurrency limit. Out-of-range values throw system_error(
 /// error::invalid_option) at construction: nothing is clamped silently.
 struct adaptive_concurrency_options {
-    /// The algorithm.
-    concurrency_algorithm algorithm = concurrency_algorithm::gradient2;
+    /// The algorithm. Vegas by default: it finds a knee with nothing to configure (AIMD
+    /// needs latency_threshold or drops; Gradient2 follows a drifting latency but settles
+    /// above a knee, see the README).
+    concurrency_algorithm algorithm = concurrency_algorithm::vegas;
     /// The limit before any sample. Within [min_limit, max_limit].
     std::uint64_t initial_limit = 20;
     /// The limit never goes below this (>= 1: a limit of 0 would never learn again).

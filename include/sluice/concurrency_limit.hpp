@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/detail/initiate_acquire.hpp>
+#include <sluice/detail/permit_error.hpp>
 #include <sluice/detail/slot_queue.hpp>
 #include <sluice/detail/wait_engine.hpp>
 #include <sluice/limiter_options.hpp>
@@ -77,13 +78,13 @@ public:
     /// Slots held by one grant; returns them when destroyed or released. An empty permit
     /// (default-constructed, moved-from, or from a failed acquire) holds nothing; from a
     /// failed acquire, error() tells why.
-    class permit {
+    class permit : public detail::permit_error {
     public:
         /// An empty permit.
         permit() noexcept = default;
         /// Takes over `other`'s slots (and error); `other` is left empty.
         permit(permit&& other) noexcept
-            : state_(std::move(other.state_)), n_(std::exchange(other.n_, 0)), ec_(std::exchange(other.ec_, {}))
+            : detail::permit_error(std::move(other)), state_(std::move(other.state_)), n_(std::exchange(other.n_, 0))
         {
         }
         /// Releases the slots held, then takes over `other`'s; `other` is left empty.
@@ -91,9 +92,9 @@ public:
         {
             if (this != &other) {
                 release();
+                detail::permit_error::operator=(std::move(other));
                 state_ = std::move(other.state_);
                 n_ = std::exchange(other.n_, 0);
-                ec_ = std::exchange(other.ec_, {});
             }
             return *this;
         }
@@ -115,32 +116,14 @@ public:
         /// Whether the permit holds slots.
         explicit operator bool() const noexcept { return state_ != nullptr; }
 
-        /// Why a failed acquire gave this empty permit: error::timed_out or
-        /// error::would_exceed_timeout (timed_out() tells either), error::closed,
-        /// error::queue_full, error::exceeds_burst, error::invalid_count,
-        /// asio::error::operation_aborted. Empty for a granted, default-constructed or
-        /// released permit.
-        const boost::system::error_code& error() const noexcept { return ec_; }
-
-        /// Whether the acquire failed on its deadline (error::timed_out or
-        /// error::would_exceed_timeout).
-        bool timed_out() const noexcept
-        {
-            return ec_ == sluice::error::timed_out || ec_ == sluice::error::would_exceed_timeout;
-        }
-
-        /// Whether the acquire failed because the limit was closed.
-        bool closed() const noexcept { return ec_ == sluice::error::closed; }
-
     private:
         friend class concurrency_limit;
         friend struct permit_grant;
         permit(std::shared_ptr<state_type> s, std::uint64_t n) noexcept : state_(std::move(s)), n_(n) {}
-        explicit permit(const boost::system::error_code& ec) noexcept : ec_(ec) {}
+        explicit permit(const boost::system::error_code& ec) noexcept : detail::permit_error(ec) {}
 
         std::shared_ptr<state_type> state_;
         std::uint64_t n_ = 0;
-        boost::system::error_code ec_;
     };
 
     /// Throws system_error(error::invalid_burst) for a limit of 0.
