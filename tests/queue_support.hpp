@@ -29,7 +29,7 @@ struct test_waiter : sluice::detail::waiter {
         return v;
     }
 
-    static void on_complete(sluice::detail::waiter* w)
+    static void on_complete(sluice::detail::waiter* w, bool)
     {
         auto* t = static_cast<test_waiter*>(w);
         ++t->completions;

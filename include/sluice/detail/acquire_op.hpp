@@ -1,5 +1,6 @@
 // The asynchronous operation behind async_acquire: a waiter node holding the completion
-// handler, allocated with the handler's associated allocator.
+// handler, allocated with the handler's associated allocator (Asio's recycling allocator
+// when the handler has none, as Asio's own operations do).
 #pragma once
 
 #include <sluice/detail/waiter.hpp>
@@ -7,11 +8,15 @@
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
-#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+#include <boost/asio/recycling_allocator.hpp>
 
 #include <memory>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace sluice::detail {
@@ -32,21 +37,25 @@ struct no_grant {
 };
 
 /// One pending acquire. Once attached, it keeps the engine it waits in alive, so that a
-/// cancellation arriving after the limiter is gone still finds it, and it tracks work on
-/// the handler's executor while it waits. `Grant` says what the handler receives besides
-/// the error_code (Grant::make) and what a grant dropped unrun gives back (Grant::drop).
-/// An operation answered without an engine (a keyed limiter's fast path) has none.
+/// cancellation arriving after the limiter is gone still finds it. While it waits, work is
+/// counted on the handler's executor: by the engine (one count while anything waits) when
+/// that executor is the limiter's own, the common case, and by the operation otherwise, as
+/// Asio's handler_work does. `Grant` says what the handler receives besides the error_code
+/// (Grant::make) and what a grant dropped unrun gives back (Grant::drop). An operation
+/// answered without an engine (a keyed limiter's fast path) has none.
 template <class Handler, class IoExecutor, class Engine, class Grant>
 class acquire_op final : public waiter {
 public:
     using handler_executor = boost::asio::associated_executor_t<Handler, IoExecutor>;
-    using allocator_type = typename std::allocator_traits<
-        boost::asio::associated_allocator_t<Handler>>::template rebind_alloc<acquire_op>;
+    // A handler without an allocator of its own: Asio's recycling allocator, whose
+    // per-thread cache takes malloc out of the steady state of one waiter at a time.
+    using handler_allocator = boost::asio::associated_allocator_t<Handler, boost::asio::recycling_allocator<void>>;
+    using allocator_type = typename std::allocator_traits<handler_allocator>::template rebind_alloc<acquire_op>;
 
     template <class H>
     static acquire_op* create(H&& h, const IoExecutor& io_ex)
     {
-        allocator_type alloc(boost::asio::get_associated_allocator(h));
+        allocator_type alloc(boost::asio::get_associated_allocator(h, boost::asio::recycling_allocator<void>()));
         acquire_op* p = std::allocator_traits<allocator_type>::allocate(alloc, 1);
         try {
             return new (p) acquire_op(Handler(std::forward<H>(h)), io_ex);
@@ -62,8 +71,22 @@ public:
     void attach(std::shared_ptr<Engine> e) noexcept { owner_ = std::move(e); }
 
 private:
+    // The handler's executor with work counted on it: the same type, when counting can be
+    // decided at run time (any_io_executor); otherwise always the counted type.
+    using work_executor = std::decay_t<decltype(boost::asio::prefer(
+        std::declval<const handler_executor&>(), boost::asio::execution::outstanding_work.tracked))>;
+
+    static work_executor make_work(const handler_executor& ex, const IoExecutor& io_ex)
+    {
+        if constexpr (std::is_same_v<work_executor, handler_executor> && std::is_same_v<handler_executor, IoExecutor>) {
+            if (ex == io_ex)
+                return ex;   // the engine counts the work of the waiters on its own executor
+        }
+        return boost::asio::prefer(ex, boost::asio::execution::outstanding_work.tracked);
+    }
+
     acquire_op(Handler&& h, const IoExecutor& io_ex)
-        : handler_(std::move(h)), work_(boost::asio::get_associated_executor(handler_, io_ex))
+        : handler_(std::move(h)), work_(make_work(boost::asio::get_associated_executor(handler_, io_ex), io_ex))
     {
         this->complete = &do_complete;
         this->destroy = &do_destroy;
@@ -72,7 +95,7 @@ private:
     // Destroys the node and returns its memory to the handler's allocator.
     static void free(acquire_op* op) noexcept
     {
-        allocator_type alloc(boost::asio::get_associated_allocator(op->handler_));
+        allocator_type alloc(boost::asio::get_associated_allocator(op->handler_, boost::asio::recycling_allocator<void>()));
         op->~acquire_op();
         std::allocator_traits<allocator_type>::deallocate(alloc, op, 1);
     }
@@ -82,8 +105,11 @@ private:
     struct invoker {
         acquire_op* op;
 
-        using allocator_type = boost::asio::associated_allocator_t<Handler>;
-        allocator_type get_allocator() const noexcept { return boost::asio::get_associated_allocator(op->handler_); }
+        using allocator_type = handler_allocator;
+        allocator_type get_allocator() const noexcept
+        {
+            return boost::asio::get_associated_allocator(op->handler_, boost::asio::recycling_allocator<void>());
+        }
 
         invoker(acquire_op* o) noexcept : op(o) {}
         invoker(invoker&& other) noexcept : op(std::exchange(other.op, nullptr)) {}
@@ -120,17 +146,22 @@ private:
         }
     };
 
-    static void do_complete(waiter* w)
+    // `here`: the caller runs on the engine's executor, outside any initiating function
+    // (a timer wake-up), so a handler whose executor is running here may run at once.
+    static void do_complete(waiter* w, bool here)
     {
         auto* op = static_cast<acquire_op*>(w);
-        auto ex = op->work_.get_executor();
-        boost::asio::post(ex, invoker(op));
+        work_executor ex = op->work_;   // the node may be freed by the time dispatch returns
+        if (here)
+            boost::asio::dispatch(ex, invoker(op));
+        else
+            boost::asio::post(ex, invoker(op));
     }
 
     static void do_destroy(waiter* w) { free(static_cast<acquire_op*>(w)); }
 
     Handler handler_;
-    boost::asio::executor_work_guard<handler_executor> work_;
+    work_executor work_;
     std::shared_ptr<Engine> owner_;
 };
 

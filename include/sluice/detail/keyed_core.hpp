@@ -110,7 +110,7 @@ public:
             if (closed_.load(std::memory_order_acquire)) {
                 w->result = make_error_code(error::closed);
                 s.requests.count(w->result, 0);
-                w->complete(w);
+                w->complete(w, false);
                 return;
             }
             s.maintain(t);
@@ -126,7 +126,7 @@ public:
                     if (r.allowed || (r.error && (r.error != error::would_exceed_timeout || max_wait == 0))) {
                         w->result = r.error;
                         s.requests.count(w->result, 0);
-                        w->complete(w);
+                        w->complete(w, false);
                         return;
                     }
                 }

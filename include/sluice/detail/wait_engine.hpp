@@ -14,6 +14,7 @@
 #include <sluice/manual_clock.hpp>
 
 #include <boost/asio/basic_waitable_timer.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/system/error_code.hpp>
 
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 namespace sluice::detail {
@@ -33,7 +35,9 @@ namespace sluice::detail {
 /// limiter_options), a generation counter that makes stale wake-ups harmless, cancellation,
 /// close, the blocking wait and the counts of limiter_stats. Waiters the queue hands out
 /// are counted under the lock and completed after it is released, each through its own
-/// executor (waiter::complete).
+/// executor (waiter::complete): posted, or run at once from a timer wake-up when that
+/// executor is running there. While anything waits, the engine counts one unit of work
+/// on its executor for every waiter whose handler runs there (acquire_op counts the rest).
 ///
 /// The Queue interface: enqueue(w, n, max_wait, now) -> queued; cancel(w, now, done) ->
 /// was queued; release_due(now, done) -> next wake (max_ns: none); wake_at(); close(ec,
@@ -98,6 +102,7 @@ public:
     void start(waiter* w, std::uint64_t n, std::int64_t max_wait)
     {
         bool queued = false;
+        work_type idle;
         {
             std::lock_guard lock(mutex_);
             if (closed_) {
@@ -109,14 +114,16 @@ public:
                 w->since = t;
                 queued = queue_.enqueue(w, n, max_wait < 0 ? 0 : max_wait, t);
                 // A timer armed while the queue was empty belongs to nobody: set it exactly.
-                if (queued)
+                if (queued) {
                     arm_locked(queue_.wake_at(), t, was_empty);
+                    track_work_locked(idle);
+                }
             }
             if (!queued)
                 counters_.count(w->result, 0);
         }
         if (!queued)
-            w->complete(w);
+            w->complete(w, false);
     }
 
     /// Removes a waiter on cancellation. Called on the handler's executor, which is where
@@ -124,6 +131,7 @@ public:
     void cancel(waiter* w)
     {
         completion_list done;
+        work_type idle;
         {
             std::lock_guard lock(mutex_);
             std::int64_t t = now();
@@ -131,6 +139,7 @@ public:
                 return;
             count_locked(done, t);
             arm_locked(queue_.wake_at(), t, false);
+            track_work_locked(idle);
         }
         done.complete_all();
     }
@@ -140,6 +149,7 @@ public:
     void close()
     {
         completion_list done;
+        work_type idle;
         {
             std::lock_guard lock(mutex_);
             closed_ = true;
@@ -149,6 +159,7 @@ public:
             ++generation_;
             armed_ = false;
             timer_.cancel();
+            track_work_locked(idle);
         }
         blocking_cv_.notify_all();
         done.complete_all();
@@ -187,12 +198,14 @@ public:
     void update(F&& f)
     {
         completion_list done;
+        work_type idle;
         {
             std::lock_guard lock(mutex_);
             std::int64_t t = now();
             f(queue_, t, done);
             count_locked(done, t);
             arm_locked(queue_.wake_at(), t, false);
+            track_work_locked(idle);
         }
         done.complete_all();
     }
@@ -301,6 +314,7 @@ private:
     void on_wake(std::uint64_t gen)
     {
         completion_list done;
+        work_type idle;
         {
             std::unique_lock lock(mutex_);
             for (;;) {
@@ -331,10 +345,27 @@ private:
                 std::int64_t next = queue_.release_due(t, done);
                 count_locked(done, t);
                 arm_locked(next, t, true);
+                track_work_locked(idle);
                 break;
             }
         }
-        done.complete_all();
+        done.complete_all(true);
+    }
+
+    // The engine's count of work while anything waits. An emptied queue hands the count to
+    // `idle`, let go after the completions are posted (each one work itself), so that the
+    // executor's count of work never touches zero in between.
+    using work_type = std::optional<boost::asio::executor_work_guard<Executor>>;
+
+    void track_work_locked(work_type& idle)
+    {
+        if (queue_.size() != 0) {
+            if (!work_)
+                work_.emplace(executor_);
+        } else if (work_) {
+            idle.emplace(std::move(*work_));
+            work_.reset();
+        }
     }
 
     // Strict mode busy-waits (on a steady clock) for at most this long before a due time.
@@ -353,6 +384,7 @@ private:
     std::size_t blocking_ = 0;             // threads in acquire_blocking
     std::condition_variable blocking_cv_;
     request_counters counters_;
+    work_type work_;
 };
 
 } // namespace sluice::detail

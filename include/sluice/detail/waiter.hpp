@@ -24,7 +24,9 @@ struct waiter {
     boost::system::error_code result;
 
     // Hands `result` to the completion handler (through its executor) and frees the node.
-    void (*complete)(waiter*) = nullptr;
+    // `here`: called on the engine's executor outside any initiating function (a timer
+    // wake-up), where a handler whose executor is running may be run at once.
+    void (*complete)(waiter*, bool here) = nullptr;
     // Frees the node without calling the handler (the limiter is torn down).
     void (*destroy)(waiter*) = nullptr;
 };
@@ -155,14 +157,24 @@ public:
             f(w);
     }
 
-    // Completes every waiter; call without holding any lock.
-    void complete_all() noexcept
+    // Completes every waiter; call without holding any lock. `here`: see waiter::complete.
+    // A handler run here may throw: the rest are posted first, then the exception goes on
+    // to the executor's run(), as it would from a posted handler, and nobody is left out.
+    void complete_all(bool here = false)
     {
         waiter* w = head_;
         head_ = tail_ = nullptr;
         while (w) {
             waiter* next = w->next;
-            w->complete(w);
+            try {
+                w->complete(w, here);
+            } catch (...) {
+                for (w = next; w; w = next) {
+                    next = w->next;
+                    w->complete(w, false);
+                }
+                throw;
+            }
             w = next;
         }
     }
