@@ -193,6 +193,59 @@ TEST_CASE("cluster: MOVED after a slot migration refreshes the map; ASK is follo
     }
 }
 
+TEST_CASE("cluster: TRYAGAIN while a slot migrates is retried until it can run, or answered at the command timeout" * doctest::timeout(120))
+{
+    sluice_test::redis_cluster cl;
+    asio::io_context io;
+    auto cfg = cl.config();
+    cfg.command_timeout = 3s;
+    SUBCASE("the migration ends within the timeout") {}
+    SUBCASE("it does not") { cfg.command_timeout = 300ms; }
+    sluice::redis::cluster c(io, cfg);
+
+    auto k = key_on(cl, 0, "tryagain:");
+    auto slot = sluice::redis::key_slot(k);
+    REQUIRE(exec(io, c, {"SET", k, "here"})->second.str == "OK");
+    std::string missing;   // same slot, on no node
+    for (int i = 0;; ++i) {
+        missing = "{" + k + "}absent" + std::to_string(i);
+        if (sluice::redis::key_slot(missing) == slot) break;
+    }
+    auto id0 = cl.node_id(0), id1 = cl.node_id(1);
+    auto s = std::to_string(slot);
+    REQUIRE(cl.node(1).command({"CLUSTER", "SETSLOT", s, "IMPORTING", id0}).str == "OK");
+    REQUIRE(cl.node(0).command({"CLUSTER", "SETSLOT", s, "MIGRATING", id1}).str == "OK");
+    // One key here, one not: node 0 answers TRYAGAIN for as long as the slot migrates.
+    REQUIRE(cl.node(0).command({"MGET", k, missing}).str.starts_with("TRYAGAIN"));
+
+    result out;
+    auto start = std::chrono::steady_clock::now();
+    c.async_exec({"MGET", k, missing}, [&](error_code ec, reply r) { out.emplace(ec, std::move(r)); });
+    run_until(io, [] { return false; }, 150ms);
+    REQUIRE_FALSE(out.has_value());   // still trying
+
+    if (cfg.command_timeout == 3s) {
+        CHECK(cl.node(0).command({"MIGRATE", "127.0.0.1", std::to_string(cl.node(1).port()), k, "0", "5000"}).str
+              == "OK");
+        CHECK(cl.node(1).command({"CLUSTER", "SETSLOT", s, "NODE", id1}).str == "OK");
+        CHECK(cl.node(0).command({"CLUSTER", "SETSLOT", s, "NODE", id1}).str == "OK");
+        for (std::size_t i = 2; i < cl.size(); ++i)
+            CHECK(cl.node(i).command({"CLUSTER", "SETSLOT", s, "NODE", id1}).str == "OK");
+        REQUIRE(run_until(io, [&] { return out.has_value(); }));
+        CHECK_FALSE(out->first);
+        REQUIRE(out->second.type == reply::kind::array);
+        REQUIRE(out->second.elements.size() == 2);
+        CHECK(out->second.elements[0].str == "here");
+        CHECK(out->second.elements[1].type == reply::kind::nil);
+    } else {
+        REQUIRE(run_until(io, [&] { return out.has_value(); }));
+        CHECK_FALSE(out->first);   // answered, with Redis's own reply
+        CHECK(out->second.is_error());
+        CHECK(out->second.str.starts_with("TRYAGAIN"));
+        CHECK(std::chrono::steady_clock::now() - start >= 200ms);
+    }
+}
+
 TEST_CASE("cluster: unreachable seed fails with backend_unavailable, close() ends everything" * doctest::timeout(60))
 {
     asio::io_context io;

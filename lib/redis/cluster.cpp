@@ -1,7 +1,9 @@
 // Redis Cluster routing on top of one connection_impl per master.
 //
 // Each request is a small coroutine on the cluster's executor: look the slot up, send to
-// the owner, follow MOVED (and refresh the map) or ASK (ASKING first), at most a few hops.
+// the owner, follow MOVED (and refresh the map) or ASK (ASKING first), at most a few hops;
+// TRYAGAIN and CLUSTERDOWN (the request did not run) are retried after a growing pause
+// for as long as the command timeout allows.
 // The user's handler is held apart from the coroutine so that per-operation cancellation
 // can complete it at once; the coroutine's result is then dropped.
 #include <sluice/redis/detail/cluster_impl.hpp>
@@ -21,7 +23,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -37,6 +41,18 @@ namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::uint16_t no_owner = 0xffff;
 constexpr int max_hops = 5;
+
+// Pauses between tries of a request answered TRYAGAIN or CLUSTERDOWN.
+constexpr std::chrono::milliseconds retry_first{5};
+constexpr std::chrono::milliseconds retry_max{100};
+
+// "TRYAGAIN ..." (a multi-key request while its slot migrates) or "CLUSTERDOWN ..." (the
+// slot is not served, or the cluster is down): Redis refuses before running anything,
+// so the request may be sent again.
+bool refused_for_now(const std::string& err)
+{
+    return err.starts_with("TRYAGAIN") || err.starts_with("CLUSTERDOWN");
+}
 
 asio::awaitable<result> node_exec(std::shared_ptr<connection_impl> c, std::vector<std::string> argv)
 {
@@ -176,6 +192,8 @@ private:
     {
         result res{make_error_code(error::backend_unavailable), reply{}};
         std::string ask;
+        const auto deadline = std::chrono::steady_clock::now() + self->cfg_.command_timeout;
+        auto pause = std::chrono::milliseconds(retry_first);
         for (int hop = 0; hop <= max_hops; ++hop) {
             if (self->closed_) co_return result{make_error_code(error::closed), reply{}};
             std::string addr = ask;
@@ -218,6 +236,15 @@ private:
             }
             if (auto to = redirect(r.str, "ASK")) {
                 ask = to->second;
+                continue;
+            }
+            if (refused_for_now(r.str) && std::chrono::steady_clock::now() + pause < deadline) {
+                // A CLUSTERDOWN may come from a node whose slots moved: look again.
+                if (r.str.starts_with("CLUSTERDOWN")) self->spawn_refresh();
+                asio::steady_timer t(self->ex_, pause);
+                co_await t.async_wait(use_tuple);
+                pause = std::min(pause * 2, std::chrono::milliseconds(retry_max));
+                --hop;   // not a redirection
                 continue;
             }
             break;

@@ -25,8 +25,11 @@ namespace sluice::redis {
 /// the master that owns the hash slot of its first key (argv[1] for async_exec, keys[0]
 /// for async_eval; hash tags "{...}" honoured; no key: any master). The slot map comes
 /// from CLUSTER SLOTS at start and again after a MOVED redirection; ASK is followed with
-/// ASKING. One basic_connection-like link per master, made on first use, with the seed's
-/// timeouts and password.
+/// ASKING. A request answered TRYAGAIN (several keys while their slot migrates) or
+/// CLUSTERDOWN (slot not served, cluster down), which Redis refuses before running it, is
+/// sent again after a pause (5 ms, doubling to 100 ms) while the command timeout allows;
+/// then that reply is the answer. One basic_connection-like link per master, made on
+/// first use, with the seed's timeouts and password.
 ///
 /// Handler signature and errors: as basic_connection; also error::backend_unavailable
 /// when no slot map could be loaded.
