@@ -295,6 +295,41 @@ TEST_CASE("connection: connection refused fails fast with backend_unavailable" *
     CHECK(r->first == sluice::error::backend_unavailable);
 }
 
+TEST_CASE("connection: a host name is resolved off the executor; commands sent meanwhile wait for it" * doctest::timeout(30))
+{
+    sluice_test::redis_server srv;
+    asio::io_context io;
+    auto cfg = srv.config();
+    cfg.host = "localhost";
+    sluice::redis::connection c(io, cfg);
+    // Sent before the name is resolved: held, then sent on the new link.
+    auto r = exec(io, c, {"PING"});
+    REQUIRE(r);
+    CHECK_FALSE(r->first);
+    CHECK(r->second.str == "PONG");
+    CHECK(c.connected());
+
+    SUBCASE("a name that does not resolve fails the commands held for it")
+    {
+        auto bad = fast({});
+        bad.host = "no-such-host.invalid";
+        sluice::redis::connection b(io, bad);
+        r = exec(io, b, {"PING"});
+        REQUIRE(r);
+        CHECK(r->first == sluice::error::backend_unavailable);
+        CHECK_FALSE(b.connected());
+    }
+    SUBCASE("close() while the name resolves fails them with closed")
+    {
+        sluice::redis::connection b(io, cfg);
+        std::optional<std::pair<error_code, reply>> out;
+        b.async_exec({"PING"}, [&](error_code ec, reply rr) { out.emplace(ec, std::move(rr)); });
+        b.close();
+        REQUIRE(run_until(io, [&] { return out.has_value(); }));
+        CHECK(out->first == sluice::error::closed);
+    }
+}
+
 TEST_CASE("connection: a listener that never answers is a connect timeout" * doctest::timeout(30))
 {
     asio::io_context io;

@@ -22,6 +22,8 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/query.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
@@ -116,7 +118,7 @@ bool starts_with(const std::string& s, const char* prefix)
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
 public:
     connection_impl(const asio::any_io_executor& ex, connection_config cfg)
-        : ex_(ex), cfg_(std::move(cfg)), socket_(ex), cmd_timer_(ex), link_timer_(ex),
+        : ex_(ex), cfg_(std::move(cfg)), resolver_(ex), socket_(ex), cmd_timer_(ex), link_timer_(ex),
           backoff_(cfg_.reconnect_min)
     {
     }
@@ -146,7 +148,7 @@ public:
               exec_handler h)
     {
         if (state_ == state::closed) return deliver(std::move(h), error::closed);
-        if (!ac_) return deliver(std::move(h), error::backend_unavailable);
+        if (!ac_ && !resolving_) return deliver(std::move(h), error::backend_unavailable);
         auto st = std::make_shared<eval_state>(eval_state{std::move(h), {}, s, std::move(keys),
                                                           std::move(args), false, {}});
         auto slot = st->handler.get_cancellation_slot();
@@ -177,6 +179,9 @@ public:
         if (ac_) redisAsyncFree(ac_);
         auto dropped = std::move(ops_);
         dropped.clear();
+        resolving_ = false;
+        auto held = std::move(held_);
+        held.clear();
     }
 
     void close()
@@ -184,9 +189,11 @@ public:
         if (state_ == state::closed) return;
         state_ = state::closed;
         connected_ = false;
+        resolver_.cancel();
         link_timer_.cancel();
         cmd_timer_.cancel();
         free_link(error::closed);
+        release_held();   // closed: each fails with error::closed
     }
 
     bool connected() const noexcept { return connected_.load(std::memory_order_relaxed); }
@@ -227,7 +234,7 @@ private:
     {
         if (state_ == state::closed) return error::closed;
         if (argv.empty() || is_push_command(argv.front())) return error::invalid_option;
-        if (!ac_) return error::backend_unavailable;
+        if (!ac_ && !resolving_) return error::backend_unavailable;
         return std::nullopt;
     }
 
@@ -236,6 +243,7 @@ private:
     void submit(const std::vector<std::string>& argv, exec_handler h, bool cancellable)
     {
         if (argv.empty()) return deliver(std::move(h), error::invalid_option);
+        if (!ac_ && resolving_) return hold(argv, std::move(h), cancellable);
         if (!ac_) return deliver(std::move(h), error::backend_unavailable);
         std::vector<const char*> ptrs;
         std::vector<std::size_t> lens;
@@ -274,6 +282,52 @@ private:
         }
         ops_.push_back(std::move(o));
         arm_cmd_timer();
+    }
+
+    // While the host name resolves there is no link to queue on: commands wait here (at
+    // most connect_timeout), in order, and are sent or failed once it is known.
+    struct held_command {
+        std::vector<std::string> argv;
+        exec_handler handler;   // empty once cancelled
+        bool cancellable;
+        asio::cancellation_slot slot;
+    };
+
+    void hold(const std::vector<std::string>& argv, exec_handler h, bool cancellable)
+    {
+        auto c = std::make_shared<held_command>(held_command{argv, std::move(h), cancellable, {}});
+        if (cancellable) {
+            auto slot = c->handler.get_cancellation_slot();
+            if (slot.is_connected()) {
+                c->slot = slot;
+                slot.assign([w = std::weak_ptr<held_command>(c), self = weak_from_this()](asio::cancellation_type t) {
+                    if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial))
+                        == asio::cancellation_type::none)
+                        return;
+                    auto c = w.lock();
+                    auto me = self.lock();
+                    if (c && me && c->handler)
+                        me->deliver(std::move(c->handler), asio::error::operation_aborted);
+                });
+            }
+        }
+        held_.push_back(std::move(c));
+    }
+
+    // The name resolved (a link exists now) or could not be: send or fail what waited.
+    void release_held()
+    {
+        resolving_ = false;
+        auto held = std::move(held_);
+        held_.clear();
+        for (auto& c : held) {
+            if (!c->handler) continue;
+            c->slot.clear();
+            if (state_ == state::closed)
+                deliver(std::move(c->handler), error::closed);
+            else
+                submit(c->argv, std::move(c->handler), c->cancellable);
+        }
     }
 
     // An internal command: its handler runs on our executor (the lambda has no executor).
@@ -384,7 +438,28 @@ private:
     {
         ignore_sigpipe();
         state_ = state::connecting;
-        redisAsyncContext* ac = redisAsyncConnect(cfg_.host.c_str(), cfg_.port);
+        error_code ec;
+        (void)asio::ip::make_address(cfg_.host, ec);
+        if (!ec) return connect_to(cfg_.host);
+        // A name: resolved by Asio's resolver (getaddrinfo on a thread of its own, never on
+        // the executor's), again at every reconnection; the connect timeout covers it.
+        ++gen_;
+        resolving_ = true;
+        arm_connect_timeout();
+        resolver_.async_resolve(cfg_.host, std::to_string(cfg_.port),
+                                [w = weak_from_this(), gen = gen_](error_code ec, asio::ip::tcp::resolver::results_type rs) {
+                                    auto self = w.lock();
+                                    if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
+                                    if (ec || rs.empty()) return self->reset_link();
+                                    self->connect_to(rs.begin()->endpoint().address().to_string());
+                                    self->release_held();
+                                });
+    }
+
+    // Connects to a numeric address.
+    void connect_to(const std::string& address)
+    {
+        redisAsyncContext* ac = redisAsyncConnect(address.c_str(), cfg_.port);
         if (!ac) return schedule_reconnect();
         if (ac->err) {
             redisAsyncFree(ac);
@@ -422,11 +497,18 @@ private:
             self->link_timer_.cancel();
         });
         if (!ops_.empty()) handshake_ = ops_.back().get();
+        arm_connect_timeout();
+    }
 
+    // A connection attempt (name resolution, TCP, handshake) longer than connect_timeout
+    // is dropped, and retried after the backoff.
+    void arm_connect_timeout()
+    {
         link_timer_.expires_after(cfg_.connect_timeout);
         link_timer_.async_wait([w = weak_from_this(), gen = gen_](error_code ec) {
             auto self = w.lock();
             if (!self || ec || gen != self->gen_ || self->state_ != state::connecting) return;
+            self->resolver_.cancel();
             self->reset_link();
         });
     }
@@ -447,6 +529,7 @@ private:
         free_link(error::backend_unavailable);
         connected_ = false;
         if (state_ != state::closed) schedule_reconnect();
+        if (resolving_) release_held();   // no link: each fails with backend_unavailable
     }
 
     void schedule_reconnect()
@@ -529,6 +612,7 @@ private:
 
     asio::any_io_executor ex_;
     connection_config cfg_;
+    asio::ip::tcp::resolver resolver_;
     asio::posix::stream_descriptor socket_;
     asio::steady_timer cmd_timer_;
     asio::steady_timer link_timer_;   // connect timeout, then reconnection backoff
@@ -547,6 +631,8 @@ private:
     bool refused_ = false;            // the handshake failed: nothing on this link counts
     error link_error_ = error::backend_unavailable;
     std::deque<std::shared_ptr<op>> ops_;
+    bool resolving_ = false;   // the host name is being resolved: commands are held
+    std::vector<std::shared_ptr<held_command>> held_;
 };
 
 namespace {

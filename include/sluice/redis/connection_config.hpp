@@ -9,7 +9,8 @@ namespace sluice::redis {
 
 /// Settings of one Redis connection (for a cluster: of every link, taken from the seed's).
 struct connection_config {
-    /// A numeric address or a name (resolved with getaddrinfo, which blocks: prefer IPs).
+    /// A numeric address or a host name, resolved with Asio's resolver (off the executor's
+    /// threads) at every connection attempt, within connect_timeout.
     std::string host = "127.0.0.1";
     /// The TCP port.
     std::uint16_t port = 6379;
