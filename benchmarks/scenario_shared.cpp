@@ -7,15 +7,21 @@
 //
 // --lease N (a sluice addition): the limiters lease up to N permits a round trip and
 // answer locally while a lease lasts or a refusal holds (limiter_options::lease_size).
+// --mode try (default: async_try_acquire, protocol v1) | acquire (async_acquire with a
+// 1 s max_wait: callers wait their turn instead of retrying). --limiter bucket (default:
+// redis::token_bucket, burst 1) | window (redis::sliding_window, limit max(1, Q/10) per
+// 100 ms).
 //
 // Prints one JSON line: scenario, procs, concurrency, rate, seconds, lease, admitted,
 // allowed = Q*D + 1, over_admission = (admitted - allowed) / allowed, decisions_per_s,
 // attempts, redis_errors, fallback_decisions, round_trip_us (the median of the processes'
-// last round trips). --trace FILE: each process's admissions per 100 ms, one line
+// last round trips), mode, limiter, share_min and share_max (each process's admissions
+// against an equal share of the total), timeouts (acquires that gave up). --trace FILE: each process's admissions per 100 ms, one line
 // `process,interval,admitted` each, for plots.
 #include "bench_common.hpp"
 
 #include <sluice/redis/connection.hpp>
+#include <sluice/redis/sliding_window.hpp>
 #include <sluice/redis/token_bucket.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -40,7 +46,9 @@
 
 namespace sluice_bench {
 
-std::int64_t shared_lease = 0;   // --lease N
+std::int64_t shared_lease = 0;          // --lease N
+std::string shared_mode = "try";         // --mode try|acquire
+std::string shared_limiter = "bucket";   // --limiter bucket|window
 
 namespace {
 
@@ -119,11 +127,16 @@ struct child_result {
     std::int64_t redis_errors = 0;
     std::int64_t fallback = 0;
     std::int64_t rtt_us = 0;
+    std::int64_t timeouts = 0;
     std::int64_t ok = 0;
 };
 
 // Admissions per 100 ms of the run, for --trace.
 constexpr auto trace_interval = std::chrono::milliseconds(100);
+
+template <class Limiter>
+child_result run_child_on(const options& o, Limiter& lim, asio::io_context& io, std::chrono::system_clock::time_point start_at,
+                          std::vector<std::int64_t>& bins);
 
 child_result run_child(const options& o, std::chrono::system_clock::time_point start_at, std::vector<std::int64_t>& bins)
 {
@@ -142,24 +155,54 @@ child_result run_child(const options& o, std::chrono::system_clock::time_point s
     lo.prefix = "bench";
     lo.on_failure = redis::failure_policy::fail_closed;   // a failing run shows as errors
     lo.lease_size = static_cast<std::uint64_t>(shared_lease);
-    redis::token_bucket<redis::connection> tb(conn, sluice::rate::per_second(o.rate), 1, lo);
+    child_result res2;
+    if (shared_limiter == "window") {
+        // The same rate as a log of 100 ms windows (Q/10 a window, at least 1).
+        const auto limit = static_cast<std::uint64_t>(std::max(1.0, std::floor(o.rate / 10)));
+        redis::sliding_window<redis::connection> sw(conn, limit, std::chrono::milliseconds(100), lo);
+        res2 = run_child_on(o, sw, io, start_at, bins);
+    } else {
+        redis::token_bucket<redis::connection> tb(conn, sluice::rate::per_second(o.rate), 1, lo);
+        res2 = run_child_on(o, tb, io, start_at, bins);
+    }
+    conn.close();
+    return res2;
+}
 
+template <class Limiter>
+child_result run_child_on(const options& o, Limiter& tb, asio::io_context& io, std::chrono::system_clock::time_point start_at,
+                          std::vector<std::int64_t>& bins)
+{
+    child_result res;
+    const bool acquire = shared_mode == "acquire";
     std::this_thread::sleep_until(start_at);
     const auto begin = steady::now();
     auto end = begin + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
     bins.assign(static_cast<std::size_t>(std::ceil(o.seconds * 10)) + 1, 0);
-    std::int64_t admitted = 0, attempts = 0;
+    std::int64_t admitted = 0, attempts = 0, timeouts = 0;
     int inflight = 0;
+    auto admit = [&] {
+        auto now = steady::now();
+        if (now > end) return;   // granted after the run: not counted, as with try
+        ++admitted;
+        auto i = static_cast<std::size_t>((now - begin) / trace_interval);
+        ++bins[std::min(i, bins.size() - 1)];
+    };
     std::function<void()> issue = [&] {
         ++attempts;
         ++inflight;
+        if (acquire) {
+            tb.async_acquire("shared", 1, std::chrono::seconds(1), [&](boost::system::error_code ec) {
+                --inflight;
+                if (!ec) admit();
+                else if (ec == sluice::error::would_exceed_timeout) ++timeouts;
+                if (steady::now() < end) issue();
+            });
+            return;
+        }
         tb.async_try_acquire("shared", 1, [&](boost::system::error_code ec, sluice::decision d) {
             --inflight;
-            if (!ec && d.allowed) {
-                ++admitted;
-                auto i = static_cast<std::size_t>((steady::now() - begin) / trace_interval);
-                ++bins[std::min(i, bins.size() - 1)];
-            }
+            if (!ec && d.allowed) admit();
             if (steady::now() < end) issue();
         });
     };
@@ -176,9 +219,9 @@ child_result run_child(const options& o, std::chrono::system_clock::time_point s
     res.redis_errors = static_cast<std::int64_t>(s.redis_errors);
     res.fallback = static_cast<std::int64_t>(s.fallback_decisions);
     res.rtt_us = s.last_round_trip.count();
+    res.timeouts = timeouts;
     res.ok = 1;
     tb.close();
-    conn.close();
     return res;
 }
 
@@ -186,6 +229,10 @@ child_result run_child(const options& o, std::chrono::system_clock::time_point s
 
 int run_shared(const options& o)
 {
+    if ((shared_mode != "try" && shared_mode != "acquire") || (shared_limiter != "bucket" && shared_limiter != "window")) {
+        std::fprintf(stderr, "sluice-bench: shared: --mode wants try or acquire, --limiter bucket or window\n");
+        return 2;
+    }
     if (o.procs < 1 || o.concurrency < 1 || !(o.rate > 0) || !(o.seconds > 0) || o.port < 1 || o.port > 65535 ||
         shared_lease < 0) {
         std::fprintf(stderr, "sluice-bench: shared: --procs, --concurrency, --rate, --seconds and --port must be positive, --lease >= 0\n");
@@ -222,7 +269,7 @@ int run_shared(const options& o)
         pipes.push_back(fds[0]);
     }
     child_result sum;
-    std::vector<std::int64_t> rtts;
+    std::vector<std::int64_t> rtts, per_proc;
     std::vector<std::vector<std::int64_t>> traces(static_cast<std::size_t>(o.procs));
     int failed = 0;
     for (int p = 0; p < o.procs; ++p) {
@@ -249,7 +296,9 @@ int run_shared(const options& o)
         sum.attempts += r.attempts;
         sum.redis_errors += r.redis_errors;
         sum.fallback += r.fallback;
+        sum.timeouts += r.timeouts;
         rtts.push_back(r.rtt_us);
+        per_proc.push_back(r.admitted);
     }
     srv.stop();
     if (!o.trace.empty()) {
@@ -265,6 +314,10 @@ int run_shared(const options& o)
     }
     std::sort(rtts.begin(), rtts.end());
     double allowed = o.rate * o.seconds + 1;
+    const double equal = static_cast<double>(sum.admitted) / o.procs;
+    const auto [lo_it, hi_it] = std::minmax_element(per_proc.begin(), per_proc.end());
+    const double share_min = equal > 0 ? static_cast<double>(*lo_it) / equal : 0;
+    const double share_max = equal > 0 ? static_cast<double>(*hi_it) / equal : 0;
     json_line()
         .add("scenario", "shared")
         .add("procs", o.procs)
@@ -281,6 +334,11 @@ int run_shared(const options& o)
         .add("fallback_decisions", static_cast<long long>(sum.fallback))
         .add("round_trip_us", static_cast<long long>(rtts[rtts.size() / 2]))
         .add("failed_procs", failed)
+        .add("mode", shared_mode)
+        .add("limiter", shared_limiter)
+        .add("share_min", share_min)
+        .add("share_max", share_max)
+        .add("timeouts", static_cast<long long>(sum.timeouts))
         .emit();
     return failed == 0 ? 0 : 1;
 }

@@ -28,6 +28,8 @@ extern std::int64_t bandwidth_connections;   // scenario_bandwidth.cpp: --connec
 #ifdef SLUICE_BENCH_REDIS
 int run_shared(const options& o);   // scenario_shared.cpp
 extern std::int64_t shared_lease;   // scenario_shared.cpp: --lease N
+extern std::string shared_mode;     // scenario_shared.cpp: --mode try|acquire
+extern std::string shared_limiter;  // scenario_shared.cpp: --limiter bucket|window
 #endif
 
 namespace {
@@ -48,7 +50,7 @@ constexpr scenario_entry scenarios[] = {
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
 #ifdef SLUICE_BENCH_REDIS
-    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N]"},
+    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N] [--mode try|acquire] [--limiter bucket|window]"},
 #endif
 };
 
@@ -187,6 +189,8 @@ options parse(int argc, char** argv)
         else if (key == "dist") keyed_dist = value;
 #ifdef SLUICE_BENCH_REDIS
         else if (key == "lease") parse_int(key, value, shared_lease);
+        else if (key == "mode") shared_mode = value;
+        else if (key == "limiter") shared_limiter = value;
 #endif
         else usage_error("unknown flag --" + std::string(key));
     }
