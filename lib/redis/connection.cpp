@@ -151,20 +151,7 @@ public:
         if (!ac_ && !resolving_) return deliver(std::move(h), error::backend_unavailable);
         auto st = std::make_shared<eval_state>(eval_state{std::move(h), {}, s, std::move(keys),
                                                           std::move(args), false, {}});
-        auto slot = st->handler.get_cancellation_slot();
-        if (slot.is_connected()) {
-            st->slot = slot;
-            slot.assign([w = std::weak_ptr<eval_state>(st), self = weak_from_this()](
-                            asio::cancellation_type t) {
-                if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial))
-                    == asio::cancellation_type::none)
-                    return;
-                auto st = w.lock();
-                auto c = self.lock();
-                if (st && c && st->handler)
-                    c->deliver(std::move(st->handler), asio::error::operation_aborted);
-            });
-        }
+        abort_on_cancel(st);
         send_evalsha(st);
     }
 
@@ -219,6 +206,26 @@ private:
         reply load_error;
     };
 
+    // Per-operation cancellation (terminal, partial) of an entry with `handler` and `slot`:
+    // its handler completes at once with operation_aborted; the entry stays where it is,
+    // with no handler, until its turn comes (a reply still due, a held command).
+    template <class Entry>
+    void abort_on_cancel(const std::shared_ptr<Entry>& e)
+    {
+        auto slot = e->handler.get_cancellation_slot();
+        if (!slot.is_connected()) return;
+        e->slot = slot;
+        slot.assign([w = std::weak_ptr<Entry>(e), self = weak_from_this()](asio::cancellation_type t) {
+            if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial))
+                == asio::cancellation_type::none)
+                return;
+            auto e = w.lock();
+            auto c = self.lock();
+            if (e && c && e->handler)
+                c->deliver(std::move(e->handler), asio::error::operation_aborted);
+        });
+    }
+
     // ---- completions ----------------------------------------------------------------------
 
     void deliver(exec_handler h, error_code ec, reply r = {})
@@ -262,24 +269,8 @@ private:
         // recurses (it copies `other` as an lvalue into a new wrapper).
         auto o = std::make_shared<op>(
             op{std::move(h), {}, clock_type::now() + cfg_.command_timeout});
-        if (cancellable) {
-            auto slot = o->handler.get_cancellation_slot();
-            if (slot.is_connected()) {
-                o->slot = slot;
-                slot.assign([w = std::weak_ptr<op>(o), self = weak_from_this()](
-                                asio::cancellation_type t) {
-                    if ((t & (asio::cancellation_type::terminal
-                              | asio::cancellation_type::partial))
-                        == asio::cancellation_type::none)
-                        return;
-                    auto o = w.lock();
-                    auto c = self.lock();
-                    // The entry stays queued: its reply is still due and is dropped then.
-                    if (o && c && o->handler)
-                        c->deliver(std::move(o->handler), asio::error::operation_aborted);
-                });
-            }
-        }
+        // A cancelled entry stays queued: its reply is still due and is dropped then.
+        if (cancellable) abort_on_cancel(o);
         ops_.push_back(std::move(o));
         arm_cmd_timer();
     }
@@ -296,21 +287,7 @@ private:
     void hold(const std::vector<std::string>& argv, exec_handler h, bool cancellable)
     {
         auto c = std::make_shared<held_command>(held_command{argv, std::move(h), cancellable, {}});
-        if (cancellable) {
-            auto slot = c->handler.get_cancellation_slot();
-            if (slot.is_connected()) {
-                c->slot = slot;
-                slot.assign([w = std::weak_ptr<held_command>(c), self = weak_from_this()](asio::cancellation_type t) {
-                    if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial))
-                        == asio::cancellation_type::none)
-                        return;
-                    auto c = w.lock();
-                    auto me = self.lock();
-                    if (c && me && c->handler)
-                        me->deliver(std::move(c->handler), asio::error::operation_aborted);
-                });
-            }
-        }
+        if (cancellable) abort_on_cancel(c);
         held_.push_back(std::move(c));
     }
 
