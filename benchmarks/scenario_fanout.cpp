@@ -59,6 +59,8 @@ namespace sluice_bench {
 // --waiter coroutine|callback: set by the parser in sluice_bench.cpp (the shared options
 // struct has no field for it).
 std::string fanout_waiter = "coroutine";
+// --coalesce-us N: the bucket's limiter_options::coalesce (-1: the default, 200 us).
+std::int64_t fanout_coalesce_us = -1;
 
 namespace {
 
@@ -221,7 +223,9 @@ int run_fanout_on(const options& o, bool callback, bool floor)
     c.rate = o.rate;
     std::optional<typename run_ctx<Clock>::bucket_type> bucket;
     if (!floor) {
-        bucket.emplace(io, sluice::rate::per_second(o.rate), std::chrono::nanoseconds(0));
+        sluice::limiter_options lo;
+        if (fanout_coalesce_us >= 0) lo.coalesce = std::chrono::microseconds(fanout_coalesce_us);
+        bucket.emplace(io, sluice::rate::per_second(o.rate), std::chrono::nanoseconds(0), lo);
         c.bucket = &*bucket;
     }
     std::vector<asio::steady_timer> floor_timers;   // callback floor: one timer per waiter
@@ -287,6 +291,8 @@ int run_fanout_on(const options& o, bool callback, bool floor)
         .add("policy", floor ? "floor" : "leaky")
         .add("waiter", callback ? "callback" : "coroutine")
         .add("clock", o.clock)
+        .add("coalesce_us", static_cast<long long>(fanout_coalesce_us < 0 ? sluice::limiter_options{}.coalesce.count() / 1000
+                                                                          : fanout_coalesce_us))
         .add("clock_ns", clock_read_ns(o.clock))
         .add("waiters", static_cast<long long>(W))
         .add("rate", o.rate)
