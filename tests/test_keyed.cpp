@@ -135,9 +135,6 @@ void check_same(const sluice::decision& got, const sluice::decision& want)
 }
 
 struct wheel_node {
-    wheel_node* wheel_prev = nullptr;
-    wheel_node* wheel_next = nullptr;
-    std::uint32_t wheel_slot = 0;
     std::int64_t idle = 0;   // when it may go
     int visits = 0;
     bool gone = false;
@@ -149,7 +146,7 @@ TEST_SUITE_BEGIN("keyed");
 
 TEST_CASE("idle wheel: an entry is looked at once its tick has passed, never before, and filed again")
 {
-    sluice::detail::idle_wheel<wheel_node> w(10, 8, 1000);   // ticks of 10 ns, 8 slots
+    sluice::detail::idle_wheel<wheel_node*> w(10, 8, 1000);   // ticks of 10 ns, 8 slots
     wheel_node a, b, far;
     a.idle = 1015;
     b.idle = 1000;
@@ -180,7 +177,7 @@ TEST_CASE("idle wheel: an entry is looked at once its tick has passed, never bef
 
 TEST_CASE("idle wheel: the budget bounds the work of one call; the rest is done by the next")
 {
-    sluice::detail::idle_wheel<wheel_node> w(10, 4, 0);
+    sluice::detail::idle_wheel<wheel_node*> w(10, 4, 0);
     std::vector<wheel_node> nodes(100);
     for (auto& n : nodes)
         w.schedule(&n, 0);
@@ -200,7 +197,7 @@ TEST_CASE("idle wheel: the budget bounds the work of one call; the rest is done 
 
 TEST_CASE("idle wheel: after an idle spell of many turns every entry is looked at once, in bounded steps")
 {
-    sluice::detail::idle_wheel<wheel_node> w(10, 8, 0);
+    sluice::detail::idle_wheel<wheel_node*> w(10, 8, 0);
     wheel_node n;
     n.idle = 1'000'000'000;
     w.schedule(&n, n.idle);

@@ -3,6 +3,7 @@
 
 #include <sluice/basic_limiter.hpp>
 #include <sluice/decision.hpp>
+#include <sluice/detail/arith.hpp>
 #include <sluice/detail/keyed_core.hpp>
 #include <sluice/detail/trailing_options.hpp>
 #include <sluice/error.hpp>
@@ -41,6 +42,20 @@ struct key_hash<std::basic_string<Char, Traits, Alloc>> {
     std::size_t operator()(std::basic_string_view<Char, Traits> s) const noexcept
     {
         return std::hash<std::basic_string_view<Char, Traits>>{}(s);
+    }
+};
+
+/// For unsigned __int128 keys (an IPv6 address as a number), which std::hash does not take
+/// in ISO C++. The two halves are folded by a multiplication; the store mixes the result
+/// again (boost::unordered's mixing of hashes that are not avalanching).
+template <>
+struct key_hash<detail::uint128> {
+    /// The hash of `v`.
+    std::size_t operator()(detail::uint128 v) const noexcept
+    {
+        auto lo = static_cast<std::uint64_t>(v);
+        auto hi = static_cast<std::uint64_t>(v >> 64);
+        return static_cast<std::size_t>(lo ^ (hi * 0x9E3779B97F4A7C15ull));
     }
 };
 
