@@ -53,7 +53,8 @@ struct compact_state<policy::gcra> {
         int128 nz = start + int128(n) * interval;
         decision d;
         if (nz > now) {
-            d.retry_after = std::chrono::nanoseconds{sat_narrow(nz - now)};
+            // Ready only at or past the clock's end: never.
+            d.retry_after = std::chrono::nanoseconds{nz >= max_ns ? max_ns : sat_narrow(nz - now)};
             d.remaining = available(z, now);
             d.reset_after = std::chrono::nanoseconds{reset(z, now)};
             return d;

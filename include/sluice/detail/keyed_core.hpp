@@ -9,6 +9,7 @@
 #include <sluice/detail/keyed_key.hpp>
 #include <sluice/detail/policy_ref.hpp>
 #include <sluice/detail/request_counters.hpp>
+#include <sluice/detail/short_mutex.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
 #include <sluice/keyed_options.hpp>
@@ -419,7 +420,7 @@ private:
             return d;
         }
 
-        std::mutex mutex;
+        mutable short_mutex mutex;
         boost::unordered_flat_set<slot, slot_hash, slot_equal> set;
         std::vector<std::unique_ptr<wide_entry>> wides;   // null: a free index, listed in free_wides
         std::vector<std::uint32_t> free_wides;
