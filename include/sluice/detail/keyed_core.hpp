@@ -420,8 +420,11 @@ private:
             return d;
         }
 
-        mutable short_mutex mutex;
-        boost::unordered_flat_set<slot, slot_hash, slot_equal> set;
+        // The lock on a line of its own: with threads on other cores its line moves from
+        // core to core on every request, and the table's header (read by every look-up)
+        // should not move with it.
+        alignas(64) mutable short_mutex mutex;
+        alignas(64) boost::unordered_flat_set<slot, slot_hash, slot_equal> set;
         std::vector<std::unique_ptr<wide_entry>> wides;   // null: a free index, listed in free_wides
         std::vector<std::uint32_t> free_wides;
         boost::unordered_flat_map<Key, config_type, key_hash_adapter, key_equal_adapter> overrides;
