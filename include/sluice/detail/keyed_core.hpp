@@ -456,21 +456,37 @@ private:
         const config_type* c = nullptr;
         if (!s.overrides.empty())
             if (auto it = s.overrides.find(key); it != s.overrides.end()) c = &it->second;
-        slot e{storage::make(key), 0};
+        // What may throw comes before the insert, so that a failure leaves nothing behind.
+        std::unique_ptr<wide_entry> w;
         if (c || !compact) {
-            e.word = add_wide(s, std::make_unique<wide_entry>(c ? *c : config_));
-        } else {
-            if constexpr (compact) e.word = compact_type::fresh;
+            w = std::make_unique<wide_entry>(c ? *c : config_);
+            reserve_wide(s);
         }
-        auto it = s.set.insert(std::move(e)).first;
+        std::uint64_t word = 0;
+        if constexpr (compact) word = compact_type::fresh;
+        auto it = s.set.insert(slot{storage::make(key), word}).first;
+        if (w) it->word = add_wide(s, std::move(w));
         ++s.created;
         return &*it;
     }
 
     static wide_entry& wide_of(const shard& s, const slot& e) noexcept { return *s.wides[wide_index(e.word)]; }
 
-    // Files a wide entry in the shard; returns its word.
-    static std::uint64_t add_wide(shard& s, std::unique_ptr<wide_entry> w)
+    // Room for one more wide entry, so that add_wide does not throw.
+    static void reserve_wide(shard& s)
+    {
+        if (!s.free_wides.empty()) return;
+        std::size_t n = s.wides.size() + 1;
+        if (static_cast<std::int64_t>(n) > store_words_end - min_ns)
+            throw std::length_error("sluice::keyed: more than 2^32 wide keys in a shard");
+        if (n > s.wides.capacity()) {
+            s.wides.reserve(std::max(n, 2 * s.wides.capacity()));
+            s.free_wides.reserve(s.wides.capacity());   // so that freeing an index never throws
+        }
+    }
+
+    // Files a wide entry in the shard (after reserve_wide); returns its word.
+    static std::uint64_t add_wide(shard& s, std::unique_ptr<wide_entry> w) noexcept
     {
         std::size_t i;
         if (!s.free_wides.empty()) {
@@ -479,10 +495,6 @@ private:
             s.wides[i] = std::move(w);
         } else {
             i = s.wides.size();
-            if (static_cast<std::int64_t>(i) >= store_words_end - min_ns)
-                throw std::length_error("sluice::keyed: more than 2^32 wide keys in a shard");
-            s.wides.reserve(i + 1);
-            s.free_wides.reserve(i + 1);   // so that freeing an index never throws
             s.wides.push_back(std::move(w));
         }
         return static_cast<std::uint64_t>(min_ns) + i;
@@ -502,6 +514,7 @@ private:
             if constexpr (compact) {
                 auto w = std::make_unique<wide_entry>(config_);
                 compact_.restore(w->policy, e.word);
+                reserve_wide(s);
                 e.word = add_wide(s, std::move(w));
             }
         }
