@@ -142,8 +142,10 @@ def main():
             r.run(rnd, "Guava", [guava] + args, ("pace " + rate, "achieved_rate"))
         for keys in ("1000", "1000000"):
             args = ["--scenario", "keyed", "--keys", keys, "--dist", "uniform", "--ops", keyed_ops]
-            r.run(rnd, "sluice", [B] + args, ("keyed " + keys, "ns_per_op"))
-            r.run(rnd, "naive map", [B] + args + ["--policy", "naive"], ("keyed " + keys, "ns_per_op"))
+            r.run(rnd, "sluice", [B] + args, ("keyed " + keys, "ns_per_op"), ("keyed " + keys + " chase", "chase_ns"),
+                  ("keyed " + keys + " bytes", "bytes_per_key"))
+            r.run(rnd, "naive map", [B] + args + ["--policy", "naive"], ("keyed " + keys, "ns_per_op"),
+                  ("keyed " + keys + " bytes", "bytes_per_key"))
         sh = ["--scenario", "shared", "--procs", "2" if a.quick else "4", "--concurrency", "32", "--rate", "1000",
               "--seconds", "1" if a.quick else "3", "--port", "6397"]
         for col, extra in (("sluice exact", []), ("sluice lease 8", ["--lease", "8"])):
@@ -176,10 +178,15 @@ def main():
         md.append("| %s/s | %s |" % (rate, " | ".join(r.cell("pace " + rate, c, "%.0f")
                                                    for c in ("sluice", "sluice strict", "Go", "Guava"))))
     md.append("")
-    md.append("| keyed, ns per check, uniform keys, one thread | sluice keyed | a map and a mutex |")
-    md.append("| --- | --- | --- |")
+    md.append("| keyed, ns per check, uniform keys, one thread | sluice keyed | a map and a mutex "
+              "| one DRAM miss (the run's pointer chase) | bytes per key, sluice / naive |")
+    md.append("| --- | --- | --- | --- | --- |")
     for keys in ("1000", "1000000"):
-        md.append("| %s keys | %s |" % (keys, " | ".join(r.cell("keyed " + keys, c, "%.0f") for c in ("sluice", "naive map"))))
+        row = "keyed " + keys
+        md.append("| %s keys | %s | %s | %s / %s |" % (
+            keys, " | ".join(r.cell(row, c, "%.0f") for c in ("sluice", "naive map")),
+            r.cell(row + " chase", "sluice", "%.0f"), r.cell(row + " bytes", "sluice", "%.0f"),
+            r.cell(row + " bytes", "naive map", "%.0f")))
     md.append("")
     md.append("| shared, 1,000/s on one Redis | decisions per second | over-admission, % |")
     md.append("| --- | --- | --- |")

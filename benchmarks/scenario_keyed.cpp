@@ -1,8 +1,15 @@
 // Scenario `keyed` (a sluice addition): --threads T threads make --ops N non-blocking
 // checks in all on ONE keyed limiter, over --keys K keys drawn --dist uniform or zipf
-// (s = 1, key 0 the hottest). Keys are strings ("client-123456"), looked up as
-// std::string_view. The store is filled with every key first (untimed, reported as
-// insert_ns_per_key), then the checks are timed.
+// (s = 1, key 0 the hottest). The store is filled with every key first (timed apart, as
+// insert_ns_per_key: a new key's cost), then the checks are timed.
+//
+//   --key string : "client-123456" (at most 17 characters), looked up as std::string_view
+//   --key u64    : std::uint64_t, the key's index
+//   --key ipv4   : boost::asio::ip::address_v4, 10.0.0.0 + index
+//   --key ipv6   : unsigned __int128, 2001:db8:: + index
+//
+// Each check makes its key from its index, as a server has it (just parsed, in cache): a
+// table of a million keys read at random would add a cache miss of its own to every check.
 //
 //   --admitting=true : per key a burst larger than --ops, refilled so slowly (one permit in
 //                      15 min or more) that every check admits and no key goes idle (and is
@@ -10,13 +17,17 @@
 //   --admitting=false: per key 1/s, burst 1: the first check of a key admits, the rest reject
 //
 // --policy keyed (default): sluice::keyed<token_bucket>; --policy naive: one std::mutex
-// around a std::unordered_map<std::string, policy::gcra> (no eviction, no cap), the
-// textbook version, for reference.
+// around a std::unordered_map<Key, std::unique_ptr<policy::gcra>> (no eviction, no cap),
+// the textbook version, for reference.
 //
 // --clock steady|tsc|coarse: the Clock of the limiters (and of the naive version's reads).
 //
-// Prints one JSON line: scenario, policy, keys, dist, threads, admitting, ops, clock,
-// clock_ns (one read of the clock), ns_per_op,
+// The reference: chase_ns, one hop of a dependent random pointer chase over 128 MB (a
+// cache miss and most often a TLB miss), measured in the same run; misses_per_check =
+// ns_per_op / chase_ns.
+//
+// Prints one JSON line: scenario, policy, key, keys, dist, threads, admitting, ops, clock,
+// clock_ns (one read of the clock), ns_per_op, chase_ns, misses_per_check,
 // insert_ns_per_key, bytes_per_key ((resident memory after filling - before) / keys),
 // max_rss_kib, admitted, created and evicted during the timed run.
 #include "bench_common.hpp"
@@ -26,21 +37,26 @@
 #include <sluice/token_bucket.hpp>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address_v4.hpp>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <latch>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -48,10 +64,12 @@ namespace sluice_bench {
 
 std::int64_t keyed_keys = 1000;        // --keys
 std::string keyed_dist = "uniform";    // --dist uniform|zipf
+std::string keyed_key = "string";      // --key string|u64|ipv4|ipv6
 
 namespace {
 
 using steady = std::chrono::steady_clock;
+__extension__ typedef unsigned __int128 u128;
 
 // Resident memory now, in bytes (/proc/self/statm: size resident ...).
 long resident_bytes()
@@ -60,6 +78,29 @@ long resident_bytes()
     long size = 0, resident = 0;
     f >> size >> resident;
     return resident * sysconf(_SC_PAGESIZE);
+}
+
+// ns per hop of a dependent pointer chase over `bytes`: one pointer per 64-byte line, the
+// lines in one random cycle (Sattolo), so that every hop waits for the previous miss.
+double pointer_chase_ns(std::size_t bytes = std::size_t{128} << 20)
+{
+    const std::size_t lines = bytes / 64;
+    std::vector<std::uint32_t> order(lines);
+    std::iota(order.begin(), order.end(), 0u);
+    std::mt19937_64 rng(99);
+    for (std::size_t i = lines - 1; i > 0; --i)
+        std::swap(order[i], order[std::uniform_int_distribution<std::size_t>(0, i - 1)(rng)]);
+    std::vector<std::uint64_t> mem(lines * 8);
+    for (std::size_t i = 0; i < lines; ++i)
+        mem[std::size_t{i} * 8] = order[i];
+    std::uint64_t p = 0;
+    for (std::size_t i = 0; i < lines / 4; ++i) p = mem[p * 8];   // warm the page tables a little
+    const std::size_t hops = 2'000'000;
+    auto t0 = steady::now();
+    for (std::size_t i = 0; i < hops; ++i) p = mem[p * 8];
+    double ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - t0).count());
+    if (p == lines) std::puts("");   // keeps the chase
+    return ns / static_cast<double>(hops);
 }
 
 // Key indices for one thread: a repeating sequence drawn in advance, so that drawing costs
@@ -80,19 +121,50 @@ std::vector<std::uint32_t> draw(std::size_t count, std::size_t keys, bool zipf, 
     return v;
 }
 
+// Makes the key of an index, for each --key kind: `stored` is the keyed limiter's Key.
+struct string_keys {
+    using stored = std::string;
+    char buf[24];
+    std::string_view operator()(std::uint32_t i) noexcept
+    {
+        std::memcpy(buf, "client-", 7);
+        auto r = std::to_chars(buf + 7, buf + sizeof buf, i);
+        return {buf, static_cast<std::size_t>(r.ptr - buf)};
+    }
+};
+
+struct u64_keys {
+    using stored = std::uint64_t;
+    std::uint64_t operator()(std::uint32_t i) const noexcept { return i; }
+};
+
+struct ipv4_keys {
+    using stored = boost::asio::ip::address_v4;
+    stored operator()(std::uint32_t i) const noexcept { return stored(0x0A00'0000u + i); }
+};
+
+struct ipv6_keys {
+    using stored = u128;
+    stored operator()(std::uint32_t i) const noexcept { return (u128{0x2001'0db8} << 96) | i; }
+};
+
+template <class Key>
+using naive_key_t = std::conditional_t<std::is_same_v<Key, std::string>, std::string, Key>;
+
 // The textbook per-key limiter: one lock, one map, no eviction.
-template <class Clock>
+template <class Clock, class Key>
 class naive_keyed {
 public:
     naive_keyed(sluice::rate r, std::uint64_t burst) : rate_(r), burst_(burst) {}
 
-    bool try_acquire(std::string_view key)
+    template <class K>
+    bool try_acquire(const K& key)
     {
         std::int64_t now = sluice::detail::now_ns<Clock>();
         std::lock_guard lock(mutex_);
-        auto it = map_.find(std::string(key));
+        auto it = map_.find(Key(key));
         if (it == map_.end())
-            it = map_.emplace(std::string(key), std::make_unique<sluice::policy::gcra>(rate_, burst_)).first;
+            it = map_.emplace(Key(key), std::make_unique<sluice::policy::gcra>(rate_, burst_)).first;
         return it->second->try_acquire(1, now).allowed;
     }
 
@@ -100,12 +172,11 @@ private:
     sluice::rate rate_;
     std::uint64_t burst_;
     std::mutex mutex_;
-    std::unordered_map<std::string, std::unique_ptr<sluice::policy::gcra>> map_;
+    std::unordered_map<Key, std::unique_ptr<sluice::policy::gcra>, sluice::key_hash<Key>> map_;
 };
 
-template <class Check>
-std::pair<double, std::uint64_t> run(const options& o, const std::vector<std::vector<std::uint32_t>>& seqs,
-                                     const std::vector<std::string>& names, Check&& check)
+template <class Keys, class Check>
+std::pair<double, std::uint64_t> run(const options& o, const std::vector<std::vector<std::uint32_t>>& seqs, Check&& check)
 {
     std::vector<std::uint64_t> admitted(static_cast<std::size_t>(o.threads));
     std::latch ready(o.threads), go(1);
@@ -114,12 +185,13 @@ std::pair<double, std::uint64_t> run(const options& o, const std::vector<std::ve
         std::int64_t mine = o.ops / o.threads + (t < o.ops % o.threads ? 1 : 0);
         pool.emplace_back([&, t, mine] {
             const auto& seq = seqs[static_cast<std::size_t>(t)];
+            Keys make;
             ready.count_down();
             go.wait();
             std::uint64_t c = 0;
             std::size_t j = 0;
             for (std::int64_t i = 0; i < mine; ++i) {
-                c += check(std::string_view(names[seq[j]])) ? 1 : 0;
+                c += check(make(seq[j])) ? 1 : 0;
                 if (++j == seq.size()) j = 0;
             }
             admitted[static_cast<std::size_t>(t)] = c;
@@ -135,21 +207,64 @@ std::pair<double, std::uint64_t> run(const options& o, const std::vector<std::ve
     return {wall, sum};
 }
 
+struct result {
+    double ns_per_op = 0, insert_ns = 0;
+    std::uint64_t admitted = 0, created = 0, evicted = 0;
+    long before = 0, after = 0;
+};
+
+template <class Keys, class Clock>
+result measure(const options& o, std::size_t keys, const std::vector<std::vector<std::uint32_t>>& seqs, sluice::rate r,
+               std::uint64_t burst, bool naive)
+{
+    using key_type = typename Keys::stored;
+    result res;
+    Keys make;
+    res.before = resident_bytes();
+    auto fill_start = steady::now();
+    auto fill = [&](auto& k) {
+        for (std::size_t i = 0; i < keys; ++i) k.try_acquire(make(static_cast<std::uint32_t>(i)));
+        res.insert_ns = static_cast<double>((steady::now() - fill_start).count()) / static_cast<double>(keys);
+        res.after = resident_bytes();
+    };
+    if (naive) {
+        naive_keyed<Clock, key_type> k(r, burst);
+        fill(k);
+        auto [wall, adm] = run<Keys>(o, seqs, [&](const auto& key) { return k.try_acquire(key); });
+        res.ns_per_op = wall / static_cast<double>(o.ops);
+        res.admitted = adm;
+    } else {
+        boost::asio::io_context io;
+        sluice::keyed_options ko;
+        ko.max_keys = keys;
+        sluice::keyed<sluice::token_bucket<Clock>, key_type> k(io, r, burst, ko);
+        fill(k);
+        auto s0 = k.stats();
+        auto [wall, adm] = run<Keys>(o, seqs, [&](const auto& key) { return k.try_acquire(key).allowed; });
+        auto s1 = k.stats();
+        res.ns_per_op = wall / static_cast<double>(o.ops);
+        res.admitted = adm;
+        res.created = s1.created - s0.created;
+        res.evicted = s1.evicted - s0.evicted;
+    }
+    return res;
+}
+
 } // namespace
 
 int run_keyed(const options& o)
 {
     bool zipf = keyed_dist == "zipf";
+    bool ipv6 = std::is_invocable_v<const sluice::key_hash<u128>&, const u128&>;
     if (o.threads < 1 || o.ops < 1 || keyed_keys < 1 || keyed_keys > (std::int64_t{1} << 31) ||
-        (!zipf && keyed_dist != "uniform") || (o.policy != "keyed" && o.policy != "naive" && o.policy != "gcra")) {
+        (!zipf && keyed_dist != "uniform") || (o.policy != "keyed" && o.policy != "naive" && o.policy != "gcra") ||
+        (keyed_key != "string" && keyed_key != "u64" && keyed_key != "ipv4" && (keyed_key != "ipv6" || !ipv6))) {
         std::fprintf(stderr, "sluice-bench: keyed needs --threads >= 1, --ops >= 1, --keys 1..2^31, "
-                             "--dist uniform|zipf, --policy keyed|naive\n");
+                             "--dist uniform|zipf, --policy keyed|naive, --key string|u64|ipv4%s\n",
+                     ipv6 ? "|ipv6" : "");
         return 2;
     }
     const auto keys = static_cast<std::size_t>(keyed_keys);
-    std::vector<std::string> names(keys);
-    for (std::size_t i = 0; i < keys; ++i)
-        names[i] = "client-" + std::to_string(i);
     std::vector<double> cdf;
     if (zipf) {
         cdf.resize(keys);
@@ -169,40 +284,19 @@ int run_keyed(const options& o)
     bool naive = o.policy == "naive";
     std::string policy = naive ? "naive" : "keyed";
 
-    long before = resident_bytes();
-    auto fill_start = steady::now();
-    double ns_per_op = 0, insert_ns = 0;
-    std::uint64_t admitted = 0, created = 0, evicted = 0;
-    long after = 0;
-    with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
-        if (naive) {
-            naive_keyed<Clock> k(r, burst);
-            for (const auto& n : names) k.try_acquire(n);
-            insert_ns = static_cast<double>((steady::now() - fill_start).count()) / static_cast<double>(keys);
-            after = resident_bytes();
-            auto [wall, adm] = run(o, seqs, names, [&](std::string_view key) { return k.try_acquire(key); });
-            ns_per_op = wall / static_cast<double>(o.ops);
-            admitted = adm;
-        } else {
-            boost::asio::io_context io;
-            sluice::keyed_options ko;
-            ko.max_keys = keys;
-            sluice::keyed<sluice::token_bucket<Clock>> k(io, r, burst, ko);
-            for (const auto& n : names) k.try_acquire(std::string_view(n));
-            insert_ns = static_cast<double>((steady::now() - fill_start).count()) / static_cast<double>(keys);
-            after = resident_bytes();
-            auto s0 = k.stats();
-            auto [wall, adm] = run(o, seqs, names, [&](std::string_view key) { return k.try_acquire(key).allowed; });
-            auto s1 = k.stats();
-            ns_per_op = wall / static_cast<double>(o.ops);
-            admitted = adm;
-            created = s1.created - s0.created;
-            evicted = s1.evicted - s0.evicted;
-        }
+    result res = with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
+        if (keyed_key == "u64") return measure<u64_keys, Clock>(o, keys, seqs, r, burst, naive);
+        if (keyed_key == "ipv4") return measure<ipv4_keys, Clock>(o, keys, seqs, r, burst, naive);
+        if constexpr (std::is_invocable_v<const sluice::key_hash<u128>&, const u128&>)
+            if (keyed_key == "ipv6") return measure<ipv6_keys, Clock>(o, keys, seqs, r, burst, naive);
+        return measure<string_keys, Clock>(o, keys, seqs, r, burst, naive);
     });
+    seqs.clear();
+    double chase = pointer_chase_ns();
     json_line j;
     j.add("scenario", "keyed")
         .add("policy", policy)
+        .add("key", keyed_key)
         .add("keys", static_cast<long long>(keys))
         .add("dist", keyed_dist)
         .add("threads", o.threads)
@@ -210,13 +304,15 @@ int run_keyed(const options& o)
         .add("ops", static_cast<long long>(o.ops))
         .add("clock", o.clock)
         .add("clock_ns", clock_read_ns(o.clock))
-        .add("ns_per_op", ns_per_op)
-        .add("insert_ns_per_key", insert_ns)
-        .add("bytes_per_key", static_cast<double>(after - before) / static_cast<double>(keys))
+        .add("ns_per_op", res.ns_per_op)
+        .add("chase_ns", chase)
+        .add("misses_per_check", res.ns_per_op / chase)
+        .add("insert_ns_per_key", res.insert_ns)
+        .add("bytes_per_key", static_cast<double>(res.after - res.before) / static_cast<double>(keys))
         .add("max_rss_kib", max_rss_kib())
-        .add("admitted", static_cast<unsigned long long>(admitted))
-        .add("created", static_cast<unsigned long long>(created))
-        .add("evicted", static_cast<unsigned long long>(evicted));
+        .add("admitted", static_cast<unsigned long long>(res.admitted))
+        .add("created", static_cast<unsigned long long>(res.created))
+        .add("evicted", static_cast<unsigned long long>(res.evicted));
     j.emit();
     return 0;
 }

@@ -24,6 +24,7 @@ extern std::int64_t fanout_coalesce_us;   // scenario_fanout.cpp: --coalesce-us 
 int run_keyed(const options& o);    // scenario_keyed.cpp
 extern std::int64_t keyed_keys;     // scenario_keyed.cpp: --keys K
 extern std::string keyed_dist;      // scenario_keyed.cpp: --dist uniform|zipf
+extern std::string keyed_key;       // scenario_keyed.cpp: --key string|u64|ipv4|ipv6
 int run_bandwidth(const options& o);         // scenario_bandwidth.cpp
 extern std::int64_t bandwidth_connections;   // scenario_bandwidth.cpp: --connections C
 #ifdef SLUICE_BENCH_REDIS
@@ -48,7 +49,7 @@ constexpr scenario_entry scenarios[] = {
     {"try", run_try, "--threads T --ops N --admitting=true|false --policy P"},
     {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor] [--coalesce-us N] [--trace FILE]"},
     {"pace", run_pace, "--n N --rate R [--strict] [--trace FILE: each grant, ns after the first]"},
-    {"keyed", run_keyed, "--keys K --dist uniform|zipf --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
+    {"keyed", run_keyed, "--keys K --dist uniform|zipf --key string|u64|ipv4|ipv6 --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
 #ifdef SLUICE_BENCH_REDIS
     {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N] [--mode try|acquire] [--limiter bucket|window]"},
@@ -189,6 +190,7 @@ options parse(int argc, char** argv)
         else if (key == "keys") parse_int(key, value, keyed_keys);
         else if (key == "connections") parse_int(key, value, bandwidth_connections);
         else if (key == "dist") keyed_dist = value;
+        else if (key == "key") keyed_key = value;
 #ifdef SLUICE_BENCH_REDIS
         else if (key == "lease") parse_int(key, value, shared_lease);
         else if (key == "mode") shared_mode = value;

@@ -9,6 +9,8 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/ip/address_v4.hpp>
+#include <boost/asio/ip/address_v6.hpp>
 
 #include <doctest/doctest.h>
 
@@ -21,6 +23,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -135,21 +138,251 @@ void check_same(const sluice::decision& got, const sluice::decision& want)
 }
 
 struct wheel_node {
-    wheel_node* wheel_prev = nullptr;
-    wheel_node* wheel_next = nullptr;
-    std::uint32_t wheel_slot = 0;
     std::int64_t idle = 0;   // when it may go
     int visits = 0;
     bool gone = false;
+};
+
+
+// Keys of other types than strings, made from a number, for the tests that run every type.
+template <class Key>
+Key key_of(std::uint64_t i)
+{
+    if constexpr (std::is_same_v<Key, std::string>) {
+        // Around the inline limit of 15 characters: short, exactly 15, 16 and long keys.
+        std::string k(i % 4 == 0 ? 3 : i % 4 == 1 ? 15 : i % 4 == 2 ? 16 : 40, 'k');
+        k.replace(0, std::to_string(i).size(), std::to_string(i));
+        return k;
+    } else if constexpr (std::is_same_v<Key, boost::asio::ip::address_v4>) {
+        return Key(static_cast<std::uint32_t>(0xC0A8'0000u + i));
+    } else if constexpr (std::is_same_v<Key, boost::asio::ip::address_v6>) {
+        typename Key::bytes_type b{};
+        b[0] = 0x20;
+        b[1] = 0x01;
+        for (int j = 0; j < 8; ++j) b[15 - j] = static_cast<unsigned char>(i >> (8 * j));
+        return Key(b);
+    } else {
+        return Key((Key(0x2001'0db8) << 48 << 48) | Key(i));   // 128-bit: beyond 64 bits
+    }
+}
+
+// A hash with many collisions: every key of a key type lands on one of four values.
+struct four_hashes {
+    std::size_t operator()(std::uint64_t k) const noexcept { return k % 4; }
 };
 
 } // namespace
 
 TEST_SUITE_BEGIN("keyed");
 
+__extension__ typedef unsigned __int128 u128;
+
+TEST_CASE_TEMPLATE("keyed: keys of every type decide exactly as their own policy, through evictions", Key,
+                   std::string, std::uint64_t, boost::asio::ip::address_v4, boost::asio::ip::address_v6, u128)
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>, Key> keyed(io, sluice::rate::per_second(50), 5, small_wheel(300));
+    std::map<std::uint64_t, std::unique_ptr<sluice::policy::gcra>> model;
+    std::mt19937_64 rng(7);
+    for (int step = 0; step < 30'000; ++step) {
+        std::uint64_t r = rng() % 1000;
+        clk::advance(std::chrono::nanoseconds(r < 900 ? rng() % 2'000'000 : rng() % 300'000'000));
+        std::int64_t now = sluice_test::now_ns<clk>();
+        std::uint64_t i = rng() % 4 == 0 ? rng() % 200 : rng() % 8;
+        std::uint64_t n = 1 + rng() % 3;
+        auto& p = model[i];
+        if (!p) p = std::make_unique<sluice::policy::gcra>(sluice::rate::per_second(50), 5);
+        check_same(keyed.try_acquire(key_of<Key>(i), n), p->try_acquire(n, now));
+    }
+    auto st = keyed.stats();
+    CHECK(st.evicted > 500);
+    CHECK(st.keys == st.created - st.evicted);
+    CHECK(st.overflow_requests == 0);
+    clk::advance(1s);
+    keyed.sweep();
+    CHECK(keyed.stats().keys == 0);   // every key idle: all gone (long keys' heap copies too)
+}
+
+TEST_CASE("keyed: long string keys (beyond 15 characters) are stored apart and behave as short ones")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1), 2, small_wheel());
+    std::string long_key(100, 'x'), fifteen(15, 'y'), sixteen(16, 'y');
+    for (const std::string& key : {long_key, fifteen, sixteen}) {
+        CAPTURE(key);
+        CHECK(k.try_acquire(key, 2).allowed);
+        CHECK(!k.try_acquire(std::string_view(key)).allowed);
+        CHECK(k.contains(key));
+    }
+    CHECK(!k.contains(std::string(99, 'x')));   // a prefix is another key
+    CHECK(!k.contains(std::string(15, 'x')));
+    CHECK(k.stats().keys == 3);
+    k.set_override(long_key, sluice::rate::per_second(100), 1);
+    clk::advance(10ms);
+    CHECK(k.try_acquire(long_key).allowed);   // the override refilled it
+    clk::advance(2s);
+    k.sweep();
+    CHECK(k.stats().keys == 0);
+}
+
+TEST_CASE("keyed: keys of equal hashes are told apart and each is evicted once idle")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>, std::uint64_t, four_hashes> k(io, sluice::rate::per_second(1), 2,
+                                                                           small_wheel(1000, 1));
+    for (std::uint64_t i = 0; i < 100; ++i) {
+        CHECK(k.try_acquire(i, 2).allowed);
+        CHECK(!k.try_acquire(i).allowed);
+    }
+    CHECK(k.stats().keys == 100);
+    // Half the keys stay throttled (each permit taken as it comes: never full again); the
+    // others go idle.
+    for (int t = 0; t < 30; ++t) {
+        clk::advance(100ms);
+        for (std::uint64_t i = 0; i < 100; i += 2) k.try_acquire(i);
+        k.sweep();
+    }
+    for (std::uint64_t i = 0; i < 100; ++i) {
+        CAPTURE(i);
+        CHECK(k.contains(i) == (i % 2 == 0));
+    }
+    CHECK(k.stats().evicted == 50);
+    clk::advance(3s);
+    k.sweep();
+    CHECK(k.stats().keys == 0);
+    CHECK(k.stats().evicted == 100);
+}
+
+TEST_CASE("keyed: the compact state decides as policy::gcra, also at the ends of the clock, and moves to it exactly")
+{
+    // Buckets small and huge (one permit a year, a burst of 200 years), leaky ones with
+    // slack; times near 0 and near both ends of int64, stepping back and forth.
+    struct config {
+        sluice::rate r;
+        std::uint64_t burst;
+        std::chrono::nanoseconds slack;
+    };
+    const config configs[] = {{sluice::rate::per_second(50), 5, 0ns},
+                              {sluice::rate::per_second(40), 1, 30ms},
+                              {sluice::rate::every(std::chrono::hours(24 * 365)), 200, 0ns},
+                              {sluice::rate::every(1ns), 1000, 0ns}};
+    const std::int64_t bases[] = {0, 1'000'000'000, sluice::detail::min_ns + 5, sluice::detail::max_ns - 5'000'000'000,
+                                  sluice::detail::min_ns / 2};
+    std::mt19937_64 rng(11);
+    int widened = 0;
+    for (const config& c : configs) {
+        for (std::int64_t base : bases) {
+            sluice::policy::gcra model(c.r, c.burst, c.slack);
+            sluice::detail::compact_state<sluice::policy::gcra> compact(model);
+            std::uint64_t word = compact.fresh;
+            sluice::policy::gcra shadow(c.r, c.burst, c.slack);   // the compact key moved to a whole policy
+            bool wide = false;
+            std::int64_t now = base;
+            for (int step = 0; step < 3000; ++step) {
+                std::int64_t d = static_cast<std::int64_t>(rng() % 40'000'000) - 10'000'000;   // back up to 10 ms
+                now = sluice::detail::sat_add(now, d);
+                std::uint64_t n = 1 + rng() % 3;
+                sluice::decision want = model.try_acquire(n, now);
+                sluice::decision got;
+                if (!wide) {
+                    if (auto r = compact.try_acquire(word, n, now)) {
+                        got = *r;
+                        CHECK(compact.idle_at(word) == model.idle_at(now));
+                    } else {
+                        compact.restore(shadow, word);
+                        CHECK(shadow.empty_at() == (word == compact.fresh ? sluice::detail::min_ns
+                                                                          : static_cast<std::int64_t>(word)));
+                        wide = true;
+                        ++widened;
+                    }
+                }
+                if (wide) got = shadow.try_acquire(n, now);
+                check_same(got, want);
+            }
+        }
+    }
+    CHECK(widened > 0);   // the low end of the clock is beyond the compact range
+}
+
+TEST_CASE("keyed: a compact key that has to wait moves to a whole policy with the same state")
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(10), 4, small_wheel());
+    REQUIRE(k.try_acquire("a", 3).allowed);   // 1 left, 3 owed: full again 300 ms on
+    auto [o1, h1] = sluice_test::make_recorder<clk>();
+    auto [o2, h2] = sluice_test::make_recorder<clk>();
+    k.async_acquire("a", 1, 1s, h1);   // the last permit, now
+    k.async_acquire("a", 2, 1s, h2);   // 200 ms on
+    drain(io);
+    CHECK(o1->ok());
+    CHECK(!o2->done());
+    CHECK(k.queued("a") == 1);
+    advance<clk>(io, 199ms);
+    CHECK(!o2->done());
+    advance<clk>(io, 1ms);
+    CHECK(o2->ok());
+    CHECK(o2->at == ns(t0 + 200ms));
+    CHECK(!k.try_acquire("a").allowed);   // empty, as one bucket would be
+    advance<clk>(io, 2s);
+    k.sweep();
+    CHECK(!k.contains("a"));
+    CHECK(k.stats().waiting_keys == 0);
+}
+
+TEST_CASE("keyed: threads racing over shared keys at the cap: exact totals, no key over its burst")
+{
+    boost::asio::io_context io;
+    clk::set(t0);   // frozen: a key that consumed never goes idle, so nothing is evicted
+    sluice::keyed_options o = small_wheel(256, 8);
+    sluice::keyed<sluice::token_bucket<clk>, std::uint64_t> k(io, sluice::rate::per_second(1), 3, o);
+    constexpr int threads = 4, keys = 1000;
+    std::vector<std::vector<std::uint64_t>> granted(threads, std::vector<std::uint64_t>(keys));
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            for (int round = 0; round < 3; ++round)
+                for (int i = 0; i < keys; ++i) {
+                    std::uint64_t key = static_cast<std::uint64_t>((i * 7 + t * 13) % keys);
+                    granted[t][key] += k.try_acquire(key).allowed;
+                }
+        });
+    for (auto& th : pool) th.join();
+    auto st = k.stats();
+    CHECK(st.keys == 256);
+    CHECK(st.created == 256);
+    CHECK(st.evicted == 0);
+    std::uint64_t total = 0;
+    for (int key = 0; key < keys; ++key) {
+        std::uint64_t g = 0;
+        for (int t = 0; t < threads; ++t) g += granted[t][key];
+        if (k.contains(static_cast<std::uint64_t>(key))) CHECK(g == 3);   // 12 tries, burst 3
+        total += g;
+    }
+    CHECK(st.overflow_admitted == 3);   // the overflow bucket: one key's configuration
+    CHECK(total == 256 * 3 + 3);
+}
+
+TEST_CASE("keyed: short strings and 128-bit keys are stored in 16 bytes")
+{
+    CHECK(sizeof(sluice::detail::inline_string) == 16);
+    CHECK(sizeof(sluice::detail::split_uint128) == 16);
+    CHECK(alignof(sluice::detail::split_uint128) == 8);
+    sluice::detail::inline_string a("0123456789abcde"), b(std::string(300, 'z')), c(a), d(std::move(b));
+    CHECK(!a.on_heap());
+    CHECK(d.on_heap());
+    CHECK(c.view() == "0123456789abcde");
+    CHECK(d.view() == std::string(300, 'z'));
+    c = d;
+    CHECK(c.view() == d.view());
+}
+
 TEST_CASE("idle wheel: an entry is looked at once its tick has passed, never before, and filed again")
 {
-    sluice::detail::idle_wheel<wheel_node> w(10, 8, 1000);   // ticks of 10 ns, 8 slots
+    sluice::detail::idle_wheel<wheel_node*> w(10, 8, 1000);   // ticks of 10 ns, 8 slots
     wheel_node a, b, far;
     a.idle = 1015;
     b.idle = 1000;
@@ -180,7 +413,7 @@ TEST_CASE("idle wheel: an entry is looked at once its tick has passed, never bef
 
 TEST_CASE("idle wheel: the budget bounds the work of one call; the rest is done by the next")
 {
-    sluice::detail::idle_wheel<wheel_node> w(10, 4, 0);
+    sluice::detail::idle_wheel<wheel_node*> w(10, 4, 0);
     std::vector<wheel_node> nodes(100);
     for (auto& n : nodes)
         w.schedule(&n, 0);
@@ -200,7 +433,7 @@ TEST_CASE("idle wheel: the budget bounds the work of one call; the rest is done 
 
 TEST_CASE("idle wheel: after an idle spell of many turns every entry is looked at once, in bounded steps")
 {
-    sluice::detail::idle_wheel<wheel_node> w(10, 8, 0);
+    sluice::detail::idle_wheel<wheel_node*> w(10, 8, 0);
     wheel_node n;
     n.idle = 1'000'000'000;
     w.schedule(&n, n.idle);

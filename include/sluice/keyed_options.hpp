@@ -17,7 +17,8 @@ struct keyed_options {
     std::size_t max_keys = 100'000;
 
     /// Independent parts of the store, each with its own lock; 0 picks 4 per hardware
-    /// thread, rounded up to a power of two. Never more than max_keys.
+    /// thread rounded up to a power of two, or up to twice that when the shards' tables
+    /// are then fuller at max_keys (they grow by doubling). Never more than max_keys.
     std::size_t shards = 0;
 
     /// Length of one slot of the eviction wheel: an idle key is evicted at most about this

@@ -1,12 +1,15 @@
-// Shared state of a keyed limiter: shards of entries (one policy per key), each shard with
-// its own lock, hash set and eviction wheel, plus the overflow limiter.
+// Shared state of a keyed limiter: shards of keys, each shard with its own lock, flat hash
+// set and eviction wheel, plus the overflow limiter.
 #pragma once
 
 #include <sluice/basic_limiter.hpp>
 #include <sluice/decision.hpp>
+#include <sluice/detail/compact_state.hpp>
 #include <sluice/detail/idle_wheel.hpp>
+#include <sluice/detail/keyed_key.hpp>
 #include <sluice/detail/policy_ref.hpp>
 #include <sluice/detail/request_counters.hpp>
+#include <sluice/detail/short_mutex.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
 #include <sluice/keyed_options.hpp>
@@ -22,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -30,6 +34,18 @@
 
 namespace sluice::detail {
 
+/// The layout, for one check to cost one look-up in one flat table (its metadata and one
+/// slot: at most two cache misses): a key's slot holds the key (key_storage: 16 bytes for
+/// strings of up to 15 characters) and one 8-byte word. For policies with a compact state
+/// (compact_state: GCRA, that is token and leaky buckets) the word is the key's whole
+/// state under the shared configuration. A key that needs more (a waiting queue, an
+/// override, a state beyond the compact range, or any other policy) gets a wide entry on
+/// the heap, the word holding its index in the shard (among the words no compact state
+/// takes): a whole policy at a stable address, which the waiting machinery of a single
+/// limiter can serve. It stays wide until evicted.
+///
+/// Eviction: the shard's wheel files each key's hash (8 bytes) under the tick at which
+/// the key may be idle, once; a look finds the key again by its hash.
 template <class Limiter, class Key, class Hash, class KeyEqual>
 class keyed_core {
 public:
@@ -47,12 +63,9 @@ public:
     static constexpr std::size_t sweep_budget = 32;
 
     keyed_core(const executor_type& ex, const keyed_options& opts, const config_type& config)
-        : executor_(ex), opts_(check(opts)), config_(config), overflow_(config)
+        : executor_(ex), opts_(check(opts)), config_(config), compact_(make_compact(config_)), overflow_(config)
     {
-        std::make_from_tuple<policy_type>(config_);   // validates: throws like the limiter
-        std::size_t n = opts.shards;
-        if (n == 0) n = std::bit_ceil(std::max<std::size_t>(1, std::thread::hardware_concurrency()) * 4);
-        n = std::min(n, opts.max_keys);
+        std::size_t n = shard_count_for(opts);
         std::int64_t t = now();
         shards_.reserve(n);
         for (std::size_t i = 0; i < n; ++i)
@@ -75,15 +88,25 @@ public:
         std::int64_t t = now();
         {
             std::lock_guard lock(s.mutex);
-            s.maintain(t);
-            if (entry* e = s.find(key)) {
-                if (e->waits)
-                    return e->waits->try_acquire(n);   // counted there
-                return s.count_try(e->policy.try_acquire(n, t), opts_.limiter);
-            }
-            if (entry* e = s.create(key, h, t, config_)) {
-                decision d = e->policy.try_acquire(n, t);
-                s.wheel.schedule(e, e->policy.idle_at(t));
+            maintain(s, t);
+            const slot* e = find(s, key, h);
+            bool created = false;
+            if (!e) created = (e = create(s, key, t)) != nullptr;
+            if (e) {
+                if constexpr (compact) {
+                    if (!is_wide(e->word)) {
+                        if (std::optional<decision> d = compact_.try_acquire(e->word, n, t)) {
+                            if (created) s.wheel.schedule(h, compact_.idle_at(e->word));
+                            return s.count_try(*d, opts_.limiter);
+                        }
+                        widen(s, *e);
+                    }
+                }
+                wide_entry& w = wide_of(s, *e);
+                if (w.waits)
+                    return w.waits->try_acquire(n);   // counted there
+                decision d = w.policy.try_acquire(n, t);
+                if (created) s.wheel.schedule(h, w.policy.idle_at(t));
                 return s.count_try(d, opts_.limiter);
             }
             ++s.overflow_requests;
@@ -113,16 +136,35 @@ public:
                 w->complete(w, false);
                 return;
             }
-            s.maintain(t);
-            entry* e = s.find(key);
+            maintain(s, t);
+            const slot* e = find(s, key, h);
             bool created = false;
-            if (!e) created = (e = s.create(key, h, t, config_)) != nullptr;
+            if (!e) created = (e = create(s, key, t)) != nullptr;
             if (e) {
-                if (!e->waits || e->waits->queued() == 0) {
+                if constexpr (compact) {
+                    if (!is_wide(e->word)) {
+                        if (std::optional<decision> d = compact_.try_acquire(e->word, n, t)) {
+                            if (created) s.wheel.schedule(h, compact_.idle_at(e->word));
+                            created = false;
+                            if (d->allowed || d->error || max_wait == 0) {
+                                w->result = d->allowed ? boost::system::error_code()
+                                          : d->error   ? d->error
+                                                       : make_error_code(error::would_exceed_timeout);
+                                s.requests.count(w->result, 0);
+                                w->complete(w, false);
+                                return;
+                            }
+                        }
+                        // It has to wait (or lies beyond the compact range): a whole policy.
+                        widen(s, *e);
+                    }
+                }
+                wide_entry& we = wide_of(s, *e);
+                if (!we.waits || we.waits->queued() == 0) {
                     // Nobody waits on this key: most requests are answered here, without
                     // a waiting queue for the key.
-                    reservation r = e->policy.reserve(n, t, 0, 0);
-                    if (created) s.wheel.schedule(e, e->policy.idle_at(t));
+                    reservation r = we.policy.reserve(n, t, 0, 0);
+                    if (created) s.wheel.schedule(h, we.policy.idle_at(t));
                     if (r.allowed || (r.error && (r.error != error::would_exceed_timeout || max_wait == 0))) {
                         w->result = r.error;
                         s.requests.count(w->result, 0);
@@ -130,12 +172,12 @@ public:
                         return;
                     }
                 }
-                if (!e->waits) {
-                    e->waits = std::make_shared<wait_state>(executor_, opts_.limiter, &e->policy);
+                if (!we.waits) {
+                    we.waits = std::make_shared<wait_state>(executor_, opts_.limiter, &we.policy);
                     ++s.waiting;
                 }
-                bind(e->waits);
-                e->waits->start(w, n, max_wait);
+                bind(we.waits);
+                we.waits->start(w, n, max_wait);
                 return;
             }
             ++s.overflow_requests;
@@ -148,22 +190,24 @@ public:
     void set_override(const K& key, const config_type& c)
     {
         std::make_from_tuple<policy_type>(c);   // validates before anything changes
-        shard& s = shard_for(hash_(key));
+        std::size_t h = hash_(key);
+        shard& s = shard_for(h);
         std::lock_guard lock(s.mutex);
         s.overrides.insert_or_assign(Key(key), c);
-        if (entry* e = s.find(key))
-            apply(*e, c);
+        if (const slot* e = find(s, key, h))
+            apply(widen(s, *e), c);
     }
 
     template <class K>
     void clear_override(const K& key)
     {
-        shard& s = shard_for(hash_(key));
+        std::size_t h = hash_(key);
+        shard& s = shard_for(h);
         std::lock_guard lock(s.mutex);
         if (s.overrides.erase(key) == 0)
             return;
-        if (entry* e = s.find(key))
-            apply(*e, config_);
+        if (const slot* e = find(s, key, h))
+            apply(widen(s, *e), config_);
     }
 
     void set_overflow(const config_type& c)
@@ -175,18 +219,22 @@ public:
     template <class K>
     std::size_t queued(const K& key) const
     {
-        shard& s = shard_for(hash_(key));
+        std::size_t h = hash_(key);
+        shard& s = shard_for(h);
         std::lock_guard lock(s.mutex);
-        entry* e = s.find(key);
-        return e && e->waits ? e->waits->queued() : 0;
+        const slot* e = find(s, key, h);
+        if (!e || !is_wide(e->word)) return 0;
+        const wide_entry& w = wide_of(s, *e);
+        return w.waits ? w.waits->queued() : 0;
     }
 
     template <class K>
     bool contains(const K& key) const
     {
-        shard& s = shard_for(hash_(key));
+        std::size_t h = hash_(key);
+        shard& s = shard_for(h);
         std::lock_guard lock(s.mutex);
-        return s.find(key) != nullptr;
+        return find(s, key, h) != nullptr;
     }
 
     std::size_t overflow_queued() const { return overflow_.waits->queued(); }
@@ -197,7 +245,7 @@ public:
         std::int64_t t = now();
         for (auto& s : shards_) {
             std::lock_guard lock(s->mutex);
-            s->maintain(t, static_cast<std::size_t>(-1));
+            maintain(*s, t, static_cast<std::size_t>(-1));
         }
     }
 
@@ -217,9 +265,9 @@ public:
             if (s->waiting == 0)
                 continue;
             // The keys that have a waiting queue now keep their own counts.
-            s->for_each([&](const entry* e) {
-                if (e->waits) {
-                    limiter_stats k = e->waits->stats();
+            for_each_wide(*s, [&](wide_entry& w) {
+                if (w.waits) {
+                    limiter_stats k = w.waits->stats();
                     requests.add(k);
                     waiting += k.waiting;
                 }
@@ -239,66 +287,123 @@ public:
         closed_.store(true, std::memory_order_release);
         for (auto& s : shards_) {
             std::lock_guard lock(s->mutex);
-            s->for_each([](entry* e) {
-                if (e->waits) e->waits->close();
+            for_each_wide(*s, [](wide_entry& w) {
+                if (w.waits) w.waits->close();
             });
         }
         overflow_.waits->close();
     }
 
 private:
-    struct entry {
-        template <class K>
-        entry(K&& k, std::size_t h, const config_type& c)
-            : key(std::forward<K>(k)), hash(h), policy(std::make_from_tuple<policy_type>(c))
-        {
-        }
+    using compact_type = compact_state<policy_type>;
+    static constexpr bool compact = compact_type::enabled;
+    using storage = key_storage<Key>;
+    using stored_key = typename storage::type;
 
-        Key key;
-        std::size_t hash;
-        entry* wheel_prev = nullptr;
-        entry* wheel_next = nullptr;
-        std::uint32_t wheel_slot = 0;
+    // A key that needs a whole policy (see the class comment); also the overflow limiter.
+    struct wide_entry {
+        explicit wide_entry(const config_type& c) : policy(std::make_from_tuple<policy_type>(c)) {}
         std::shared_ptr<wait_state> waits;   // only once a request had to wait
         policy_type policy;
     };
 
-    // The set holds entry pointers and looks them up by any key type Hash and KeyEqual take
-    // (a string_view for std::string keys), without building a Key.
-    struct entry_hash {
+    // One key. Elements of a flat set are const: the word changes under the shard's lock.
+    struct slot {
+        stored_key key;
+        mutable std::uint64_t word;   // the compact state, or INT64_MIN + the index of a wide entry
+    };
+
+    static bool is_wide(std::uint64_t word) noexcept
+    {
+        return !compact || static_cast<std::int64_t>(word) < store_words_end;
+    }
+
+    static std::size_t wide_index(std::uint64_t word) noexcept
+    {
+        return static_cast<std::size_t>(word - static_cast<std::uint64_t>(min_ns));
+    }
+
+    // Look-ups: a key with its hash computed once, or a hash alone (the wheel's), matching
+    // any key of that hash or only an evictable one.
+    template <class K>
+    struct key_probe {
+        const K& key;
+        std::size_t hash;
+    };
+
+    struct shard;
+    struct hash_probe {
+        const keyed_core& core;
+        const shard& s;
+        std::size_t hash;
+        std::int64_t now;
+        bool evictable_only;
+    };
+
+    struct slot_hash {
         using is_transparent = void;
         Hash h;
-        std::size_t operator()(const entry* e) const noexcept { return e->hash; }
+        std::size_t operator()(const slot& s) const { return hash_stored<Key>(h, s.key); }
         template <class K>
-            requires(!std::is_convertible_v<const K&, const entry*>)
-        std::size_t operator()(const K& k) const { return h(k); }
+        std::size_t operator()(const key_probe<K>& p) const noexcept
+        {
+            return p.hash;
+        }
+        std::size_t operator()(const hash_probe& p) const noexcept { return p.hash; }
     };
 
-    struct entry_equal {
+    struct slot_equal {
         using is_transparent = void;
         KeyEqual eq;
-        bool operator()(const entry* a, const entry* b) const { return a == b; }
+        bool operator()(const slot& a, const slot& b) const { return equal_stored<Key>(eq, a.key, storage::view(b.key)); }
         template <class K>
-            requires(!std::is_convertible_v<const K&, const entry*>)
-        bool operator()(const K& k, const entry* e) const { return eq(e->key, k); }
+        bool operator()(const key_probe<K>& p, const slot& s) const
+        {
+            return equal_stored<Key>(eq, s.key, p.key);
+        }
         template <class K>
-            requires(!std::is_convertible_v<const K&, const entry*>)
-        bool operator()(const entry* e, const K& k) const { return eq(e->key, k); }
+        bool operator()(const slot& s, const key_probe<K>& p) const
+        {
+            return equal_stored<Key>(eq, s.key, p.key);
+        }
+        bool operator()(const hash_probe& p, const slot& e) const { return p.core.matches(p, e); }
+        bool operator()(const slot& e, const hash_probe& p) const { return p.core.matches(p, e); }
     };
 
+    // The overrides are few: a map of Key, looked up by anything Hash and KeyEqual take.
     struct key_hash_adapter {
         using is_transparent = void;
         Hash h;
         template <class K>
-        std::size_t operator()(const K& k) const { return h(k); }
+        std::size_t operator()(const K& k) const
+        {
+            return h(k);
+        }
     };
 
     struct key_equal_adapter {
         using is_transparent = void;
         KeyEqual eq;
         template <class A, class B>
-        bool operator()(const A& a, const B& b) const { return eq(a, b); }
+        bool operator()(const A& a, const B& b) const
+        {
+            return eq(a, b);
+        }
     };
+
+    bool matches(const hash_probe& p, const slot& e) const
+    {
+        return hash_stored<Key>(hash_, e.key) == p.hash && (!p.evictable_only || evictable(p.s, e, p.now));
+    }
+
+    // Back to fresh (decides as a new key) with nobody waiting.
+    bool evictable(const shard& s, const slot& e, std::int64_t t) const noexcept
+    {
+        if constexpr (compact)
+            if (!is_wide(e.word)) return compact_.idle_at(e.word) <= t;
+        const wide_entry& w = wide_of(s, e);
+        return !(w.waits && w.waits->queued() != 0) && w.policy.idle_at(t) <= t;
+    }
 
     struct alignas(64) shard {
         shard(const keyed_options& o, std::int64_t t, std::size_t max)
@@ -306,61 +411,6 @@ private:
         {
         }
 
-        ~shard() { clear(); }
-
-        template <class K>
-        entry* find(const K& key) const
-        {
-            auto it = set.find(key);
-            return it == set.end() ? nullptr : *it;
-        }
-
-        // A new entry for `key`, under its override if any; nullptr at the cap when nothing
-        // idle can be evicted.
-        template <class K>
-        entry* create(const K& key, std::size_t h, std::int64_t t, const config_type& def)
-        {
-            if (set.size() >= cap) {
-                maintain(t, static_cast<std::size_t>(-1));
-                if (set.size() >= cap) return nullptr;
-            }
-            const config_type* c = &def;
-            if (!overrides.empty())
-                if (auto it = overrides.find(key); it != overrides.end()) c = &it->second;
-            auto e = std::make_unique<entry>(Key(key), h, *c);
-            set.insert(e.get());
-            ++created;
-            return e.release();
-        }
-
-        // Lets the wheel evict keys that are idle by `t`.
-        void maintain(std::int64_t t, std::size_t budget = sweep_budget)
-        {
-            if (!wheel.due(t)) return;
-            wheel.advance(t, budget, [this](entry* e, std::int64_t now) -> std::optional<std::int64_t> {
-                std::int64_t idle = e->policy.idle_at(now);
-                bool waiting = e->waits && e->waits->queued() != 0;
-                if (!waiting && e->waits) {
-                    // Nobody waits: the queue goes (a late handler keeps its own reference),
-                    // its counts stay in the shard's.
-                    requests.add(e->waits->stats());
-                    e->waits.reset();
-                    --this->waiting;
-                }
-                if (waiting || idle > now)
-                    return waiting ? now : idle;
-                set.erase(e);
-                delete e;
-                ++evicted;
-                return std::nullopt;
-            });
-        }
-
-        template <class F>
-        void for_each(F&& f) const
-        {
-            for (entry* e : set) f(e);
-        }
 
         // Counts a try_acquire answered here, when asked for (a key without a queue).
         decision count_try(decision d, const limiter_options& o) noexcept
@@ -370,16 +420,15 @@ private:
             return d;
         }
 
-        void clear() noexcept
-        {
-            for (entry* e : set) delete e;
-            set.clear();
-        }
-
-        std::mutex mutex;
-        boost::unordered_flat_set<entry*, entry_hash, entry_equal> set;
+        // The lock on a line of its own: with threads on other cores its line moves from
+        // core to core on every request, and the table's header (read by every look-up)
+        // should not move with it.
+        alignas(64) mutable short_mutex mutex;
+        alignas(64) boost::unordered_flat_set<slot, slot_hash, slot_equal> set;
+        std::vector<std::unique_ptr<wide_entry>> wides;   // null: a free index, listed in free_wides
+        std::vector<std::uint32_t> free_wides;
         boost::unordered_flat_map<Key, config_type, key_hash_adapter, key_equal_adapter> overrides;
-        idle_wheel<entry> wheel;
+        idle_wheel<std::uint64_t> wheel;   // hashes of keys
         std::size_t cap;
         std::uint64_t created = 0;
         std::uint64_t evicted = 0;
@@ -388,12 +437,184 @@ private:
         request_counters requests;   // of requests answered here, and of queues let go
     };
 
+    template <class K>
+    const slot* find(const shard& s, const K& key, std::size_t h) const
+    {
+        auto it = s.set.find(key_probe<K>{key, h});
+        return it == s.set.end() ? nullptr : &*it;
+    }
+
+    // A new slot for `key` (not yet filed on the wheel), wide under its override if any;
+    // nullptr at the cap when nothing idle can be evicted.
+    template <class K>
+    const slot* create(shard& s, const K& key, std::int64_t t)
+    {
+        if (s.set.size() >= s.cap) {
+            maintain(s, t, static_cast<std::size_t>(-1));
+            if (s.set.size() >= s.cap) return nullptr;
+        }
+        const config_type* c = nullptr;
+        if (!s.overrides.empty())
+            if (auto it = s.overrides.find(key); it != s.overrides.end()) c = &it->second;
+        // What may throw comes before the insert, so that a failure leaves nothing behind.
+        std::unique_ptr<wide_entry> w;
+        if (c || !compact) {
+            w = std::make_unique<wide_entry>(c ? *c : config_);
+            reserve_wide(s);
+        }
+        std::uint64_t word = 0;
+        if constexpr (compact) word = compact_type::fresh;
+        auto it = s.set.insert(slot{storage::make(key), word}).first;
+        if (w) it->word = add_wide(s, std::move(w));
+        ++s.created;
+        return &*it;
+    }
+
+    static wide_entry& wide_of(const shard& s, const slot& e) noexcept { return *s.wides[wide_index(e.word)]; }
+
+    // Room for one more wide entry, so that add_wide does not throw.
+    static void reserve_wide(shard& s)
+    {
+        if (!s.free_wides.empty()) return;
+        std::size_t n = s.wides.size() + 1;
+        if (static_cast<std::int64_t>(n) > store_words_end - min_ns)
+            throw std::length_error("sluice::keyed: more than 2^32 wide keys in a shard");
+        if (n > s.wides.capacity()) {
+            s.wides.reserve(std::max(n, 2 * s.wides.capacity()));
+            s.free_wides.reserve(s.wides.capacity());   // so that freeing an index never throws
+        }
+    }
+
+    // Files a wide entry in the shard (after reserve_wide); returns its word.
+    static std::uint64_t add_wide(shard& s, std::unique_ptr<wide_entry> w) noexcept
+    {
+        std::size_t i;
+        if (!s.free_wides.empty()) {
+            i = s.free_wides.back();
+            s.free_wides.pop_back();
+            s.wides[i] = std::move(w);
+        } else {
+            i = s.wides.size();
+            s.wides.push_back(std::move(w));
+        }
+        return static_cast<std::uint64_t>(min_ns) + i;
+    }
+
+    static void remove_wide(shard& s, const slot& e) noexcept
+    {
+        std::size_t i = wide_index(e.word);
+        s.wides[i].reset();
+        s.free_wides.push_back(static_cast<std::uint32_t>(i));
+    }
+
+    // Moves a compact key to a wide entry of the shared configuration and the same state.
+    wide_entry& widen(shard& s, const slot& e)
+    {
+        if (!is_wide(e.word)) {
+            if constexpr (compact) {
+                auto w = std::make_unique<wide_entry>(config_);
+                compact_.restore(w->policy, e.word);
+                reserve_wide(s);
+                e.word = add_wide(s, std::move(w));
+            }
+        }
+        return wide_of(s, e);
+    }
+
+    // Lets the wheel evict keys that are idle by `t`.
+    void maintain(shard& s, std::int64_t t, std::size_t budget = sweep_budget)
+    {
+        if (!s.wheel.due(t)) return;
+        s.wheel.advance(t, budget, [this, &s](std::uint64_t h, std::int64_t now) -> std::optional<std::int64_t> {
+            // Keys of equal hashes (rare) are filed once each; each look evicts one of
+            // them that is idle, or files the hash again.
+            auto it = s.set.find(hash_probe{*this, s, h, now, true});
+            if (it != s.set.end()) {
+                if (is_wide(it->word)) {
+                    wide_entry& w = wide_of(s, *it);
+                    if (w.waits) {
+                        s.requests.add(w.waits->stats());
+                        --s.waiting;
+                    }
+                    remove_wide(s, *it);
+                }
+                s.set.erase(it);
+                ++s.evicted;
+                return std::nullopt;
+            }
+            it = s.set.find(hash_probe{*this, s, h, now, false});
+            if (it == s.set.end()) return std::nullopt;
+            if constexpr (compact)
+                if (!is_wide(it->word)) return compact_.idle_at(it->word);
+            wide_entry& w = wide_of(s, *it);
+            bool waiting = w.waits && w.waits->queued() != 0;
+            if (!waiting && w.waits) {
+                // Nobody waits: the queue goes (a late handler keeps its own reference),
+                // its counts stay in the shard's.
+                s.requests.add(w.waits->stats());
+                w.waits.reset();
+                --s.waiting;
+            }
+            return waiting ? now : w.policy.idle_at(now);
+        });
+    }
+
+    template <class F>
+    static void for_each_wide(const shard& s, F&& f)
+    {
+        for (const auto& w : s.wides)
+            if (w) f(*w);
+    }
+
     static const keyed_options& check(const keyed_options& o)
     {
         if (o.max_keys == 0 || o.tick < std::chrono::microseconds(1) || o.wheel_slots < 2 ||
             o.wheel_slots > (1u << 20))
             throw boost::system::system_error(make_error_code(error::invalid_option));
         return o;
+    }
+
+    // Validates the configuration (throws like the limiter) and keeps what the compact
+    // state needs of it.
+    static compact_type make_compact(const config_type& c)
+    {
+        if constexpr (compact)
+            return compact_type(std::make_from_tuple<policy_type>(c));
+        else {
+            std::make_from_tuple<policy_type>(c);
+            return {};
+        }
+    }
+
+    // Slots a flat table has when it holds n elements: groups of 15, a power of two of
+    // them, at most 7/8 full (Boost 1.81's unordered_flat_set).
+    static double table_slots(std::size_t n) noexcept
+    {
+        std::size_t groups = 2;
+        while (static_cast<double>(groups * 15 - 1) * 0.875 < static_cast<double>(n)) groups *= 2;
+        return static_cast<double>(groups * 15);
+    }
+
+    // opts.shards, or 4 per hardware thread... and up to twice that: the count whose
+    // tables are fullest when the store is at its cap. Tables grow by doubling, so a
+    // shard one key past a power of two is half empty, and max_keys is the memory a
+    // user budgets.
+    static std::size_t shard_count_for(const keyed_options& o)
+    {
+        std::size_t n = o.shards;
+        if (n == 0) {
+            std::size_t n0 = std::bit_ceil(std::max<std::size_t>(1, std::thread::hardware_concurrency()) * 4);
+            double best = 0;
+            for (std::size_t c = n0; c < 2 * n0; ++c) {
+                std::size_t per = (o.max_keys + c - 1) / c;
+                double fill = static_cast<double>(per) / table_slots(per);
+                if (fill > best + 0.01) {
+                    best = fill;
+                    n = c;
+                }
+            }
+        }
+        return std::min(n, o.max_keys);
     }
 
     shard& shard_for(std::size_t h) const noexcept
@@ -414,20 +635,14 @@ private:
         }
     }
 
-    // The overflow limiter: one policy for every key that could not be tracked.
-    struct overflow_entry {
-        explicit overflow_entry(const config_type& c) : policy(std::make_from_tuple<policy_type>(c)) {}
-        std::shared_ptr<wait_state> waits;
-        policy_type policy;
-    };
-
     executor_type executor_;
     keyed_options opts_;
     config_type config_;
+    [[no_unique_address]] compact_type compact_;
     Hash hash_;
     std::atomic<bool> closed_{false};
     std::atomic<std::uint64_t> overflow_admitted_{0};
-    overflow_entry overflow_;
+    wide_entry overflow_;
     std::vector<std::unique_ptr<shard>> shards_;
 };
 

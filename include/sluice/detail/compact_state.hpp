@@ -1,0 +1,108 @@
+// A policy's state in one word, for stores of many keys that share one configuration.
+#pragma once
+
+#include <sluice/decision.hpp>
+#include <sluice/detail/arith.hpp>
+#include <sluice/policy/gcra.hpp>
+
+#include <cstdint>
+#include <optional>
+
+namespace sluice::detail {
+
+/// Words a compact state never takes, left to the store that holds them (a keyed store
+/// keeps the index of a key's whole policy there): as int64, INT64_MIN to INT64_MIN +
+/// 2^32 - 1.
+inline constexpr std::int64_t store_words_end = min_ns + (std::int64_t{1} << 32);
+
+/// Policies whose per-key state fits in one 8-byte word when the configuration is shared
+/// specialise this (enabled = true), and never use the store's words.
+template <class Policy>
+struct compact_state {
+    static constexpr bool enabled = false;
+};
+
+/// GCRA's state is the instant z at which the bucket is empty; with the configuration
+/// shared, z is all a key needs: the word is z itself, or `fresh` for a new (full) bucket
+/// (gcra's -2^64, empty long enough ago to be full at every instant). Decisions are those
+/// of policy::gcra (its 128-bit path, which decides as its 64-bit one), step for step:
+/// tests/test_keyed.cpp feeds both the same arrivals. A grant whose new z would fall among
+/// the store's words (z within 2^32 ns of INT64_MIN, after a clock near it) returns
+/// nullopt, and the store moves the key to a whole policy::gcra (restore()).
+template <>
+struct compact_state<policy::gcra> {
+    static constexpr bool enabled = true;
+
+    /// A new bucket.
+    static constexpr std::uint64_t fresh = static_cast<std::uint64_t>(store_words_end);
+
+    explicit compact_state(const policy::gcra& p) noexcept
+        : interval(p.interval_ns()), burst(p.burst()), slack(p.slack().count()),
+          tau(static_cast<std::int64_t>(burst) * interval + slack)
+    {
+    }
+
+    /// The decision of gcra::try_acquire(n, now) on the state in `word`, which it updates
+    /// when granted; nullopt (and nothing changed) when the new state has no compact form.
+    std::optional<decision> try_acquire(std::uint64_t& word, std::uint64_t n, std::int64_t now) const noexcept
+    {
+        if (n == 0 || n > burst) return invalid_decision(n == 0 ? error::invalid_count : error::exceeds_burst);
+        int128 z = z_of(word);
+        int128 start = int128(now) - tau;
+        start = z > start ? z : start + slack;
+        int128 nz = start + int128(n) * interval;
+        decision d;
+        if (nz > now) {
+            // Ready only at or past the clock's end: never.
+            d.retry_after = std::chrono::nanoseconds{nz >= max_ns ? max_ns : sat_narrow(nz - now)};
+            d.remaining = available(z, now);
+            d.reset_after = std::chrono::nanoseconds{reset(z, now)};
+            return d;
+        }
+        if (nz <= store_words_end) return std::nullopt;
+        word = static_cast<std::uint64_t>(static_cast<std::int64_t>(nz));
+        d.allowed = true;
+        d.remaining = available(nz, now);
+        d.reset_after = std::chrono::nanoseconds{reset(nz, now)};
+        return d;
+    }
+
+    /// gcra::idle_at: from when the bucket decides as a new one.
+    std::int64_t idle_at(std::uint64_t word) const noexcept { return sat_narrow(z_of(word) + tau); }
+
+    /// Gives `p`, a new bucket of this configuration, the state in `word`. gcra has no
+    /// setter for z, on purpose (z only moves through decisions): a grant of the whole
+    /// burst at now = z takes a full bucket to exactly z (now - tau + slack + burst x
+    /// interval).
+    void restore(policy::gcra& p, std::uint64_t word) const noexcept
+    {
+        if (word != fresh) p.try_acquire(burst, static_cast<std::int64_t>(word));
+    }
+
+private:
+    static int128 z_of(std::uint64_t word) noexcept
+    {
+        return word == fresh ? -(int128(1) << 64) : int128(static_cast<std::int64_t>(word));
+    }
+
+    std::uint64_t available(int128 z, std::int64_t now) const noexcept
+    {
+        if (z >= now) return 0;
+        int128 lag = int128(now) - z;
+        std::int64_t full = tau - slack;
+        return static_cast<std::uint64_t>((lag < full ? static_cast<std::int64_t>(lag) : full) / interval);
+    }
+
+    std::int64_t reset(int128 z, std::int64_t now) const noexcept
+    {
+        int128 t = z + (tau - slack) - now;
+        return t > 0 ? sat_narrow(t) : 0;
+    }
+
+    std::int64_t interval;
+    std::uint64_t burst;
+    std::int64_t slack;
+    std::int64_t tau;
+};
+
+} // namespace sluice::detail
