@@ -89,9 +89,8 @@ public:
         {
             std::lock_guard lock(s.mutex);
             maintain(s, t);
-            const slot* e = find(s, key, h);
             bool created = false;
-            if (!e) created = (e = create(s, key, t)) != nullptr;
+            const slot* e = find_or_create(s, key, h, t, created);
             if (e) {
                 if constexpr (compact) {
                     if (!is_wide(e->word)) {
@@ -137,9 +136,8 @@ public:
                 return;
             }
             maintain(s, t);
-            const slot* e = find(s, key, h);
             bool created = false;
-            if (!e) created = (e = create(s, key, t)) != nullptr;
+            const slot* e = find_or_create(s, key, h, t, created);
             if (e) {
                 if constexpr (compact) {
                     if (!is_wide(e->word)) {
@@ -442,6 +440,18 @@ private:
     {
         auto it = s.set.find(key_probe<K>{key, h});
         return it == s.set.end() ? nullptr : &*it;
+    }
+
+    // The slot of `key`, or a new one (`created`, not yet filed on the wheel); nullptr at
+    // the cap when nothing idle can be evicted.
+    template <class K>
+    const slot* find_or_create(shard& s, const K& key, std::size_t h, std::int64_t t, bool& created)
+    {
+        if (const slot* e = find(s, key, h))
+            return e;
+        const slot* e = create(s, key, t);
+        created = e != nullptr;
+        return e;
     }
 
     // A new slot for `key` (not yet filed on the wheel), wide under its override if any;
