@@ -53,9 +53,15 @@ public:
     using allocator_type = typename std::allocator_traits<handler_allocator>::template rebind_alloc<acquire_op>;
 
     template <class H>
+    static handler_allocator handler_alloc(const H& h) noexcept
+    {
+        return boost::asio::get_associated_allocator(h, boost::asio::recycling_allocator<void>());
+    }
+
+    template <class H>
     static acquire_op* create(H&& h, const IoExecutor& io_ex)
     {
-        allocator_type alloc(boost::asio::get_associated_allocator(h, boost::asio::recycling_allocator<void>()));
+        allocator_type alloc(handler_alloc(h));
         acquire_op* p = std::allocator_traits<allocator_type>::allocate(alloc, 1);
         try {
             return new (p) acquire_op(Handler(std::forward<H>(h)), io_ex);
@@ -95,7 +101,7 @@ private:
     // Destroys the node and returns its memory to the handler's allocator.
     static void free(acquire_op* op) noexcept
     {
-        allocator_type alloc(boost::asio::get_associated_allocator(op->handler_, boost::asio::recycling_allocator<void>()));
+        allocator_type alloc(handler_alloc(op->handler_));
         op->~acquire_op();
         std::allocator_traits<allocator_type>::deallocate(alloc, op, 1);
     }
@@ -106,10 +112,7 @@ private:
         acquire_op* op;
 
         using allocator_type = handler_allocator;
-        allocator_type get_allocator() const noexcept
-        {
-            return boost::asio::get_associated_allocator(op->handler_, boost::asio::recycling_allocator<void>());
-        }
+        allocator_type get_allocator() const noexcept { return handler_alloc(op->handler_); }
 
         invoker(acquire_op* o) noexcept : op(o) {}
         invoker(invoker&& other) noexcept : op(std::exchange(other.op, nullptr)) {}
