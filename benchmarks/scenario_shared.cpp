@@ -128,6 +128,8 @@ struct child_result {
     std::int64_t fallback = 0;
     std::int64_t rtt_us = 0;
     std::int64_t timeouts = 0;
+    std::int64_t commands = 0;
+    std::int64_t lease_expired = 0;
     std::int64_t ok = 0;
 };
 
@@ -220,6 +222,8 @@ child_result run_child_on(const options& o, Limiter& tb, asio::io_context& io, s
     res.fallback = static_cast<std::int64_t>(s.fallback_decisions);
     res.rtt_us = s.last_round_trip.count();
     res.timeouts = timeouts;
+    res.commands = static_cast<std::int64_t>(s.commands);
+    res.lease_expired = static_cast<std::int64_t>(s.lease_expired);
     res.ok = 1;
     tb.close();
     return res;
@@ -297,6 +301,8 @@ int run_shared(const options& o)
         sum.redis_errors += r.redis_errors;
         sum.fallback += r.fallback;
         sum.timeouts += r.timeouts;
+        sum.commands += r.commands;
+        sum.lease_expired += r.lease_expired;
         rtts.push_back(r.rtt_us);
         per_proc.push_back(r.admitted);
     }
@@ -338,6 +344,10 @@ int run_shared(const options& o)
         .add("limiter", shared_limiter)
         .add("share_min", share_min)
         .add("share_max", share_max)
+        .add("commands", static_cast<long long>(sum.commands))
+        .add("commands_per_decision", sum.attempts > 0 ? static_cast<double>(sum.commands) / static_cast<double>(sum.attempts) : 0.0)
+        .add("commands_per_admitted", sum.admitted > 0 ? static_cast<double>(sum.commands) / static_cast<double>(sum.admitted) : 0.0)
+        .add("lease_expired", static_cast<long long>(sum.lease_expired))
         .add("timeouts", static_cast<long long>(sum.timeouts))
         .emit();
     return failed == 0 ? 0 : 1;

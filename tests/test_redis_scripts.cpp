@@ -256,6 +256,48 @@ TEST_CASE("GCRA reservation: FIFO slots, max_wait, refund only while nothing dep
     CHECK_FALSE(late.allowed);   // the key expired or the bucket is full already
 }
 
+TEST_CASE("GCRA lease: runs of consecutive slots beyond the burst, as a model of the bucket, over random arrivals" * doctest::timeout(120))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    // The model: z, the instant the bucket is empty; a lease of n takes the next slots
+    // z + i * interval ending within the horizon.
+    const std::int64_t interval = 100, burst = 3;
+    std::int64_t z = INT64_MIN / 4;
+    std::mt19937_64 rng(7);
+    std::int64_t t = 1'000'000;
+    std::int64_t granted_slots = 0;
+    const std::int64_t start = t;
+    for (int i = 0; i < 3000; ++i) {
+        // Mostly short steps, sometimes a long idle gap.
+        t += (rng() % 50 == 0) ? static_cast<std::int64_t>(rng() % 1'000'000) : static_cast<std::int64_t>(rng() % 300);
+        const auto n = static_cast<std::int64_t>(1 + rng() % 40);
+        const auto horizon = static_cast<std::int64_t>(rng() % 3000);
+        auto v = parse(eval(c, sluice::redis::lua::gcra, "lease", {num(interval), num(burst), num(n), num(horizon), "lease", num(t)}));
+        std::int64_t zz = std::max(z, t - interval * burst);
+        std::int64_t k = std::min(n, (t + horizon - zz) / interval);
+        CAPTURE(i);
+        if (k < 1) {
+            CHECK_FALSE(v.allowed);
+            CHECK(v.wait == zz + interval - t);
+            CHECK(v.taken == 0);
+            continue;
+        }
+        z = zz + k * interval;
+        REQUIRE(v.allowed);
+        CHECK(v.taken == k);
+        CHECK(v.state == z);
+        CHECK(v.wait == std::max<std::int64_t>(0, z - t));
+        CHECK(v.wait <= horizon);   // the last slot within the horizon
+        granted_slots += k;
+        // Never more slots up to any instant than the rate and the burst allow.
+        CHECK(granted_slots <= burst + (z - start) / interval);
+    }
+    // The other modes still refuse n beyond the burst.
+    auto big = eval(c, sluice::redis::lua::gcra, "lease", {num(interval), num(burst), "4", "0", "try", num(t)});
+    CHECK(big->type == REDIS_REPLY_ERROR);
+}
+
 TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * doctest::timeout(60))
 {
     server_fixture f;

@@ -49,6 +49,10 @@ namespace sluice::redis::lua {
 /// mode "try": grant now or refuse (max_wait_us is ignored). mode "reserve": commit the
 /// earliest slot for n permits when its wait is at most max_wait_us (FIFO: each
 /// reservation queues behind the previous ones), else refuse and consume nothing.
+/// mode "lease": commit the next k = min(n, as many as end within max_wait_us) slots,
+/// one interval apart, k >= 1 (n may exceed the burst: the slots are consecutive future
+/// ones, each used no earlier than its time); [1] is the wait of the last slot, [6] is k;
+/// refused when not even one slot ends within max_wait_us ([1]: the wait of that slot).
 inline constexpr std::string_view gcra = R"lua(
 local LIM = 2251799813685248
 local function fmt(x) return string.format('%.0f', x) end
@@ -65,10 +69,10 @@ burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
 n, e = int_arg(3, 'n', 1, LIM) if e then return e end
 max_wait, e = int_arg(4, 'max_wait_us', 0, LIM) if e then return e end
 local mode = ARGV[5]
-if mode ~= 'try' and mode ~= 'reserve' then
-  return redis.error_reply('ERR sluice: mode must be try or reserve, got ' .. tostring(mode))
+if mode ~= 'try' and mode ~= 'reserve' and mode ~= 'lease' then
+  return redis.error_reply('ERR sluice: mode must be try, reserve or lease, got ' .. tostring(mode))
 end
-if n > burst then return redis.error_reply('ERR sluice: n exceeds the burst') end
+if n > burst and mode ~= 'lease' then return redis.error_reply('ERR sluice: n exceeds the burst') end
 local tau = interval * burst
 if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
 local now
@@ -108,6 +112,11 @@ local function reset(zz)
   local r = zz + tau - now
   if r < 0 then return 0 end
   return r
+end
+if mode == 'lease' then
+  local fit = math.floor((now + max_wait - z) / interval)
+  if fit < n then n = fit end
+  if n < 1 then return {0, z + interval - now, avail(z), reset(z), now, z, 0} end
 end
 local nz = z + n * interval
 local wait = nz - now

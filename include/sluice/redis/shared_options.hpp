@@ -43,20 +43,29 @@ struct shared_options {
     /// Options of the local fallback limiter (one token bucket per key).
     keyed_options fallback;
 
-    /// Leasing (0: off): async_try_acquire keeps up to lease_size permits of a key
-    /// reserved ahead in Redis (reserving up to lease_size, at most the burst, a round trip,
-    /// at most lease_ttl ahead; topped up in the background) and hands them out locally,
-    /// each no earlier than its slot on the server: no over-admission in any window, and
-    /// no round trip while this process holds a due permit or a refusal is in force. While
-    /// a reservation of a key is in flight and none is due, tries of that key are refused
-    /// locally. Slots reserved and not used are lost to the others (under-admission), at
-    /// most lease_size per process. async_acquire is not affected. Each key used with
-    /// leasing keeps a small entry in the limiter until close().
+    /// Leasing (0: off; token bucket): async_try_acquire reserves a run of consecutive
+    /// future slots of a key in one round trip and hands them out locally, each no
+    /// earlier than its slot on the server. lease_size is the longest run: a run may be
+    /// longer than the burst (the slots are future ones, one interval apart). The length
+    /// follows the process's use: it covers what the process used over the last runs for
+    /// max(4 round trips, 1 ms), doubles when requests found the slots used up while the
+    /// next run was on its way, and halves when slots expired unused. The next run is
+    /// reserved in the background while the slots held end within two round trips of now.
+    /// While a reservation is in flight and no slot is due, tries are refused locally.
+    ///
+    /// Bounds, whatever the number of processes: no slot is handed out before its time on
+    /// the server and each at most once, so over a run from an idle bucket the fleet
+    /// admits at most burst + elapsed / interval (the bucket's own bound), and in any
+    /// window of length W at most burst + (W + lease_ttl) / interval (a slot may be handed
+    /// out up to lease_ttl late). Slots reserved and not used are lost to the others: at
+    /// most one run (lease_size) a process, given back on close() where nothing later
+    /// depends on them. async_acquire is not affected. Each key used with leasing keeps a
+    /// small entry in the limiter until close().
     std::uint64_t lease_size = 0;
 
-    /// How far ahead a lease may reserve, and how long after its slot a leased permit may
-    /// still be handed out (later it is dropped). On close() unused permits are given back
-    /// where nothing later depends on them.
+    /// How far ahead a run may reach (its last slot at most lease_ttl after the server's
+    /// now), and how long after its slot a leased permit may still be handed out (later it
+    /// is dropped, counted in shared_stats::lease_expired).
     std::chrono::milliseconds lease_ttl{250};
 };
 
@@ -82,6 +91,13 @@ struct shared_stats {
 
     /// The round trip of the last reply.
     std::chrono::microseconds last_round_trip{0};
+
+    /// Script calls sent to Redis (decisions, reservations, leases, refunds).
+    std::uint64_t commands = 0;
+
+    /// Leasing: slots reserved and dropped unused (held lease_ttl past their time), lost
+    /// to every process.
+    std::uint64_t lease_expired = 0;
 
     /// True while requests go to the failure policy.
     bool degraded = false;

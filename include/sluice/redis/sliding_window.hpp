@@ -4,7 +4,7 @@
 
 #include <sluice/redis/detail/shared_limiter.hpp>
 #include <sluice/redis/detail/window_core.hpp>
-#include <sluice/redis/detail/window_ops.hpp>
+#include <sluice/redis/detail/acquire_fsm.hpp>
 #include <sluice/redis/shared_options.hpp>
 
 #include <chrono>
@@ -76,8 +76,8 @@ namespace sluice::redis {
 /// throw system_error: error::invalid_burst (limit 0 or above 2^24), error::invalid_rate
 /// (window <= 0 or above 2^51 us), error::invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
-class sliding_window : public detail::shared_limiter<detail::window_core<Client, Clock>, detail::window_acquire_op> {
-    using base_type = detail::shared_limiter<detail::window_core<Client, Clock>, detail::window_acquire_op>;
+class sliding_window : public detail::shared_limiter<detail::window_core<Client, Clock>, detail::window_acquire_fsm> {
+    using base_type = detail::shared_limiter<detail::window_core<Client, Clock>, detail::window_acquire_fsm>;
 
 public:
     /// The window is rounded up to whole microseconds (the server's resolution).

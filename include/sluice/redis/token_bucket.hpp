@@ -5,7 +5,7 @@
 #include <sluice/rate.hpp>
 #include <sluice/redis/detail/shared_limiter.hpp>
 #include <sluice/redis/detail/bucket_core.hpp>
-#include <sluice/redis/detail/bucket_ops.hpp>
+#include <sluice/redis/detail/acquire_fsm.hpp>
 #include <sluice/redis/shared_options.hpp>
 
 #include <chrono>
@@ -73,8 +73,8 @@ namespace sluice::redis {
 /// parameters throw system_error: error::invalid_rate, invalid_burst (burst 0, or burst
 /// times the interval in whole microseconds beyond 2^51 us), invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
-class token_bucket : public detail::shared_limiter<detail::bucket_core<Client, Clock>, detail::bucket_acquire_op> {
-    using base_type = detail::shared_limiter<detail::bucket_core<Client, Clock>, detail::bucket_acquire_op>;
+class token_bucket : public detail::shared_limiter<detail::bucket_core<Client, Clock>, detail::bucket_acquire_fsm> {
+    using base_type = detail::shared_limiter<detail::bucket_core<Client, Clock>, detail::bucket_acquire_fsm>;
 
 public:
     /// The interval is rounded up to whole microseconds (the server's resolution).

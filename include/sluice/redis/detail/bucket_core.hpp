@@ -5,18 +5,23 @@
 #include <sluice/error.hpp>
 #include <sluice/keyed.hpp>
 #include <sluice/rate.hpp>
+#include <sluice/redis/detail/lease_book.hpp>
 #include <sluice/redis/detail/limiter_core.hpp>
+#include <sluice/redis/detail/op_step.hpp>
+#include <sluice/redis/detail/redis_op.hpp>
+#include <sluice/redis/detail/try_fsm.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 #include <sluice/redis/shared_options.hpp>
 #include <sluice/redis/scripts.hpp>
 #include <sluice/redis/script.hpp>
 #include <sluice/token_bucket.hpp>
 
+#include <boost/asio/compose.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <memory>
 #include <mutex>
@@ -34,13 +39,13 @@ class bucket_core
       public std::enable_shared_from_this<bucket_core<Client, Clock>> {
     using base_type = limiter_core<Client, Clock, keyed<token_bucket<Clock, typename Client::executor_type>>>;
     using base_type::mutex_;
-    using base_type::now;
 
 public:
     using typename base_type::executor_type;
     using typename base_type::fallback_type;
 
     static constexpr bool can_lease = true;
+    using base_type::now;
 
     bucket_core(Client& client, rate r, std::uint64_t burst, shared_options opts)
         : base_type(client, std::move(opts), burst,
@@ -57,19 +62,16 @@ public:
     {
     }
 
-    const script& gcra_script() const noexcept { return gcra_; }
-    const script& try_script() const noexcept { return gcra_; }
+    const script& script_for(const eval_request&) const noexcept { return gcra_; }
 
-    // The arguments of async_try_acquire's script: a lease reserves lease_count(n)
-    // permits at most lease_ttl ahead.
-    std::vector<std::string> try_args(std::uint64_t n, bool leasing) const
+    // The script's arguments: the interval and burst, then the request.
+    std::vector<std::string> args(const eval_request& r) const
     {
-        return {interval_arg_, burst_arg_, std::to_string(leasing ? lease_count(n) : n),
-                leasing ? lease_horizon_arg() : std::string("0"), leasing ? "reserve" : "try"};
+        static constexpr const char* modes[] = {"try", "reserve", "lease"};
+        return {interval_arg_, burst_arg_, std::to_string(r.n), std::to_string(r.max_wait_us),
+                modes[static_cast<int>(r.how)]};
     }
 
-    const std::string& interval_arg() const noexcept { return interval_arg_; }
-    const std::string& burst_arg() const noexcept { return burst_arg_; }
     std::int64_t interval_us() const noexcept { return interval_us_; }
     std::uint64_t burst() const noexcept { return burst_; }
 
@@ -77,6 +79,7 @@ public:
     // forget: a refund that fails only leaves the permits consumed).
     void refund(const std::string& key, std::uint64_t n, std::int64_t state)
     {
+        this->count_command();
         this->client().async_eval(refund_, {key}, {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)},
                                   [self = this->shared_from_this()](boost::system::error_code ec, auto&&) {
                                       if (ec) self->on_error();
@@ -85,123 +88,67 @@ public:
 
     bool leasing() const noexcept { return this->options().lease_size > 0; }
 
-    // How many permits a lease request for n reserves: lease_size, at least n, at most
-    // the burst (a reservation never holds more than the bucket).
-    std::uint64_t lease_count(std::uint64_t n) const noexcept
-    {
-        std::uint64_t k = std::max<std::uint64_t>(this->options().lease_size, n);
-        return std::min<std::uint64_t>(k, burst_);
-    }
-
     // How far ahead a lease may reserve: lease_ttl, in whole us.
-    std::string lease_horizon_arg() const
+    std::int64_t lease_horizon_us() const noexcept
     {
-        return std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(this->options().lease_ttl).count());
+        return std::chrono::duration_cast<std::chrono::microseconds>(this->options().lease_ttl).count();
     }
 
-    enum class lease_step { local, local_prefetch, fetch };
-
-    // Leasing: decides locally from the permits this process has reserved for `key`, or
-    // from a refusal still in force (`local`; `local_prefetch` when the caller is also to
-    // reserve more in the background); `fetch` when this request is to reserve.
-    lease_step lease_take(const std::string& key, std::uint64_t n, decision& d)
+    // Leasing: the book of `key` decides (see lease_book).
+    lease_book::take_result lease_take(const std::string& key, std::uint64_t n)
     {
         std::int64_t t = now();
         std::lock_guard lock(mutex_);
-        lease& e = leases_[key];
-        d = decision{};
-        while (!e.dues.empty() && e.dues.front() + ttl_ns() < t)
-            e.dues.pop_front();   // held too long: dropped, never used late
-        if (e.dues.size() >= n) {
-            take_locked(e, n, t, d);
-            return claim_prefetch_locked(e, t) ? lease_step::local_prefetch : lease_step::local;
-        }
-        if (t < e.retry_at) {
-            d.retry_after = std::chrono::nanoseconds{e.retry_at - t};
-            return lease_step::local;
-        }
-        if (e.fetching) {
-            // One reservation per key in flight at a time.
-            d.retry_after = std::chrono::nanoseconds{spacing_ns()};
-            return lease_step::local;
-        }
-        e.fetching = true;
-        return lease_step::fetch;
+        return leases_[key].take(limits(), n, t);
     }
 
-    // The reply to a reservation of k permits made by a request for n (n = 0: a
-    // background prefetch): the slots, one interval apart, end v.wait_us from now.
-    decision lease_fill(const std::string& key, std::uint64_t n, std::uint64_t k, const verdict& v)
+    decision lease_fill(const std::string& key, std::uint64_t n, const verdict& v, std::int64_t rtt_ns)
     {
         std::int64_t t = now();
         std::lock_guard lock(mutex_);
-        lease& e = leases_[key];
-        e.fetching = false;
-        if (!v.allowed) {
-            // Refused: the reservation would have been more than lease_ttl ahead.
-            e.retry_at = t + std::max(v.wait_us * 1000 - ttl_ns(), spacing_ns());
-            decision d = to_decision(v);
-            d.retry_after = std::chrono::nanoseconds{e.retry_at - t};
-            return d;
-        }
-        // Measured from the reply, so never earlier than the server's slots; kept in order.
-        std::int64_t due = t + v.wait_us * 1000 - static_cast<std::int64_t>(k - 1) * spacing_ns();
-        // Slots already past were in the bucket: usable now (and held from now for lease_ttl).
-        for (std::uint64_t i = 0; i < k; ++i, due += spacing_ns())
-            e.dues.push_back(std::max({due, t, e.dues.empty() ? t : e.dues.back()}));
-        e.state = v.state;
-        decision d;
-        if (n > 0)
-            take_locked(e, n, t, d);
-        return d;
+        return leases_[key].fill(limits(), n, v, t, rtt_ns);
     }
 
-    // After a reservation: true when the caller is to top the lease up in the background.
-    bool lease_claim_prefetch(const std::string& key)
+    std::uint64_t lease_prefetch_count(const std::string& key)
     {
         std::int64_t t = now();
         std::lock_guard lock(mutex_);
-        return claim_prefetch_locked(leases_[key], t);
+        return leases_[key].claim_prefetch_count(limits(), t);
     }
 
     void lease_failed(const std::string& key)
     {
         std::lock_guard lock(mutex_);
-        leases_[key].fetching = false;
+        leases_[key].failed();
     }
 
-    // Reserves lease_count(1) more permits of `key` in the background.
-    void prefetch(std::string key)
+    // Reserves `count` more slots of `key` in the background (claimed in its book).
+    void prefetch(const std::string& key, std::uint64_t count)
     {
-        std::uint64_t k = lease_count(1);
-        std::int64_t sent = system_now_us();
-        this->client().async_eval(gcra_, {key}, {interval_arg_, burst_arg_, std::to_string(k), lease_horizon_arg(), "reserve"},
-                                  [self = this->shared_from_this(), key, k, sent](boost::system::error_code ec, auto&& r) {
-                                      auto v = ec ? std::nullopt : parse_verdict(r);
-                                      if (!v) {
-                                          self->lease_failed(key);
-                                          if (ec == error::backend_unavailable || ec == error::timed_out)
-                                              self->on_unavailable();
-                                          else
-                                              self->on_error();
-                                          return;
-                                      }
-                                      self->on_reply(*v, sent);
-                                      self->lease_fill(key, 0, k, *v);
-                                      if (v->allowed && self->lease_claim_prefetch(key))
-                                          self->prefetch(key);
-                                  });
+        auto self = this->shared_from_this();
+        auto ex = this->client().get_executor();
+        boost::asio::async_compose<const boost::asio::detached_t&, void(boost::system::error_code, decision)>(
+            redis_op<bucket_core, try_fsm>{std::move(self), try_fsm::prefetch(key, count)}, boost::asio::detached, ex);
     }
 
-    // Permits leased and not used yet, all keys together.
+    shared_stats stats() const
+    {
+        shared_stats s = base_type::stats();
+        std::lock_guard lock(mutex_);
+        s.lease_expired = expired_closed_;
+        for (const auto& [k, e] : leases_)
+            s.lease_expired += e.expired();
+        return s;
+    }
+
+    // Slots leased and not used yet, all keys together.
     std::uint64_t leased() const
     {
         std::int64_t t = now();
         std::lock_guard lock(mutex_);
         std::uint64_t sum = 0;
         for (const auto& [k, e] : leases_)
-            for (std::int64_t due : e.dues)
-                if (due + ttl_ns() >= t) ++sum;
+            sum += e.held(limits(), t);
         return sum;
     }
 
@@ -212,44 +159,28 @@ public:
     {
         if (!this->mark_closed())
             return;
-        std::vector<std::pair<std::string, lease>> unused;
+        std::vector<std::pair<std::string, lease_give_back>> unused;
         {
             std::int64_t t = now();
             std::lock_guard lock(mutex_);
             this->wake_waiters_locked();
             for (auto& [k, e] : leases_)
-                if (!e.dues.empty() && t <= e.dues.back() + ttl_ns())
-                    unused.emplace_back(k, e);
+                if (auto g = e.close(limits(), t); g.count > 0)
+                    unused.emplace_back(k, g);
+            for (auto& [k, e] : leases_)
+                expired_closed_ += e.expired();
             leases_.clear();
         }
-        for (auto& [k, e] : unused)
-            refund(k, e.dues.size(), e.state);
+        for (auto& [k, g] : unused)
+            refund(k, g.count, g.state);
         this->fallback().close();
     }
 
 private:
-    std::int64_t spacing_ns() const noexcept { return interval_us_ * 1000; }
-    std::int64_t ttl_ns() const noexcept { return std::chrono::duration_cast<std::chrono::nanoseconds>(this->options().lease_ttl).count(); }
-
-    struct lease;
-    bool claim_prefetch_locked(lease& e, std::int64_t t) const noexcept
+    lease_limits limits() const noexcept
     {
-        if (e.fetching || t < e.retry_at || e.dues.size() >= this->options().lease_size)
-            return false;
-        e.fetching = true;
-        return true;
-    }
-
-    void take_locked(lease& e, std::uint64_t n, std::int64_t t, decision& d) noexcept
-    {
-        std::int64_t due = e.dues[n - 1];
-        if (due <= t) {
-            e.dues.erase(e.dues.begin(), e.dues.begin() + static_cast<std::ptrdiff_t>(n));
-            d.allowed = true;
-            d.remaining = e.dues.size();
-        } else {
-            d.retry_after = std::chrono::nanoseconds{due - t};
-        }
+        return {interval_us_ * 1000, std::chrono::duration_cast<std::chrono::nanoseconds>(this->options().lease_ttl).count(),
+                this->options().lease_size};
     }
 
     // The server counts in whole microseconds: the interval is rounded up (never faster
@@ -280,14 +211,8 @@ private:
     std::string interval_arg_;
     std::string burst_arg_;
 
-    struct lease {
-        std::deque<std::int64_t> dues;   // Clock ns: when each reserved permit may be used
-        std::int64_t retry_at = 0;       // Clock ns: refused locally until then
-        std::int64_t state = 0;      // the bucket's state after our last lease (refund)
-        bool fetching = false;
-    };
-
-    std::unordered_map<std::string, lease> leases_;
+    std::unordered_map<std::string, lease_book> leases_;
+    std::uint64_t expired_closed_ = 0;   // lease_expired of the books close() dropped
 };
 
 } // namespace sluice::redis::detail

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sluice/error.hpp>
+#include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 #include <sluice/redis/shared_options.hpp>
 
@@ -103,13 +104,18 @@ public:
     void on_error() noexcept { redis_errors_.fetch_add(1, std::memory_order_relaxed); }
 
     // A well-formed reply: Redis is back, and its clock is sampled.
-    void on_reply(const verdict& v, std::int64_t sent_us) noexcept
+    void on_reply(const verdict& v, round_trip rt) noexcept
     {
         degraded_.store(false, std::memory_order_relaxed);
-        std::int64_t recv = system_now_us();
-        offset_us_.store(v.now_us - (sent_us + (recv - sent_us) / 2), std::memory_order_relaxed);
-        rtt_us_.store(recv - sent_us, std::memory_order_relaxed);
+        offset_us_.store(v.now_us - (rt.sent_us + (rt.received_us - rt.sent_us) / 2), std::memory_order_relaxed);
+        rtt_us_.store(rt.received_us - rt.sent_us, std::memory_order_relaxed);
     }
+
+    // Every script call the limiter sends.
+    void count_command() noexcept { commands_.fetch_add(1, std::memory_order_relaxed); }
+
+    // local_fallback's decision for a non-blocking request.
+    decision fallback_try(const std::string& key, std::uint64_t n) { return fallback_.try_acquire(key, n); }
 
     void count(bool admitted, bool fallback) noexcept
     {
@@ -128,6 +134,7 @@ public:
         s.clock_offset = std::chrono::microseconds{offset_us_.load(std::memory_order_relaxed)};
         s.last_round_trip = std::chrono::microseconds{rtt_us_.load(std::memory_order_relaxed)};
         s.degraded = degraded_.load(std::memory_order_relaxed);
+        s.commands = commands_.load(std::memory_order_relaxed);
         return s;
     }
 
@@ -169,13 +176,13 @@ public:
         fallback_.close();
     }
 
-protected:
-    ~limiter_core() = default;
-
     static std::int64_t now() noexcept
     {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
     }
+
+protected:
+    ~limiter_core() = default;
 
     // False when already closed.
     bool mark_closed() noexcept { return !closed_.exchange(true, std::memory_order_acq_rel); }
@@ -216,6 +223,7 @@ private:
     std::atomic<std::uint64_t> rejected_{0};
     std::atomic<std::uint64_t> fallback_decisions_{0};
     std::atomic<std::uint64_t> redis_errors_{0};
+    std::atomic<std::uint64_t> commands_{0};
 
     std::unordered_set<waiting_timer*> waiting_;
 };

@@ -7,7 +7,8 @@
 #include <sluice/basic_limiter.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
-#include <sluice/redis/detail/bucket_ops.hpp>
+#include <sluice/redis/detail/redis_op.hpp>
+#include <sluice/redis/detail/try_fsm.hpp>
 #include <sluice/redis/shared_options.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -26,10 +27,10 @@
 
 namespace sluice::redis::detail {
 
-/// `Core`: a limiter_core with try_script() and try_args() (see try_op); `AcquireOp`: the
-/// composed operation behind async_acquire, which differs per limiter (reserve ahead, or
-/// ask again).
-template <class Core, template <class> class AcquireOp>
+/// `Core`: a limiter_core with script_for() and args() (see redis_op); `AcquireFsm`: the
+/// state machine behind async_acquire, which differs per limiter (reserve ahead, or ask
+/// again).
+template <class Core, class AcquireFsm>
 class shared_limiter {
 public:
     using client_type = typename Core::client_type;
@@ -62,7 +63,7 @@ public:
                            Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
         return boost::asio::async_compose<Token, void(boost::system::error_code, decision)>(
-            try_op<Core>{core_, core_->key_for(key), n}, token, core_->client().get_executor());
+            redis_op<Core, try_fsm>{core_, try_fsm(core_->key_for(key), n)}, token, core_->client().get_executor());
     }
 
     /// Waits until n permits of `key` are granted, for at most max_wait (how it waits, and
@@ -82,8 +83,8 @@ public:
                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
         return boost::asio::async_compose<Token, void(boost::system::error_code)>(
-            AcquireOp<Core>{core_, core_->key_for(key), n, max_wait.count() < 0 ? 0 : max_wait.count()},
-            token, core_->client().get_executor());
+            redis_op<Core, AcquireFsm>{core_, AcquireFsm(core_->key_for(key), n, max_wait.count())}, token,
+            core_->client().get_executor());
     }
 
     /// Waits for one permit of `key` for at most max_wait: true when granted, false when

@@ -6,6 +6,7 @@
 #include <sluice/keyed.hpp>
 #include <sluice/policy/sliding_log.hpp>
 #include <sluice/redis/detail/limiter_core.hpp>
+#include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/shared_options.hpp>
 #include <sluice/redis/script.hpp>
 #include <sluice/redis/scripts.hpp>
@@ -49,11 +50,12 @@ public:
     {
     }
 
-    const script& try_script() const noexcept { return script_; }
+    const script& script_for(const eval_request&) const noexcept { return script_; }
 
-    std::vector<std::string> try_args(std::uint64_t n, bool) const
+    // The script's arguments: the window never reserves, every request is a try.
+    std::vector<std::string> args(const eval_request& r) const
     {
-        return {limit_arg_, window_arg_, std::to_string(n)};
+        return {limit_arg_, window_arg_, std::to_string(r.n)};
     }
 
     std::uint64_t limit() const noexcept { return limit_; }

@@ -1,0 +1,242 @@
+// The permits one process holds of one Redis token bucket key (leasing): a run of future
+// slots reserved in one round trip, handed out no earlier than their slot times. Sans-io:
+// every call takes `now` (the limiter's clock, ns) and returns what to do; the limiter
+// holds the lock, sends the scripts and keeps one book per key.
+#pragma once
+
+#include <sluice/decision.hpp>
+#include <sluice/redis/detail/verdict.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+
+namespace sluice::redis::detail {
+
+/// The fixed parameters of every book of one limiter.
+struct lease_limits {
+    std::int64_t spacing_ns;   // the bucket's interval: one slot per spacing
+    std::int64_t ttl_ns;       // how far ahead a run may reach, and how long a due slot is held
+    std::uint64_t max_run;     // the most slots one round trip reserves (shared_options::lease_size)
+};
+
+/// Slots given back to Redis: the last `count` of a run, valid while the key's state is
+/// still `state` (the refund script's compare-and-set).
+struct lease_give_back {
+    std::uint64_t count = 0;
+    std::int64_t state = 0;
+};
+
+class lease_book {
+public:
+    enum class step {
+        local,   // decided from the book: `d`
+        fetch,   // this request makes the round trip, reserving `count` slots
+    };
+
+    struct take_result {
+        step next = step::local;
+        decision d;
+        std::uint64_t count = 0;   // fetch: slots to reserve
+        bool prefetch = false;     // local: the caller is also to reserve `count` more in the background
+    };
+
+    /// A request for n permits at `now`.
+    take_result take(const lease_limits& lim, std::uint64_t n, std::int64_t now)
+    {
+        take_result r;
+        expire(lim, now);
+        note_demand(now);
+        if (dues_.size() >= n) {
+            take_locally(n, now, r.d);
+            r.prefetch = claim_prefetch(lim, now);
+            r.count = r.prefetch ? run_ : 0;
+            return r;
+        }
+        if (now < retry_at_) {
+            r.d.retry_after = std::chrono::nanoseconds{retry_at_ - now};
+            return r;
+        }
+        if (fetching_) {
+            // More demand than slots held: the next run is to be longer. One reservation
+            // per key in flight at a time.
+            dry_ = true;
+            r.d.retry_after = std::chrono::nanoseconds{lim.spacing_ns};
+            return r;
+        }
+        fetching_ = true;
+        r.next = step::fetch;
+        r.count = std::max<std::uint64_t>(run_, n);
+        return r;
+    }
+
+    /// The reply to a reservation of `asked` slots made by a request for n (0: a
+    /// background prefetch), received at `now`, `rtt_ns` after it was sent. A grant of
+    /// v.taken slots ends v.wait_us after the server's now; slot i of k is one spacing
+    /// after slot i-1. Measured from the reply, every slot is due no earlier than on the
+    /// server.
+    decision fill(const lease_limits& lim, std::uint64_t n, const verdict& v, std::int64_t now, std::int64_t rtt_ns)
+    {
+        fetching_ = false;
+        rtt_ns_ = rtt_ns_ == 0 ? rtt_ns : (7 * rtt_ns_ + rtt_ns) / 8;
+        if (!v.allowed) {
+            // Refused: even one slot would have been more than ttl ahead.
+            retry_at_ = now + std::max(v.wait_us * 1000 - lim.ttl_ns, lim.spacing_ns);
+            decision d = to_decision(v);
+            d.retry_after = std::chrono::nanoseconds{retry_at_ - now};
+            adapt(lim, now);
+            return d;
+        }
+        const auto k = static_cast<std::uint64_t>(v.taken);
+        std::int64_t due = now + v.wait_us * 1000 - static_cast<std::int64_t>(k - 1) * lim.spacing_ns;
+        for (std::uint64_t i = 0; i < k; ++i, due += lim.spacing_ns)
+            dues_.push_back(std::max({due, now, dues_.empty() ? now : dues_.back()}));
+        state_ = v.state;
+        adapt(lim, now);
+        decision d;
+        if (n > 0) {
+            expire(lim, now);
+            if (dues_.size() >= n)
+                take_locally(n, now, d);
+            else
+                d.retry_after = std::chrono::nanoseconds{lim.spacing_ns};
+        }
+        return d;
+    }
+
+    /// After a fill: how many slots to reserve in the background now (0: none).
+    std::uint64_t claim_prefetch_count(const lease_limits& lim, std::int64_t now)
+    {
+        return claim_prefetch(lim, now) ? run_ : 0;
+    }
+
+    /// The round trip failed: nothing was reserved that we know of.
+    void failed() noexcept { fetching_ = false; }
+
+    /// Slots held and not expired at `now`.
+    std::uint64_t held(const lease_limits& lim, std::int64_t now) const noexcept
+    {
+        return static_cast<std::uint64_t>(std::count_if(dues_.begin(), dues_.end(),
+                                                         [&](std::int64_t due) { return due + lim.ttl_ns >= now; }));
+    }
+
+    /// On close: every slot still held goes back (it can only succeed while no other
+    /// reservation followed ours); the book is empty afterwards.
+    lease_give_back close(const lease_limits& lim, std::int64_t now)
+    {
+        expire(lim, now);
+        lease_give_back g{dues_.size(), state_};
+        dues_.clear();
+        return g;
+    }
+
+    /// The current run length: slots the next reservation asks for.
+    std::uint64_t run() const noexcept { return run_; }
+    /// Slots dropped unused since the book was made.
+    std::uint64_t expired() const noexcept { return expired_total_; }
+
+private:
+    // A due slot held longer than ttl is dropped, never used late; it counts against the
+    // run length (demand fell).
+    void expire(const lease_limits& lim, std::int64_t now)
+    {
+        while (!dues_.empty() && dues_.front() + lim.ttl_ns < now) {
+            dues_.pop_front();
+            ++expired_;
+            ++expired_total_;
+        }
+    }
+
+    void take_locally(std::uint64_t n, std::int64_t now, decision& d)
+    {
+        std::int64_t due = dues_[n - 1];
+        if (due <= now) {
+            dues_.erase(dues_.begin(), dues_.begin() + static_cast<std::ptrdiff_t>(n));
+            used_ += n;
+            d.allowed = true;
+            d.remaining = static_cast<std::uint64_t>(
+                std::upper_bound(dues_.begin(), dues_.end(), now) - dues_.begin());
+        } else {
+            d.retry_after = std::chrono::nanoseconds{due - now};
+        }
+    }
+
+    // The time between two requests, smoothed: a key asked for less often than slots
+    // are held is not prefetched (the slot would expire unused).
+    void note_demand(std::int64_t now) noexcept
+    {
+        if (asked_) {
+            std::int64_t gap = std::max<std::int64_t>(0, now - last_ask_);
+            gap_ns_ = gap_ns_ < 0 ? gap : (7 * gap_ns_ + gap) / 8;
+        }
+        asked_ = true;
+        last_ask_ = now;
+    }
+
+    // Reserve more while the slots held end within lead() of now, so that the next run
+    // arrives before this one is used up.
+    bool claim_prefetch(const lease_limits& lim, std::int64_t now)
+    {
+        if (fetching_ || now < retry_at_ || gap_ns_ < 0 || gap_ns_ * 2 > lim.ttl_ns)
+            return false;
+        std::int64_t frontier = dues_.empty() ? now : dues_.back();
+        if (frontier > now + lead(lim))
+            return false;
+        fetching_ = true;
+        return true;
+    }
+
+public:
+    /// How far ahead of now the slots held reach before the next run is reserved: two
+    /// round trips plus one spacing, so that it arrives before this one is used up.
+    std::int64_t lead(const lease_limits& lim) const noexcept { return 2 * rtt_ns_ + lim.spacing_ns; }
+
+private:
+    // The next run covers what this process used over the last ones for max(4 round
+    // trips, 1 ms), so that one round trip serves many requests; twice as long after a run
+    // that ran dry while the next was on its way, half as long after slots expired unused.
+    void adapt(const lease_limits& lim, std::int64_t now) noexcept
+    {
+        if (filled_ && now > last_fill_) {
+            double sample = static_cast<double>(used_) * 1e9 / static_cast<double>(now - last_fill_);
+            use_per_s_ = use_per_s_ < 0 ? sample : 0.75 * use_per_s_ + 0.25 * sample;
+            used_ = 0;
+            last_fill_ = now;
+        } else if (!filled_) {
+            filled_ = true;
+            last_fill_ = now;
+        }
+        if (expired_ > 0) {
+            run_ = std::max<std::uint64_t>(1, run_ / 2);
+        } else {
+            if (dry_)
+                run_ *= 2;
+            double cover_ns = static_cast<double>(std::max<std::int64_t>(4 * rtt_ns_, 1'000'000));
+            if (use_per_s_ > 0)
+                run_ = std::max(run_, static_cast<std::uint64_t>(use_per_s_ * cover_ns / 1e9 + 0.999));
+        }
+        run_ = std::clamp<std::uint64_t>(run_, 1, std::max<std::uint64_t>(1, lim.max_run));
+        dry_ = false;
+        expired_ = 0;
+    }
+
+    std::deque<std::int64_t> dues_;   // when each held slot may be used, in order
+    std::int64_t retry_at_ = 0;       // refused locally until then
+    std::int64_t state_ = 0;          // the key's state after our last reservation
+    std::int64_t rtt_ns_ = 0;
+    std::int64_t last_ask_ = 0;
+    std::int64_t gap_ns_ = -1;        // no estimate yet
+    std::int64_t last_fill_ = 0;
+    double use_per_s_ = -1;           // slots used a second, smoothed; no estimate yet
+    std::uint64_t used_ = 0;          // slots used since the last fill
+    std::uint64_t run_ = 1;
+    std::uint64_t expired_ = 0;
+    std::uint64_t expired_total_ = 0;
+    bool fetching_ = false;
+    bool dry_ = false;
+    bool asked_ = false;
+    bool filled_ = false;
+};
+
+} // namespace sluice::redis::detail

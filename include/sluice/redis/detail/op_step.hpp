@@ -1,0 +1,85 @@
+// What a Redis limiter operation does next, as its state machine (try_fsm,
+// bucket_acquire_fsm, window_acquire_fsm) decides it: the sans-io half of every
+// operation. redis_op carries the step out with the client, a timer or the fallback.
+#pragma once
+
+#include <sluice/error.hpp>
+
+#include <boost/system/error_code.hpp>
+
+#include <cstdint>
+
+namespace sluice::redis::detail {
+
+/// One script call: the limiter turns it into its script's arguments.
+struct eval_request {
+    enum class mode {
+        try_now,   // grant now or refuse
+        reserve,   // commit the earliest slot within max_wait_us (GCRA)
+        lease,     // commit up to n consecutive slots ending within max_wait_us (GCRA)
+    };
+    mode how = mode::try_now;
+    std::uint64_t n = 1;
+    std::int64_t max_wait_us = 0;
+};
+
+struct op_step {
+    enum class kind {
+        eval,        // send `request`; `cancellable`: the operation's cancellation reaches the client
+        sleep,       // wait `wait_ns` (plus a random part up to `jitter_ns`) on a timer close() wakes
+        fall_back,   // wait on the failure policy's local limiter for at most `wait_ns`
+        post,        // complete, but not inside the initiating call
+        complete,    // complete now
+    };
+    kind next = kind::complete;
+    eval_request request{};
+    bool cancellable = false;
+    std::int64_t wait_ns = 0;
+    std::int64_t jitter_ns = 0;
+
+    static op_step eval(eval_request r, bool cancellable) noexcept
+    {
+        op_step s;
+        s.next = kind::eval;
+        s.request = r;
+        s.cancellable = cancellable;
+        return s;
+    }
+    static op_step sleep(std::int64_t ns, std::int64_t jitter = 0) noexcept
+    {
+        op_step s;
+        s.next = kind::sleep;
+        s.wait_ns = ns;
+        s.jitter_ns = jitter;
+        return s;
+    }
+    static op_step fall_back(std::int64_t max_wait_ns) noexcept
+    {
+        op_step s;
+        s.next = kind::fall_back;
+        s.wait_ns = max_wait_ns;
+        return s;
+    }
+    static op_step post() noexcept
+    {
+        op_step s;
+        s.next = kind::post;
+        return s;
+    }
+    static op_step complete() noexcept { return op_step{}; }
+};
+
+/// The client's times around one round trip (system_clock, us): the limiter estimates the
+/// server's clock offset and the round trip from them.
+struct round_trip {
+    std::int64_t sent_us = 0;
+    std::int64_t received_us = 0;
+};
+
+/// Errors that mean "Redis cannot answer now": the failure policy decides.
+inline bool unreachable(const boost::system::error_code& ec) noexcept
+{
+    return ec == error::backend_unavailable || ec == error::timed_out;
+}
+
+} // namespace sluice::redis::detail

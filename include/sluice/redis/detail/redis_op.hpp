@@ -1,0 +1,121 @@
+// The one composed operation behind every Redis limiter operation: it asks its state
+// machine (try_fsm, bucket_acquire_fsm, window_acquire_fsm) what to do and does it with
+// the client, a waiting timer close() can wake, or the fallback limiter.
+#pragma once
+
+#include <sluice/redis/detail/limiter_core.hpp>
+#include <sluice/redis/detail/op_step.hpp>
+#include <sluice/redis/detail/verdict.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/post.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sluice::redis::detail {
+
+template <class Core, class Fsm>
+struct redis_op {
+    std::shared_ptr<Core> core;
+    Fsm fsm;
+    round_trip rt{};
+    std::unique_ptr<typename Core::waiting_timer> timer{};
+
+    // Start, or the post of a result decided in the initiating call.
+    template <class Self>
+    void operator()(Self& self)
+    {
+        if (fsm.posted())
+            return finish(self);
+        if constexpr (Fsm::total_cancellation)
+            self.reset_cancellation_state(boost::asio::enable_total_cancellation());
+        run(self, fsm.start(*core, Core::now()));
+    }
+
+    // The script's reply.
+    template <class Self, class Reply>
+    void operator()(Self& self, boost::system::error_code e, Reply r)
+    {
+        rt.received_us = system_now_us();
+        std::optional<verdict> v;
+        if (!e) v = parse_verdict(r);
+        run(self, fsm.on_reply(*core, e, v ? &*v : nullptr, self.cancelled() != boost::asio::cancellation_type::none, rt,
+                               Core::now()));
+    }
+
+    // The waiting timer, or the wait on the fallback.
+    template <class Self>
+    void operator()(Self& self, boost::system::error_code e)
+    {
+        timer.reset();
+        run(self, fsm.on_wake(*core, e, self.cancelled() != boost::asio::cancellation_type::none, Core::now()));
+    }
+
+private:
+    template <class Self>
+    void run(Self& self, const op_step& s)
+    {
+        switch (s.next) {
+        case op_step::kind::eval: {
+            rt.sent_us = system_now_us();
+            Core& c = *core;
+            c.count_command();
+            // Built before `self` moves (argument evaluation order is unspecified).
+            std::vector<std::string> keys{fsm.key()};
+            std::vector<std::string> args = c.args(s.request);
+            if (s.cancellable)
+                c.client().async_eval(c.script_for(s.request), std::move(keys), std::move(args), std::move(self));
+            else
+                c.client().async_eval(c.script_for(s.request), std::move(keys), std::move(args),
+                                      boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), std::move(self)));
+            return;
+        }
+        case op_step::kind::sleep:
+            timer = std::make_unique<typename Core::waiting_timer>(core);
+            timer->timer().expires_after(std::chrono::nanoseconds{s.wait_ns + jitter(s.jitter_ns)});
+            timer->timer().async_wait(std::move(self));
+            return;
+        case op_step::kind::fall_back: {
+            // Copied: `self` (holding the key) moves into the operation.
+            std::string k = fsm.key();
+            std::uint64_t n = fsm.count();
+            auto& fallback = core->fallback();
+            fallback.async_acquire(k, n, std::chrono::nanoseconds{s.wait_ns}, std::move(self));
+            return;
+        }
+        case op_step::kind::post:
+            boost::asio::post(std::move(self));
+            return;
+        case op_step::kind::complete:
+            finish(self);
+            return;
+        }
+    }
+
+    template <class Self>
+    void finish(Self& self)
+    {
+        if constexpr (Fsm::with_decision)
+            self.complete(fsm.error(), fsm.result());
+        else
+            self.complete(fsm.error());
+    }
+
+    static std::int64_t jitter(std::int64_t cap)
+    {
+        if (cap <= 0) return 0;
+        thread_local std::minstd_rand rng(std::random_device{}());
+        return std::uniform_int_distribution<std::int64_t>(0, cap)(rng);
+    }
+};
+
+} // namespace sluice::redis::detail

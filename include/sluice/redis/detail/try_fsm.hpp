@@ -1,0 +1,153 @@
+// async_try_acquire of every Redis limiter, and the background reservation of a lease:
+// what to do from the request, the lease book and the reply. Sans-io: `Ctx` is the
+// limiter's core (check, route, counters, the lease books, the fallback), which touches
+// no socket or timer for any of these calls.
+#pragma once
+
+#include <sluice/decision.hpp>
+#include <sluice/error.hpp>
+#include <sluice/redis/detail/lease_book.hpp>
+#include <sluice/redis/detail/op_step.hpp>
+#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/shared_options.hpp>
+
+#include <boost/system/error_code.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace sluice::redis::detail {
+
+class try_fsm {
+public:
+    static constexpr bool with_decision = true;
+    static constexpr bool total_cancellation = false;
+
+    /// A request for n permits of `key` (the Redis key).
+    try_fsm(std::string key, std::uint64_t n) : key_(std::move(key)), n_(n) {}
+
+    /// A background reservation of `count` slots for the lease book of `key` (claimed
+    /// by the caller): no request waits for it.
+    static try_fsm prefetch(std::string key, std::uint64_t count)
+    {
+        try_fsm f(std::move(key), 0);
+        f.background_ = true;
+        f.leasing_ = true;
+        f.count_ = count;
+        return f;
+    }
+
+    const std::string& key() const noexcept { return key_; }
+    std::uint64_t count() const noexcept { return n_; }
+    bool posted() const noexcept { return posted_; }
+    const boost::system::error_code& error() const noexcept { return ec_; }
+    const decision& result() const noexcept { return d_; }
+
+    template <class Ctx>
+    op_step start(Ctx& c, std::int64_t /*now*/)
+    {
+        if constexpr (Ctx::can_lease) {
+            if (background_)
+                return op_step::eval({eval_request::mode::lease, count_, c.lease_horizon_us()}, false);
+        }
+        ec_ = c.check(n_);
+        if (ec_)
+            return post();
+        if (!c.route()) {
+            decide_locally(c);
+            return post();
+        }
+        if constexpr (Ctx::can_lease) {
+            if (c.leasing()) {
+                auto t = c.lease_take(key_, n_);
+                if (t.next == lease_book::step::local) {
+                    d_ = t.d;
+                    c.count(d_.allowed, false);
+                    if (t.prefetch)
+                        c.prefetch(key_, t.count);
+                    return post();
+                }
+                leasing_ = true;
+                count_ = t.count;
+                return op_step::eval({eval_request::mode::lease, count_, c.lease_horizon_us()}, true);
+            }
+        }
+        return op_step::eval({eval_request::mode::try_now, n_, 0}, true);
+    }
+
+    template <class Ctx>
+    op_step on_reply(Ctx& c, const boost::system::error_code& e, const verdict* v, bool /*cancelled*/,
+                     round_trip rt, std::int64_t /*now*/)
+    {
+        if constexpr (Ctx::can_lease) {
+            if (leasing_ && !v)
+                c.lease_failed(key_);
+        }
+        if (unreachable(e)) {
+            c.on_unavailable();
+            if (!background_) decide_locally(c);
+            else ec_ = e;
+        } else if (e) {
+            c.on_error();
+            ec_ = e;
+        } else if (v) {
+            c.on_reply(*v, rt);
+            d_ = to_decision(*v);
+            if constexpr (Ctx::can_lease) {
+                if (leasing_) {
+                    d_ = c.lease_fill(key_, n_, *v, (rt.received_us - rt.sent_us) * 1000);
+                    if (std::uint64_t k = v->allowed ? c.lease_prefetch_count(key_) : 0)
+                        c.prefetch(key_, k);
+                }
+            }
+            if (!background_) c.count(d_.allowed, false);
+        } else {
+            c.on_error();
+            ec_ = error::protocol_error;
+        }
+        return op_step::complete();
+    }
+
+    template <class Ctx>
+    op_step on_wake(Ctx&, const boost::system::error_code&, bool, std::int64_t)
+    {
+        return op_step::complete();   // never sleeps
+    }
+
+private:
+    op_step post() noexcept
+    {
+        posted_ = true;
+        return op_step::post();
+    }
+
+    template <class Ctx>
+    void decide_locally(Ctx& c)
+    {
+        switch (c.options().on_failure) {
+        case failure_policy::fail_closed:
+            ec_ = error::backend_unavailable;
+            return;
+        case failure_policy::fail_open:
+            d_ = decision{};
+            d_.allowed = true;
+            break;
+        case failure_policy::local_fallback:
+            d_ = c.fallback_try(key_, n_);
+            break;
+        }
+        c.count(d_.allowed, true);
+    }
+
+    std::string key_;
+    std::uint64_t n_;
+    std::uint64_t count_ = 0;   // slots a lease reservation asks for
+    bool leasing_ = false;
+    bool background_ = false;
+    bool posted_ = false;
+    boost::system::error_code ec_;
+    decision d_;
+};
+
+} // namespace sluice::redis::detail
