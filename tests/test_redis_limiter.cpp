@@ -612,6 +612,64 @@ TEST_CASE("redis token bucket: leasing never admits more than the rate over the 
     CHECK(attempts > admitted * 10);   // most answers were local
 }
 
+TEST_CASE("redis token bucket: set_rate and set_burst from one process, every process follows on its next call" * doctest::timeout(60))
+{
+    live l;
+    redis::connection conn2(l.io, l.server.config());
+    REQUIRE(wait_connected(l.io, conn2));
+    // Two processes, configured alike (10/s, burst 10).
+    redis::token_bucket<redis::connection> a(l.conn, sluice::rate::per_second(10), 10);
+    redis::token_bucket<redis::connection> b(conn2, sluice::rate::per_second(10), 10);
+    auto try_n = [&](redis::token_bucket<redis::connection>& tb, std::uint64_t n) {
+        auto r = std::make_shared<try_result>();
+        tb.async_try_acquire("cfg", n, try_recorder(r));
+        REQUIRE(run_until(l.io, [&] { return r->calls == 1; }));
+        return r;
+    };
+    auto done = [&](auto&& start) {
+        auto ec = std::make_shared<std::optional<error_code>>();
+        start([ec](error_code e) { *ec = e; });
+        REQUIRE(run_until(l.io, [&] { return ec->has_value(); }));
+        return **ec;
+    };
+    CHECK(try_n(a, 6)->d.allowed);
+    // b slows the key to 2/s: a's 4 remaining permits stay 4, and the fifth comes at the
+    // new rate (up to 500 ms, where the old one would take at most 100 ms).
+    CHECK_FALSE(done([&](auto h) { b.async_set_rate("cfg", sluice::rate::per_second(2), h); }));
+    auto r = try_n(a, 5);
+    CHECK_FALSE(r->d.allowed);
+    CHECK(r->d.remaining == 4);
+    CHECK(r->d.retry_after > 100ms);
+    CHECK(try_n(a, 4)->d.allowed);
+    // b speeds it up to 1000/s: the empty bucket stays empty (no permits from the change).
+    CHECK_FALSE(done([&](auto h) { b.async_set_rate("cfg", sluice::rate::per_second(1000), h); }));
+    auto after = try_n(b, 10);
+    CHECK_FALSE(after->d.allowed);
+    CHECK(after->d.retry_after <= 10ms);   // the new rate
+    // b lowers the burst to 2: a follows (3 can never be granted now).
+    CHECK_FALSE(done([&](auto h) { b.async_set_burst("cfg", 2, h); }));
+    auto big = try_n(a, 3);
+    CHECK(big->ec == sluice::error::exceeds_burst);
+    run_for(l.io, 5ms);
+    CHECK(try_n(a, 2)->d.allowed);
+    // ... and raises it beyond a's own: a asks for 15 at once and is refused only for now.
+    CHECK_FALSE(done([&](auto h) { b.async_set_burst("cfg", 20, h); }));
+    auto wide = try_n(a, 15);
+    CHECK_FALSE(wide->ec);
+    // The configuration is with the key, not in the processes.
+    auto cfg = l.server.command({"HGETALL", "{sluice:cfg}:cfg"});
+    REQUIRE(cfg.elements.size() == 4);
+    CHECK(cfg.elements[1].str == "1000");   // us
+    CHECK(cfg.elements[3].str == "20");
+
+    // Bad values: an error of their own, nothing sent.
+    CHECK(done([&](auto h) { b.async_set_burst("cfg", 0, h); }) == sluice::error::invalid_burst);
+    CHECK(done([&](auto h) { b.async_set_rate("cfg", sluice::rate::every(std::chrono::hours(24 * 365 * 100)), h); }) ==
+          sluice::error::invalid_rate);
+    b.close();
+    CHECK(done([&](auto h) { b.async_set_rate("cfg", sluice::rate::per_second(5), h); }) == sluice::error::closed);
+}
+
 TEST_CASE("redis token bucket over a Redis Cluster: hash-tagged keys routed to their masters" * doctest::timeout(120))
 {
     sluice_test::redis_cluster cl;

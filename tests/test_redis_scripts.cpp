@@ -4,6 +4,7 @@
 // bad arguments and wrong-type keys give error replies.
 #include "redis_support.hpp"
 
+#include <sluice/detail/arith.hpp>
 #include <sluice/policy/gcra.hpp>
 #include <sluice/policy/sliding_log.hpp>
 #include <sluice/redis/scripts.hpp>
@@ -57,19 +58,20 @@ reply_ptr eval(redisContext* c, std::string_view script, const std::string& key,
 
 struct verdict {
     bool allowed = false;
-    std::int64_t wait = 0, remaining = 0, reset = 0, now = 0, state = 0, taken = 0;
+    std::int64_t wait = 0, remaining = 0, reset = 0, now = 0, state = 0, taken = 0, interval = 0, burst = 0;
 };
 
 verdict parse(const reply_ptr& r)
 {
     INFO("reply type ", r->type, (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
     REQUIRE(r->type == REDIS_REPLY_ARRAY);
-    REQUIRE((r->elements == 6 || r->elements == 7));
+    REQUIRE((r->elements == 6 || r->elements == 9));
     for (std::size_t i = 0; i < r->elements; ++i)
         REQUIRE(r->element[i]->type == REDIS_REPLY_INTEGER);
     return {r->element[0]->integer == 1, r->element[1]->integer, r->element[2]->integer,
             r->element[3]->integer, r->element[4]->integer, r->element[5]->integer,
-            r->elements == 7 ? r->element[6]->integer : 0};
+            r->elements == 9 ? r->element[6]->integer : 0, r->elements == 9 ? r->element[7]->integer : 0,
+            r->elements == 9 ? r->element[8]->integer : 0};
 }
 
 std::string error_text(const reply_ptr& r)
@@ -293,9 +295,130 @@ TEST_CASE("GCRA lease: runs of consecutive slots beyond the burst, as a model of
         // Never more slots up to any instant than the rate and the burst allow.
         CHECK(granted_slots <= burst + (z - start) / interval);
     }
-    // The other modes still refuse n beyond the burst.
-    auto big = eval(c, sluice::redis::lua::gcra, "lease", {num(interval), num(burst), "4", "0", "try", num(t)});
-    CHECK(big->type == REDIS_REPLY_ERROR);
+    // The other modes refuse n beyond the burst for good: a refusal with no wait.
+    auto big = parse(eval(c, sluice::redis::lua::gcra, "lease", {num(interval), num(burst), "4", "0", "try", num(t)}));
+    CHECK_FALSE(big.allowed);
+    CHECK(big.wait == 0);
+    CHECK(big.interval == interval);
+    CHECK(big.burst == burst);
+}
+
+namespace {
+
+// The configuration rule, from its definition, in integer us: the whole permits of credit
+// or debt are kept (capped by the new burst), the part of a permit is scaled, rounded
+// against the caller. z: the instant the bucket is empty.
+std::int64_t reconfigured(std::int64_t z, std::int64_t now, std::int64_t oi, std::int64_t ob, std::int64_t ni, std::int64_t nb)
+{
+    z = std::max(z, now - oi * ob);
+    std::int64_t nz = z;
+    if (ni != oi) {
+        auto scale = [&](std::int64_t d, bool up) {
+            std::int64_t q = d / oi, r = d % oi;
+            sluice::detail::int128 p = static_cast<sluice::detail::int128>(r) * ni;
+            std::int64_t f = static_cast<std::int64_t>(p / oi);
+            if (up && p % oi != 0) ++f;
+            return q * ni + f;
+        };
+        nz = z < now ? now - scale(now - z, false) : now + scale(z - now, true);
+    }
+    return std::max(nz, now - ni * nb);
+}
+
+} // namespace
+
+TEST_CASE("GCRA configure: permits kept across a change of rate or burst, any process follows, as a model" * doctest::timeout(120))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    std::mt19937_64 rng(11);
+    // Two "processes" with different constructor configurations: the key's wins once set.
+    std::int64_t oi = 100, ob = 10;        // the key's configuration in the model
+    std::int64_t z = INT64_MIN / 4;
+    std::int64_t t = 5'000'000;
+    const std::vector<std::string> keys{"cfgk", "cfgk:cfg"};
+    auto call = [&](std::string_view script, std::vector<std::string> args) {
+        std::vector<std::string> argv{"EVAL", std::string(script), "2", keys[0], keys[1]};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return parse(command(c, argv));
+    };
+    // The key's configuration from the start: the processes' own differ.
+    REQUIRE(call(sluice::redis::lua::gcra_configure, {"100", "10", "100", "10", num(t)}).allowed);
+    int changes = 0, grants = 0;
+    for (int i = 0; i < 4000; ++i) {
+        t += (rng() % 100 == 0) ? static_cast<std::int64_t>(rng() % 5'000'000) : static_cast<std::int64_t>(rng() % 400);
+        CAPTURE(i);
+        if (rng() % 10 == 0) {
+            // A change of rate, burst or both, sent with either process's own configuration.
+            std::int64_t ni = rng() % 3 == 0 ? 0 : static_cast<std::int64_t>(1 + rng() % 1000);
+            std::int64_t nb = rng() % 3 == 0 ? 0 : static_cast<std::int64_t>(1 + rng() % 20);
+            auto v = call(sluice::redis::lua::gcra_configure,
+                          {i % 2 ? "100" : "37", i % 2 ? "10" : "3", num(ni), num(nb), num(t)});
+            std::int64_t wi = ni ? ni : oi, wb = nb ? nb : ob;
+            z = reconfigured(z, t, oi, ob, wi, wb);
+            oi = wi;
+            ob = wb;
+            REQUIRE(v.allowed);
+            CHECK(v.interval == oi);
+            CHECK(v.burst == ob);
+            CHECK(v.state == z);
+            ++changes;
+            continue;
+        }
+        const auto n = static_cast<std::int64_t>(1 + rng() % 12);
+        auto v = call(sluice::redis::lua::gcra, {i % 2 ? "100" : "37", i % 2 ? "10" : "3", num(n), "0", "try", num(t)});
+        CHECK(v.interval == oi);
+        CHECK(v.burst == ob);
+        std::int64_t zz = std::max(z, t - oi * ob);
+        if (n > ob) {
+            CHECK_FALSE(v.allowed);
+            CHECK(v.wait == 0);
+            continue;
+        }
+        bool ok = zz + n * oi <= t;
+        CHECK(v.allowed == ok);
+        if (ok) {
+            z = zz + n * oi;
+            ++grants;
+        }
+        if (v.allowed) CHECK(v.state == z);
+    }
+    MESSAGE("changes ", changes, " grants ", grants);
+    CHECK(changes > 300);
+    CHECK(grants > 300);
+}
+
+TEST_CASE("GCRA configure: examples of issue 12's rule, and the window's limit" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    auto call = [&](std::string_view script, const std::string& key, std::vector<std::string> args) {
+        std::vector<std::string> argv{"EVAL", std::string(script), "2", key, key + ":cfg"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return parse(command(c, argv));
+    };
+    const std::int64_t t = 10'000'000;
+    // 10/s burst 10, 5 taken: 5 left. At 20/s still 5 (not a full bucket again), at 5/s 5.
+    CHECK(call(sluice::redis::lua::gcra, "a", {"100000", "10", "5", "0", "try", num(t)}).remaining == 5);
+    CHECK(call(sluice::redis::lua::gcra_configure, "a", {"100000", "10", "50000", "0", num(t)}).remaining == 5);
+    CHECK_FALSE(call(sluice::redis::lua::gcra, "a", {"100000", "10", "6", "0", "try", num(t)}).allowed);
+    CHECK(call(sluice::redis::lua::gcra, "a", {"100000", "10", "5", "0", "try", num(t)}).allowed);
+    // Now empty; 1 permit back after 50 ms at the new rate (the old one would need 100).
+    CHECK(call(sluice::redis::lua::gcra, "a", {"100000", "10", "1", "0", "try", num(t + 50'000)}).allowed);
+    CHECK(call(sluice::redis::lua::gcra_configure, "b", {"100000", "10", "200000", "0", num(t)}).remaining == 10);
+    // A full bucket that shrinks holds the new burst.
+    CHECK(call(sluice::redis::lua::gcra_configure, "b", {"100000", "10", "0", "4", num(t)}).remaining == 4);
+    CHECK_FALSE(call(sluice::redis::lua::gcra, "b", {"100000", "10", "5", "0", "try", num(t)}).allowed);
+
+    // The window: the new limit applies to what is in the log.
+    for (int i = 0; i < 3; ++i)
+        CHECK(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).allowed);
+    auto w = call(sluice::redis::lua::sliding_log_configure, "w", {"5", "1000000", "2", "0"});
+    CHECK(w.burst == 2);
+    CHECK_FALSE(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).allowed);
+    call(sluice::redis::lua::sliding_log_configure, "w", {"5", "1000000", "4", "0"});
+    CHECK(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).allowed);
+    CHECK_FALSE(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).allowed);
 }
 
 TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * doctest::timeout(60))
@@ -311,7 +434,10 @@ TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * d
     CHECK(err("k", {"1.5", "1", "1", "0", "try"}).find("interval_us") != std::string::npos);
     CHECK(err("k", {"x", "1", "1", "0", "try"}).find("interval_us") != std::string::npos);
     CHECK(err("k", {"10", "0", "1", "0", "try"}).find("burst") != std::string::npos);
-    CHECK(err("k", {"10", "2", "3", "0", "try"}).find("exceeds the burst") != std::string::npos);
+    // n beyond the burst is a refusal with no wait (it can never be granted), not an error.
+    auto big = parse(eval(c, sluice::redis::lua::gcra, "k", {"10", "2", "3", "0", "try"}));
+    CHECK_FALSE(big.allowed);
+    CHECK(big.wait == 0);
     CHECK(err("k", {"10", "2", "1", "-1", "reserve"}).find("max_wait_us") != std::string::npos);
     CHECK(err("k", {"10", "2", "1", "0", "later"}).find("mode") != std::string::npos);
     CHECK(err("k", {"10", "2"}).find("n must") != std::string::npos);
@@ -382,7 +508,9 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
     CHECK(command(c, {"ZCARD", "same"})->integer == 20);
     CHECK_FALSE(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "1", "7000000"})).allowed);
     CHECK(error_text(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "0", "1"})).find("window_us") != std::string::npos);
-    CHECK(error_text(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "10", "21"})).find("exceeds the limit") != std::string::npos);
+    auto big = parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "10", "21"}));
+    CHECK_FALSE(big.allowed);
+    CHECK(big.wait == 0);   // beyond the limit: never
 }
 
 TEST_SUITE_END();

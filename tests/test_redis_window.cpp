@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,6 +103,40 @@ TEST_CASE("redis sliding window: try, acquire and acquire() on a live server" * 
     CHECK(s.rejected == 2);
     CHECK(s.fallback_decisions == 0);
     CHECK_FALSE(s.degraded);
+}
+
+TEST_CASE("redis sliding window: set_limit and set_window from one process, every process follows; consumed stays consumed" * doctest::timeout(60))
+{
+    sluice_test::live_redis l;
+    redis::connection conn2(l.io, l.server.config());
+    REQUIRE(sluice_test::wait_connected(l.io, conn2));
+    window a(l.conn, 5, 10s);
+    window b(conn2, 5, 10s);
+    auto try_n = [&](window& w, std::uint64_t n) {
+        auto r = std::make_shared<try_result>();
+        w.async_try_acquire("wcfg", n, try_recorder(r));
+        REQUIRE(run_until(l.io, [&] { return r->calls == 1; }));
+        return r;
+    };
+    auto done = [&](auto&& start) {
+        auto ec = std::make_shared<std::optional<error_code>>();
+        start([ec](error_code e) { *ec = e; });
+        REQUIRE(run_until(l.io, [&] { return ec->has_value(); }));
+        return **ec;
+    };
+    CHECK(try_n(a, 3)->d.allowed);
+    CHECK_FALSE(done([&](auto h) { b.async_set_limit("wcfg", 2, h); }));
+    CHECK_FALSE(try_n(a, 1)->d.allowed);   // 3 in the window, limit 2
+    CHECK(try_n(a, 3)->ec == sluice::error::exceeds_burst);
+    CHECK_FALSE(done([&](auto h) { b.async_set_limit("wcfg", 8, h); }));
+    CHECK(try_n(a, 5)->d.allowed);          // 3 + 5
+    CHECK_FALSE(try_n(b, 1)->d.allowed);
+    // A window of 1 ms: the entries leave it at once.
+    CHECK_FALSE(done([&](auto h) { b.async_set_window("wcfg", 1ms, h); }));
+    run_for(l.io, 5ms);
+    CHECK(try_n(a, 8)->d.allowed);
+    CHECK(done([&](auto h) { b.async_set_limit("wcfg", 0, h); }) == sluice::error::invalid_burst);
+    CHECK(done([&](auto h) { b.async_set_window("wcfg", 0ms, h); }) == sluice::error::invalid_rate);
 }
 
 TEST_CASE("redis sliding window: fail fast consumes nothing" * doctest::timeout(60))

@@ -19,7 +19,12 @@ namespace sluice::redis::lua {
 /// Redis command is formatted with "%.0f" (Lua's default "%.14g" would round a 16-digit
 /// timestamp).
 ///
-/// Replies are arrays of six integers (seven for the GCRA script):
+/// KEYS[2], when given, is the key's configuration hash ("{prefix:key}:cfg", the same
+/// hash slot): written by the *_configure scripts (the limiters' set_rate, set_burst,
+/// set_limit, set_window), it replaces the configuration in ARGV, so that every process
+/// follows a change on its next call.
+///
+/// Replies are arrays of six integers (nine for the GCRA scripts):
 ///   [0] 1 when granted (committed), 0 when not;
 ///   [1] wait: when granted, how long until the permits may be used (0: now; > 0: a
 ///       reservation in the future); when refused, how long until the same request would
@@ -30,7 +35,10 @@ namespace sluice::redis::lua {
 ///       offset from it);
 ///   [5] the state after the call (GCRA: z, the instant the bucket is empty; the refund
 ///       script compares it). 0 for the sliding log.
-///   [6] (GCRA) permits taken: n when granted, 0 when refused.
+///   [6] (GCRA) permits taken: n when granted (lease: the slots reserved), 0 when refused.
+///   [7], [8] (GCRA) the interval_us and burst the call used.
+/// A refusal with [1] = 0 means n exceeds the burst (the limit) in force: it can never
+/// be granted.
 ///
 /// The optional last argument `now_us` replaces the server's TIME. It exists ONLY for
 /// tests, which feed the same arrivals to a script and to a local policy; a limiter never
@@ -44,7 +52,8 @@ namespace sluice::redis::lua {
 /// so reading TIME before writing is allowed (tests/test_redis_scripts.cpp checks it on
 /// the server it starts).
 
-/// GCRA, as policy::gcra with no slack. KEYS[1]: z, an integer string.
+/// GCRA, as policy::gcra with no slack. KEYS[1]: z, an integer string; [KEYS[2]]: the
+/// configuration hash.
 /// ARGV: interval_us, burst, n, max_wait_us, mode, [now_us].
 /// mode "try": grant now or refuse (max_wait_us is ignored). mode "reserve": commit the
 /// earliest slot for n permits when its wait is at most max_wait_us (FIFO: each
@@ -72,7 +81,19 @@ local mode = ARGV[5]
 if mode ~= 'try' and mode ~= 'reserve' and mode ~= 'lease' then
   return redis.error_reply('ERR sluice: mode must be try, reserve or lease, got ' .. tostring(mode))
 end
-if n > burst and mode ~= 'lease' then return redis.error_reply('ERR sluice: n exceeds the burst') end
+if KEYS[2] then
+  local cfg = redis.pcall('HMGET', KEYS[2], 'interval', 'burst')
+  if type(cfg) == 'table' and cfg.err then
+    return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
+  end
+  if cfg[1] and cfg[2] then
+    interval = tonumber(cfg[1])
+    burst = tonumber(cfg[2])
+    if not interval or not burst or interval < 1 or burst < 1 or interval * burst > LIM then
+      return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ' does not hold a valid configuration')
+    end
+  end
+end
 local tau = interval * burst
 if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
 local now
@@ -113,25 +134,26 @@ local function reset(zz)
   if r < 0 then return 0 end
   return r
 end
+if n > burst and mode ~= 'lease' then return {0, 0, avail(z), reset(z), now, z, 0, interval, burst} end
 if mode == 'lease' then
   local fit = math.floor((now + max_wait - z) / interval)
   if fit < n then n = fit end
-  if n < 1 then return {0, z + interval - now, avail(z), reset(z), now, z, 0} end
+  if n < 1 then return {0, z + interval - now, avail(z), reset(z), now, z, 0, interval, burst} end
 end
 local nz = z + n * interval
 local wait = nz - now
 if (mode == 'try' and wait > 0) or (mode == 'reserve' and wait > max_wait) then
-  return {0, wait, avail(z), reset(z), now, z, 0}
+  return {0, wait, avail(z), reset(z), now, z, 0, interval, burst}
 end
 redis.call('SET', KEYS[1], fmt(nz), 'PX', fmt(math.ceil((nz + tau - now) / 1000) + extra_ttl))
 if wait < 0 then wait = 0 end
-return {1, wait, avail(nz), reset(nz), now, nz, n}
+return {1, wait, avail(nz), reset(nz), now, nz, n, interval, burst}
 )lua";
 
 /// Gives back a GCRA reservation of n permits, compare-and-set style: only when the
 /// state still equals `expected_z` (the state right after that reservation), so that no
 /// later reservation depended on it; otherwise changes nothing. The bucket never ends up
-/// fuller than its burst. KEYS[1]: as gcra. ARGV: interval_us, burst, n, expected_z,
+/// fuller than its burst. KEYS[1], [KEYS[2]]: as gcra. ARGV: interval_us, burst, n, expected_z,
 /// [now_us]. Reply: [0] 1 when refunded, [1] how far z moved back (us), [2] 0, [3] 0,
 /// [4] now, [5] the state after the call.
 inline constexpr std::string_view gcra_refund = R"lua(
@@ -149,6 +171,19 @@ interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
 burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
 n, e = int_arg(3, 'n', 1, LIM) if e then return e end
 expected, e = int_arg(4, 'expected_z', -LIM, 2 * LIM) if e then return e end
+if KEYS[2] then
+  local cfg = redis.pcall('HMGET', KEYS[2], 'interval', 'burst')
+  if type(cfg) == 'table' and cfg.err then
+    return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
+  end
+  if cfg[1] and cfg[2] then
+    interval = tonumber(cfg[1])
+    burst = tonumber(cfg[2])
+    if not interval or not burst or interval < 1 or burst < 1 then
+      return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ' does not hold a valid configuration')
+    end
+  end
+end
 local tau = interval * burst
 if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
 local now
@@ -187,7 +222,8 @@ return {1, z - nz, 0, 0, now, nz}
 /// by their timestamp; members are "stamp:k", unique because all permits of one stamp
 /// are added and removed together. Stamps never go back: a server clock that steps back
 /// (a failover) stamps at the newest stamp seen, which can only delay later grants.
-/// ARGV: limit (1..2^24), window_us, n, [now_us]. Never reserves ahead.
+/// [KEYS[2]]: the configuration hash. ARGV: limit (1..2^24), window_us, n, [now_us].
+/// Never reserves ahead.
 inline constexpr std::string_view sliding_log = R"lua(
 local LIM = 2251799813685248
 local function fmt(x) return string.format('%.0f', x) end
@@ -202,7 +238,19 @@ local limit, window, n, e
 limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
 window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
 n, e = int_arg(3, 'n', 1, LIM) if e then return e end
-if n > limit then return redis.error_reply('ERR sluice: n exceeds the limit') end
+if KEYS[2] then
+  local cfg = redis.pcall('HMGET', KEYS[2], 'limit', 'window')
+  if type(cfg) == 'table' and cfg.err then
+    return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
+  end
+  if cfg[1] and cfg[2] then
+    limit = tonumber(cfg[1])
+    window = tonumber(cfg[2])
+    if not limit or not window or limit < 1 or limit > 16777216 or window < 1 or window > LIM then
+      return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ' does not hold a valid configuration')
+    end
+  end
+end
 local now
 local extra_ttl = 0
 if ARGV[4] ~= nil and ARGV[4] ~= '' then
@@ -216,6 +264,7 @@ if now + 2 * window >= 9007199254740992 then
   return redis.error_reply('ERR sluice: now + 2 * window_us exceeds 2^53 us')
 end
 local key = KEYS[1]
+if n > limit then return {0, 0, 0, 0, now, 0} end
 local r = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', fmt(now - window))
 if type(r) == 'table' and r.err then
   return redis.error_reply('ERR sluice: key ' .. key .. ': ' .. r.err)
@@ -250,6 +299,138 @@ end
 local reset = stamp + window - now
 redis.call('PEXPIRE', key, fmt(math.ceil(reset / 1000) + extra_ttl))
 return {1, 0, limit - count - n, reset, now, 0}
+)lua";
+
+/// Changes the configuration of one GCRA key: KEYS[1] the state (as gcra), KEYS[2] the
+/// configuration hash (fields interval, burst; no expiry), which every script on the key
+/// reads before its arguments. ARGV: interval_us, burst (the caller's configuration, used
+/// while the key has none), new_interval_us (0: keep), new_burst (0: keep), [now_us].
+/// The permits available now are kept across the change, capped by the new burst, and a
+/// debt stays a debt of the same number of permits (as policy::gcra's set_rate and
+/// set_burst): the rescaled credit or debt is exact to 1 us, rounded against the caller.
+/// Reply: as gcra's, [0] 1, [7] and [8] the new interval and burst.
+inline constexpr std::string_view gcra_configure = R"lua(
+local LIM = 2251799813685248
+local function fmt(x) return string.format('%.0f', x) end
+local function int_arg(i, name, lo, hi)
+  local v = tonumber(ARGV[i])
+  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
+    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
+  end
+  return v
+end
+local oi, ob, ni, nb, e
+oi, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
+ob, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+ni, e = int_arg(3, 'new_interval_us', 0, LIM) if e then return e end
+nb, e = int_arg(4, 'new_burst', 0, LIM) if e then return e end
+local cfg = redis.pcall('HMGET', KEYS[2], 'interval', 'burst')
+if type(cfg) == 'table' and cfg.err then
+  return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
+end
+if cfg[1] and cfg[2] then
+  oi = tonumber(cfg[1])
+  ob = tonumber(cfg[2])
+end
+if ni == 0 then ni = oi end
+if nb == 0 then nb = ob end
+if ni * nb > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
+local now
+local extra_ttl = 0
+if ARGV[5] ~= nil and ARGV[5] ~= '' then
+  now, e = int_arg(5, 'now_us', -LIM, LIM) if e then return e end
+  extra_ttl = 60000
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local otau, ntau = oi * ob, ni * nb
+local raw = redis.pcall('GET', KEYS[1])
+if type(raw) == 'table' and raw.err then
+  return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ': ' .. raw.err)
+end
+local z = now - otau
+if raw then
+  local v = tonumber(raw)
+  if v == nil or v ~= math.floor(v) then
+    return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ' does not hold an integer')
+  end
+  if v > z then z = v end
+end
+-- The credit (z before now) or debt (after) in whole permits of the old interval stays
+-- the same number of permits of the new one; the part of a permit is scaled, rounded
+-- against the caller (down for a credit, up for a debt; a product beyond 2^53 is off by
+-- less than 0.25 us before rounding, so a margin covers it).
+local function rescale(d, up)
+  local q = math.floor(d / oi)
+  local r = d - q * oi
+  if r < 0 then q = q - 1 r = r + oi end
+  if r >= oi then q = q + 1 r = r - oi end
+  local f = r * ni / oi
+  if r * ni >= 9007199254740992 then
+    if up then f = f + 0.25 else f = f - 0.25 end
+  end
+  if up then f = math.ceil(f) else f = math.floor(f) end
+  if f < 0 then f = 0 end
+  local x = q * ni + f
+  if x > LIM then x = LIM end
+  return x
+end
+local nz = z
+if ni ~= oi then
+  if z < now then nz = now - rescale(now - z, false) else nz = now + rescale(z - now, true) end
+end
+if nz < now - ntau then nz = now - ntau end
+if nz + ntau <= now then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], fmt(nz), 'PX', fmt(math.ceil((nz + ntau - now) / 1000) + extra_ttl))
+end
+redis.call('HSET', KEYS[2], 'interval', fmt(ni), 'burst', fmt(nb))
+local k = 0
+if nz < now then
+  k = math.floor((now - nz) / ni)
+  if k > nb then k = nb end
+end
+local r = nz + ntau - now
+if r < 0 then r = 0 end
+return {1, 0, k, r, now, nz, 0, ni, nb}
+)lua";
+
+/// Changes the configuration of one sliding-window key: KEYS[1] the log (as
+/// sliding_log), KEYS[2] the configuration hash (fields limit, window; no expiry). ARGV:
+/// limit, window_us (the caller's, used while the key has none), new_limit (0: keep),
+/// new_window_us (0: keep). The permits in the log stay: consumed stays consumed. Reply:
+/// {1, 0, 0, 0, now, 0, 0, new_window_us, new_limit}.
+inline constexpr std::string_view sliding_log_configure = R"lua(
+local LIM = 2251799813685248
+local function fmt(x) return string.format('%.0f', x) end
+local function int_arg(i, name, lo, hi)
+  local v = tonumber(ARGV[i])
+  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
+    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
+  end
+  return v
+end
+local ol, ow, nl, nw, e
+ol, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
+ow, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
+nl, e = int_arg(3, 'new_limit', 0, 16777216) if e then return e end
+nw, e = int_arg(4, 'new_window_us', 0, LIM) if e then return e end
+local cfg = redis.pcall('HMGET', KEYS[2], 'limit', 'window')
+if type(cfg) == 'table' and cfg.err then
+  return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
+end
+if cfg[1] and cfg[2] then
+  ol = tonumber(cfg[1])
+  ow = tonumber(cfg[2])
+end
+if nl == 0 then nl = ol end
+if nw == 0 then nw = ow end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+redis.call('HSET', KEYS[2], 'limit', fmt(nl), 'window', fmt(nw))
+return {1, 0, 0, 0, now, 0, 0, nw, nl}
 )lua";
 
 /// The largest interval_us * burst, max_wait_us and window_us the scripts accept: 2^51 us.

@@ -2,6 +2,7 @@
 // uses the same key.
 #pragma once
 
+#include <sluice/error.hpp>
 #include <sluice/redis/detail/shared_limiter.hpp>
 #include <sluice/redis/detail/window_core.hpp>
 #include <sluice/redis/detail/acquire_fsm.hpp>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <utility>
 
 namespace sluice::redis {
@@ -84,6 +86,36 @@ public:
     sliding_window(Client& client, std::uint64_t limit, std::chrono::nanoseconds window, shared_options opts = {})
         : base_type(std::make_shared<typename base_type::core_type>(client, limit, window, std::move(opts)))
     {
+    }
+
+    /// Changes the limit of `key` for every process: stored with the key in Redis
+    /// ("{prefix:key}:cfg", no expiry), used by every script call on the key from then on.
+    /// The permits in the window stay counted (consumed stays consumed): lowering the
+    /// limit below them refuses until enough leave the window. Other keys and the local
+    /// fallback keep this limiter's configuration.
+    ///
+    /// Handler signature: void(boost::system::error_code): error::invalid_burst (0 or
+    /// more than 2^24), error::closed, the client's errors.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
+                  Token = boost::asio::default_completion_token_t<typename base_type::executor_type>>
+    auto async_set_limit(std::string_view key, std::uint64_t limit,
+                         Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
+    {
+        auto req = base_type::core_type::configure_request(0, limit);
+        if (limit == 0) req.second = make_error_code(error::invalid_burst);
+        return this->async_configure(key, req, std::forward<Token>(token));
+    }
+
+    /// Changes the window of `key` for every process (rounded up to whole us), as
+    /// async_set_limit. error::invalid_rate for a window <= 0 or beyond 2^51 us.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
+                  Token = boost::asio::default_completion_token_t<typename base_type::executor_type>>
+    auto async_set_window(std::string_view key, std::chrono::nanoseconds window,
+                          Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
+    {
+        auto req = base_type::core_type::configure_request(window.count(), 0);
+        if (window.count() <= 0) req.second = make_error_code(error::invalid_rate);
+        return this->async_configure(key, req, std::forward<Token>(token));
     }
 
     /// The most permits of one key in any window-long interval.

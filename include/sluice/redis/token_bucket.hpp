@@ -2,6 +2,7 @@
 // the same key.
 #pragma once
 
+#include <sluice/error.hpp>
 #include <sluice/rate.hpp>
 #include <sluice/redis/detail/shared_limiter.hpp>
 #include <sluice/redis/detail/bucket_core.hpp>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <utility>
 
 namespace sluice::redis {
@@ -81,6 +83,40 @@ public:
     token_bucket(Client& client, rate r, std::uint64_t burst, shared_options opts = {})
         : base_type(std::make_shared<typename base_type::core_type>(client, r, burst, std::move(opts)))
     {
+    }
+
+    /// Changes the rate of `key` for every process: the new interval (rounded up to whole
+    /// us) is stored with the key in Redis ("{prefix:key}:cfg", no expiry) and every
+    /// script call on the key, from any process, uses it from then on (each process
+    /// follows on its next round trip; a lease already held keeps its slots). The permits
+    /// available now are kept, capped by the burst, and a debt stays a debt of the same
+    /// number of permits, as sluice::token_bucket::set_rate. Other keys keep their
+    /// configuration; the local fallback keeps this limiter's.
+    ///
+    /// Handler signature: void(boost::system::error_code): error::invalid_rate (an
+    /// interval beyond 2^51 us), error::closed, the client's errors (Redis unreachable:
+    /// nothing changed, or the reply was lost: retry, a change is idempotent).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
+                  Token = boost::asio::default_completion_token_t<typename base_type::executor_type>>
+    auto async_set_rate(std::string_view key, rate r,
+                        Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
+    {
+        return this->async_configure(key, base_type::core_type::configure_request(r.interval().count(), 0),
+                                     std::forward<Token>(token));
+    }
+
+    /// Changes the burst of `key` for every process, as async_set_rate: the permits
+    /// available now are kept, capped by the new burst; a debt is kept. error::invalid_burst
+    /// for 0, or beyond what the scripts accept (interval x burst <= 2^51 us, checked by
+    /// the script: then the reply is error::backend_error and nothing changes).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
+                  Token = boost::asio::default_completion_token_t<typename base_type::executor_type>>
+    auto async_set_burst(std::string_view key, std::uint64_t burst,
+                         Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
+    {
+        auto req = base_type::core_type::configure_request(0, burst);
+        if (burst == 0) req.second = make_error_code(error::invalid_burst);
+        return this->async_configure(key, req, std::forward<Token>(token));
     }
 
     /// Leasing: permits this process holds and has not handed out yet (all keys).

@@ -130,6 +130,8 @@ public:
             return finish(error::protocol_error, false);
         }
         c.on_reply(*v, rt);
+        if (v->exceeds())
+            return finish(error::exceeds_burst, false);
         if (!v->allowed) {
             c.count(false, false);
             return finish(error::would_exceed_timeout, false);
@@ -204,6 +206,8 @@ public:
             return finish(error::protocol_error, false);
         }
         c.on_reply(*v, rt);
+        if (v->exceeds())
+            return finish(error::exceeds_burst, false);
         if (v->allowed) {
             // Granted permits are consumed whatever happened meanwhile: report them.
             c.count(true, false);
@@ -257,6 +261,61 @@ private:
 
     std::int64_t max_wait_ns_;
     std::int64_t deadline_ = 0;   // Clock ns
+};
+
+/// A change of a key's configuration (set_rate, set_burst, set_limit, set_window): one
+/// script call; the failure policy does not apply (a change Redis did not see did not
+/// happen).
+class configure_fsm : public acquire_fsm_base {
+public:
+    /// `invalid`: the request's own error (a bad rate or burst), reported without a call.
+    configure_fsm(std::string key, eval_request r, boost::system::error_code invalid)
+        : acquire_fsm_base(std::move(key), 1), request_(r), invalid_(invalid)
+    {
+    }
+
+    static constexpr bool total_cancellation = false;
+
+    template <class Ctx>
+    op_step start(Ctx& c, std::int64_t /*now*/)
+    {
+        if (invalid_)
+            return finish(invalid_, true);
+        if (c.closed())
+            return finish(error::closed, true);
+        st_ = state::evaluating;
+        return op_step::eval(request_, true);
+    }
+
+    template <class Ctx>
+    op_step on_reply(Ctx& c, const boost::system::error_code& e, const verdict* v, bool /*cancelled*/,
+                     round_trip rt, std::int64_t /*now*/)
+    {
+        if (unreachable(e)) {
+            c.on_unavailable();
+            return finish(e, false);
+        }
+        if (e) {
+            c.on_error();
+            return finish(e, false);
+        }
+        if (!v || !v->allowed) {
+            c.on_error();
+            return finish(error::protocol_error, false);
+        }
+        c.on_reply(*v, rt);
+        return finish({}, false);
+    }
+
+    template <class Ctx>
+    op_step on_wake(Ctx&, const boost::system::error_code&, bool, std::int64_t)
+    {
+        return op_step::complete();   // never sleeps
+    }
+
+private:
+    eval_request request_;
+    boost::system::error_code invalid_;
 };
 
 } // namespace sluice::redis::detail

@@ -48,13 +48,14 @@ public:
     using base_type::now;
 
     bucket_core(Client& client, rate r, std::uint64_t burst, shared_options opts)
-        : base_type(client, std::move(opts), burst,
+        : base_type(client, std::move(opts), static_cast<std::uint64_t>(lua::max_span_us),
                     [&](const executor_type& ex, const shared_options& o) {
                         return fallback_type(ex, fallback_rate(to_us(r, burst), o.expected_nodes),
                                              std::max<std::uint64_t>(1, burst / o.expected_nodes), o.fallback);
                     }),
           gcra_(std::string(lua::gcra)),
           refund_(std::string(lua::gcra_refund)),
+          configure_(std::string(lua::gcra_configure)),
           interval_us_(to_us(r, burst)),
           burst_(burst),
           interval_arg_(std::to_string(interval_us_)),
@@ -62,14 +63,38 @@ public:
     {
     }
 
-    const script& script_for(const eval_request&) const noexcept { return gcra_; }
+    const script& script_for(const eval_request& r) const noexcept
+    {
+        return r.how == eval_request::mode::configure ? configure_ : gcra_;
+    }
 
-    // The script's arguments: the interval and burst, then the request.
+    // The script's arguments: this limiter's interval and burst (the key's configuration
+    // in Redis, when it has one, replaces them), then the request.
     std::vector<std::string> args(const eval_request& r) const
     {
+        if (r.how == eval_request::mode::configure)
+            return {interval_arg_, burst_arg_, std::to_string(r.new_span_us), std::to_string(r.new_count)};
         static constexpr const char* modes[] = {"try", "reserve", "lease"};
         return {interval_arg_, burst_arg_, std::to_string(r.n), std::to_string(r.max_wait_us),
                 modes[static_cast<int>(r.how)]};
+    }
+
+    // set_rate / set_burst: the request, or the error of a bad value.
+    static std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t interval_ns, std::uint64_t burst)
+    {
+        eval_request r;
+        r.how = eval_request::mode::configure;
+        if (interval_ns != 0) {
+            if (interval_ns < 0)
+                return {r, make_error_code(error::invalid_rate)};
+            r.new_span_us = interval_ns / 1000 + (interval_ns % 1000 != 0 ? 1 : 0);
+            if (r.new_span_us > lua::max_span_us)
+                return {r, make_error_code(error::invalid_rate)};
+        }
+        if (burst > static_cast<std::uint64_t>(lua::max_span_us))
+            return {r, make_error_code(error::invalid_burst)};
+        r.new_count = burst;
+        return {r, {}};
     }
 
     std::int64_t interval_us() const noexcept { return interval_us_; }
@@ -80,7 +105,7 @@ public:
     void refund(const std::string& key, std::uint64_t n, std::int64_t state)
     {
         this->count_command();
-        this->client().async_eval(refund_, {key}, {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)},
+        this->client().async_eval(refund_, this->keys(key), {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)},
                                   [self = this->shared_from_this()](boost::system::error_code ec, auto&&) {
                                       if (ec) self->on_error();
                                   });
@@ -206,6 +231,7 @@ private:
 
     script gcra_;
     script refund_;
+    script configure_;
     std::int64_t interval_us_;
     std::uint64_t burst_;
     std::string interval_arg_;

@@ -16,7 +16,7 @@ namespace sluice::redis::detail {
 
 /// The fixed parameters of every book of one limiter.
 struct lease_limits {
-    std::int64_t spacing_ns;   // the bucket's interval: one slot per spacing
+    std::int64_t spacing_ns;   // the limiter's interval: one slot per spacing (until a reply tells another)
     std::int64_t ttl_ns;       // how far ahead a run may reach, and how long a due slot is held
     std::uint64_t max_run;     // the most slots one round trip reserves (shared_options::lease_size)
 };
@@ -62,7 +62,7 @@ public:
             // More demand than slots held: the next run is to be longer. One reservation
             // per key in flight at a time.
             dry_ = true;
-            r.d.retry_after = std::chrono::nanoseconds{lim.spacing_ns};
+            r.d.retry_after = std::chrono::nanoseconds{spacing(lim)};
             return r;
         }
         fetching_ = true;
@@ -80,17 +80,19 @@ public:
     {
         fetching_ = false;
         rtt_ns_ = rtt_ns_ == 0 ? rtt_ns : (7 * rtt_ns_ + rtt_ns) / 8;
+        if (v.interval_us > 0)
+            spacing_ns_ = v.interval_us * 1000;   // the key's configuration in force
         if (!v.allowed) {
             // Refused: even one slot would have been more than ttl ahead.
-            retry_at_ = now + std::max(v.wait_us * 1000 - lim.ttl_ns, lim.spacing_ns);
+            retry_at_ = now + std::max(v.wait_us * 1000 - lim.ttl_ns, spacing(lim));
             decision d = to_decision(v);
             d.retry_after = std::chrono::nanoseconds{retry_at_ - now};
             adapt(lim, now);
             return d;
         }
         const auto k = static_cast<std::uint64_t>(v.taken);
-        std::int64_t due = now + v.wait_us * 1000 - static_cast<std::int64_t>(k - 1) * lim.spacing_ns;
-        for (std::uint64_t i = 0; i < k; ++i, due += lim.spacing_ns)
+        std::int64_t due = now + v.wait_us * 1000 - static_cast<std::int64_t>(k - 1) * spacing(lim);
+        for (std::uint64_t i = 0; i < k; ++i, due += spacing(lim))
             dues_.push_back(std::max({due, now, dues_.empty() ? now : dues_.back()}));
         state_ = v.state;
         adapt(lim, now);
@@ -100,7 +102,7 @@ public:
             if (dues_.size() >= n)
                 take_locally(n, now, d);
             else
-                d.retry_after = std::chrono::nanoseconds{lim.spacing_ns};
+                d.retry_after = std::chrono::nanoseconds{spacing(lim)};
         }
         return d;
     }
@@ -137,6 +139,9 @@ public:
     std::uint64_t expired() const noexcept { return expired_total_; }
 
 private:
+    // One slot per interval of the configuration in force (set_rate may have changed it).
+    std::int64_t spacing(const lease_limits& lim) const noexcept { return spacing_ns_ > 0 ? spacing_ns_ : lim.spacing_ns; }
+
     // A due slot held longer than ttl is dropped, never used late; it counts against the
     // run length (demand fell).
     void expire(const lease_limits& lim, std::int64_t now)
@@ -190,7 +195,7 @@ private:
 public:
     /// How far ahead of now the slots held reach before the next run is reserved: two
     /// round trips plus one spacing, so that it arrives before this one is used up.
-    std::int64_t lead(const lease_limits& lim) const noexcept { return 2 * rtt_ns_ + lim.spacing_ns; }
+    std::int64_t lead(const lease_limits& lim) const noexcept { return 2 * rtt_ns_ + spacing(lim); }
 
 private:
     // The next run covers what this process used over the last ones for max(4 round
@@ -225,6 +230,7 @@ private:
     std::int64_t retry_at_ = 0;       // refused locally until then
     std::int64_t state_ = 0;          // the key's state after our last reservation
     std::int64_t rtt_ns_ = 0;
+    std::int64_t spacing_ns_ = 0;     // from the last reply; 0: the limiter's own
     std::int64_t last_ask_ = 0;
     std::int64_t gap_ns_ = -1;        // no estimate yet
     std::int64_t last_fill_ = 0;

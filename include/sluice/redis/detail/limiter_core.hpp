@@ -21,6 +21,7 @@
 #include <string_view>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 namespace sluice::redis::detail {
 
@@ -69,6 +70,12 @@ public:
         k += key;
         k += '}';
         return k;
+    }
+
+    // The keys of every script call: the state and the configuration hash (one hash slot).
+    static std::vector<std::string> keys(const std::string& key)
+    {
+        return {key, key + ":cfg"};
     }
 
     // The error of a request that cannot be sent at all.

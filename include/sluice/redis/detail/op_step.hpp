@@ -17,10 +17,13 @@ struct eval_request {
         try_now,   // grant now or refuse
         reserve,   // commit the earliest slot within max_wait_us (GCRA)
         lease,     // commit up to n consecutive slots ending within max_wait_us (GCRA)
+        configure, // change the key's configuration (0: keep a field)
     };
     mode how = mode::try_now;
     std::uint64_t n = 1;
     std::int64_t max_wait_us = 0;
+    std::int64_t new_span_us = 0;   // configure: interval (GCRA) or window
+    std::uint64_t new_count = 0;    // configure: burst (GCRA) or limit
 };
 
 struct op_step {

@@ -70,7 +70,7 @@ private:
             Core& c = *core;
             c.count_command();
             // Built before `self` moves (argument evaluation order is unspecified).
-            std::vector<std::string> keys{fsm.key()};
+            std::vector<std::string> keys = c.keys(fsm.key());
             std::vector<std::string> args = c.args(s.request);
             if (s.cancellable)
                 c.client().async_eval(c.script_for(s.request), std::move(keys), std::move(args), std::move(self));

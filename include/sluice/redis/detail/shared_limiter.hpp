@@ -7,6 +7,8 @@
 #include <sluice/basic_limiter.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
+#include <sluice/redis/detail/acquire_fsm.hpp>
+#include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/detail/redis_op.hpp>
 #include <sluice/redis/detail/try_fsm.hpp>
 #include <sluice/redis/shared_options.hpp>
@@ -115,6 +117,15 @@ public:
 
 protected:
     using core_type = Core;
+
+    // set_rate and its kin: one configure script call, void(error_code).
+    template <class Token>
+    auto async_configure(std::string_view key, std::pair<eval_request, boost::system::error_code> r, Token&& token)
+    {
+        return boost::asio::async_compose<Token, void(boost::system::error_code)>(
+            redis_op<Core, configure_fsm>{core_, configure_fsm(core_->key_for(key), r.first, r.second)}, token,
+            core_->client().get_executor());
+    }
 
     explicit shared_limiter(std::shared_ptr<Core> core) noexcept : core_(std::move(core)) {}
 

@@ -91,6 +91,9 @@ public:
         } else if (e) {
             c.on_error();
             ec_ = e;
+        } else if (v && v->exceeds()) {
+            c.on_reply(*v, rt);
+            ec_ = error::exceeds_burst;
         } else if (v) {
             c.on_reply(*v, rt);
             d_ = to_decision(*v);

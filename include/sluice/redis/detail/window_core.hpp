@@ -36,13 +36,14 @@ public:
     static constexpr bool can_lease = false;
 
     window_core(Client& client, std::uint64_t limit, std::chrono::nanoseconds window, shared_options opts)
-        : base_type(client, std::move(opts), limit,
+        : base_type(client, std::move(opts), policy::sliding_log::max_limit,
                     [&](const executor_type& ex, const shared_options& o) {
                         std::int64_t us = to_us(window);
                         return fallback_type(ex, std::max<std::uint64_t>(1, checked_limit(limit) / o.expected_nodes),
                                              std::chrono::microseconds{us}, o.fallback);
                     }),
           script_(std::string(lua::sliding_log)),
+          configure_(std::string(lua::sliding_log_configure)),
           limit_(limit),
           window_us_(to_us(window)),
           limit_arg_(std::to_string(limit)),
@@ -50,12 +51,37 @@ public:
     {
     }
 
-    const script& script_for(const eval_request&) const noexcept { return script_; }
+    const script& script_for(const eval_request& r) const noexcept
+    {
+        return r.how == eval_request::mode::configure ? configure_ : script_;
+    }
 
-    // The script's arguments: the window never reserves, every request is a try.
+    // The script's arguments: this limiter's limit and window (the key's configuration in
+    // Redis, when it has one, replaces them), then the request; the window never
+    // reserves, every request is a try.
     std::vector<std::string> args(const eval_request& r) const
     {
+        if (r.how == eval_request::mode::configure)
+            return {limit_arg_, window_arg_, std::to_string(r.new_count), std::to_string(r.new_span_us)};
         return {limit_arg_, window_arg_, std::to_string(r.n)};
+    }
+
+    // set_limit / set_window: the request, or the error of a bad value.
+    static std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t window_ns, std::uint64_t limit)
+    {
+        eval_request r;
+        r.how = eval_request::mode::configure;
+        if (window_ns != 0) {
+            if (window_ns < 0)
+                return {r, make_error_code(error::invalid_rate)};
+            r.new_span_us = window_ns / 1000 + (window_ns % 1000 != 0 ? 1 : 0);
+            if (r.new_span_us > lua::max_span_us)
+                return {r, make_error_code(error::invalid_rate)};
+        }
+        if (limit > policy::sliding_log::max_limit)
+            return {r, make_error_code(error::invalid_burst)};
+        r.new_count = limit;
+        return {r, {}};
     }
 
     std::uint64_t limit() const noexcept { return limit_; }
@@ -83,6 +109,7 @@ private:
     }
 
     script script_;
+    script configure_;
     std::uint64_t limit_;
     std::int64_t window_us_;
     std::string limit_arg_;
