@@ -97,6 +97,10 @@ struct fake_core {
     std::uint64_t lease_prefetch_count(const std::string&) { return book.claim_prefetch_count(lim, now_ns); }
     void lease_failed(const std::string&) { book.failed(); }
     void prefetch(const std::string&, std::uint64_t k) { prefetches.push_back(k); }
+    std::vector<std::string> left_queue;
+    int tickets = 0;
+    std::string make_ticket(std::uint64_t n, std::int64_t) { return "9:" + std::to_string(n) + ":t" + std::to_string(++tickets); }
+    void leave_queue(const std::string&, const std::string& t) { left_queue.push_back(t); }
 };
 
 const round_trip rt{1000, 1100};
@@ -124,7 +128,6 @@ TEST_CASE("bucket acquire: reserve, sleep until the slot, complete")
     s = f.on_reply(c, {}, p(granted(5'000, 77)), false, rt, 0);
     REQUIRE(s.next == op_step::kind::sleep);
     CHECK(s.wait_ns == 5 * ms);
-    CHECK(s.jitter_ns == 0);
     CHECK(c.admitted == 1);   // counted when the slot is ours
     CHECK(c.replies == 1);
 
@@ -265,23 +268,29 @@ TEST_CASE("window acquire: sleep until retry_after, ask again, give up past the 
     CHECK(s.request.how == eval_request::mode::try_now);
     CHECK_FALSE(s.cancellable);
 
+    REQUIRE(s.request.ticket != nullptr);   // every call carries the waiter's ticket
+    CHECK(*s.request.ticket == "9:2:t1");
+
     s = f.on_reply(c, {}, p(refused(3'000)), false, rt, 100 * ms);
     REQUIRE(s.next == op_step::kind::sleep);
     CHECK(s.wait_ns == 3 * ms);
-    CHECK(s.jitter_ns == 2 * ms);   // min(2 ms, the wait, what the deadline leaves after it)
     CHECK(c.rejected == 0);         // not a decision yet
 
     s = f.on_wake(c, {}, false, 103 * ms);
     REQUIRE(s.next == op_step::kind::eval);
+    CHECK(*s.request.ticket == "9:2:t1");   // the same place in the queue
     s = f.on_reply(c, {}, p(refused(4'000)), false, rt, 105 * ms);
     REQUIRE(s.next == op_step::kind::sleep);
-    CHECK(s.jitter_ns == 1 * ms);   // the deadline leaves 1 ms after the wait
+    CHECK(c.left_queue.empty());
 
     s = f.on_wake(c, {}, false, 109 * ms);
     REQUIRE(s.next == op_step::kind::eval);
     CHECK(f.on_reply(c, {}, p(refused(1'001)), false, rt, 109 * ms).next == op_step::kind::complete);
     CHECK(f.error() == sluice::error::would_exceed_timeout);
     CHECK(c.rejected == 1);
+    // Giving up leaves the queue.
+    REQUIRE(c.left_queue.size() == 1);
+    CHECK(c.left_queue[0] == "9:2:t1");
 }
 
 TEST_CASE("window acquire: a wait longer than the deadline fails fast; a grant after cancellation still counts")
@@ -303,6 +312,18 @@ TEST_CASE("window acquire: a wait longer than the deadline fails fast; a grant a
     h.start(c, 0);
     h.on_reply(c, {}, p(refused(1'000)), true, rt, 0);
     CHECK(h.error() == aborted);
+    // The refusal queued h's ticket (and f's: a first refusal beyond the deadline); g was
+    // granted at once and never queued.
+    CHECK(c.left_queue.size() == 2);
+
+    // Woken by close() while queued: leaves.
+    redis::detail::window_acquire_fsm w("k", 1, 10 * ms);
+    w.start(c, 0);
+    w.on_reply(c, {}, p(refused(1'000)), false, rt, 0);
+    c.is_closed = true;
+    w.on_wake(c, aborted, false, 0);
+    CHECK(w.error() == sluice::error::closed);
+    CHECK(c.left_queue.back() == w.ticket());
 }
 
 TEST_CASE("try: one script call, cancellable; errors and the fallback")

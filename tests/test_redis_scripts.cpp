@@ -421,6 +421,53 @@ TEST_CASE("GCRA configure: examples of issue 12's rule, and the window's limit" 
     CHECK_FALSE(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).allowed);
 }
 
+TEST_CASE("sliding log queue: waiters first come first served across processes, tries never overtake them, dead tickets dropped" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    auto call = [&](std::vector<std::string> args) {
+        std::vector<std::string> argv{"EVAL", std::string(sluice::redis::lua::sliding_log), "3", "fq", "fq:cfg", "fq:q"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return parse(command(c, argv));
+    };
+    const std::int64_t t = 50'000'000;   // limit 5 per 1 s
+    CHECK(call({"5", "1000000", "3", num(t)}).allowed);
+    // A waiter for 4 (process A) is refused and queued; told when 2 entries leave.
+    const std::string a = num(t + 10'000'000) + ":4:a";
+    auto ra = call({"5", "1000000", "4", num(t + 1), a});
+    CHECK_FALSE(ra.allowed);
+    CHECK(ra.wait == 1'000'000 - 1);
+    // There is room for 2, but a try for 1 and a waiter for 2 (process B) come after A.
+    CHECK_FALSE(call({"5", "1000000", "1", num(t + 2)}).allowed);
+    const std::string b = num(t + 10'000'000) + ":2:b";
+    auto rb = call({"5", "1000000", "2", num(t + 3), b});
+    CHECK_FALSE(rb.allowed);
+    CHECK(rb.remaining == 0);   // A's 4 are spoken for
+    CHECK(command(c, {"ZCARD", "fq:q"})->integer == 2);
+    // B asks again first, once the log is empty: still behind A, which has room for its 4.
+    CHECK_FALSE(call({"5", "1000000", "2", num(t + 1'000'001), b}).allowed);
+    CHECK(call({"5", "1000000", "4", num(t + 1'000'002), a}).allowed);
+    // Now B's turn (4 + 2 > 5: after A's entries leave).
+    auto rb2 = call({"5", "1000000", "2", num(t + 1'000'003), b});
+    CHECK_FALSE(rb2.allowed);
+    CHECK(rb2.wait == 1'000'000 - 1);
+    CHECK(call({"5", "1000000", "2", num(t + 2'000'002), b}).allowed);
+    CHECK(command(c, {"ZCARD", "fq:q"})->integer == 0);
+
+    // A waiter that died holds its place until its deadline only.
+    const std::string dead = num(t + 2'500'000) + ":5:dead";
+    CHECK(call({"5", "1000000", "5", num(t + 2'000'003), dead}).allowed == false);
+    CHECK_FALSE(call({"5", "1000000", "1", num(t + 2'400'000)}).allowed);
+    CHECK(call({"5", "1000000", "1", num(t + 3'100'000)}).allowed);
+    CHECK(command(c, {"ZCARD", "fq:q"})->integer == 0);
+    // Leaving: the script removes the ticket.
+    const std::string gone = num(t + 9'000'000) + ":5:gone";
+    call({"5", "1000000", "5", num(t + 3'100'001), gone});
+    CHECK(command(c, {"ZCARD", "fq:q"})->integer == 1);
+    command(c, {"EVAL", std::string(sluice::redis::lua::sliding_log_leave), "1", "fq:q", gone});
+    CHECK(command(c, {"ZCARD", "fq:q"})->integer == 0);
+}
+
 TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * doctest::timeout(60))
 {
     server_fixture f;

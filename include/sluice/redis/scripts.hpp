@@ -222,8 +222,15 @@ return {1, z - nz, 0, 0, now, nz}
 /// by their timestamp; members are "stamp:k", unique because all permits of one stamp
 /// are added and removed together. Stamps never go back: a server clock that steps back
 /// (a failover) stamps at the newest stamp seen, which can only delay later grants.
-/// [KEYS[2]]: the configuration hash. ARGV: limit (1..2^24), window_us, n, [now_us].
-/// Never reserves ahead.
+/// [KEYS[2]]: the configuration hash. [KEYS[3]]: the waiters' queue, a sorted set of
+/// tickets "deadline_us:n:id" in the order of their first refusal: a request is granted
+/// only when the window has room for it AND for every live ticket before it (all of them
+/// for a request without a ticket), so waiters are served first come, first served
+/// across processes and a try never overtakes them; a ticket is dropped when granted,
+/// when its holder leaves (sliding_log_leave) or once past its deadline.
+/// ARGV: limit (1..2^24), window_us, n, [now_us] ('' for the server's), [ticket].
+/// Never reserves ahead. A refusal's [1] is a lower bound: when the window holds enough
+/// entries, when they leave; otherwise one window.
 inline constexpr std::string_view sliding_log = R"lua(
 local LIM = 2251799813685248
 local function fmt(x) return string.format('%.0f', x) end
@@ -273,13 +280,51 @@ local count = redis.call('ZCARD', key)
 local newest = now - window
 local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if last[2] then newest = tonumber(last[2]) end
-if count + n > limit then
-  local idx = count + n - limit - 1
-  local nth = redis.call('ZRANGE', key, idx, idx, 'WITHSCORES')
+-- The waiters' queue: permits the live tickets before ours (all of them for a request
+-- without a ticket) still wait for; tickets past their deadline are dropped.
+local q = KEYS[3]
+local ticket = ARGV[5]
+if ticket == '' then ticket = nil end
+local ahead = 0
+if q then
+  local entries = redis.pcall('ZRANGE', q, 0, -1)
+  if type(entries) == 'table' and entries.err then
+    return redis.error_reply('ERR sluice: key ' .. q .. ': ' .. entries.err)
+  end
+  for _, m in ipairs(entries) do
+    if m == ticket then break end
+    local dl, k = string.match(m, '^(%d+):(%d+):')
+    dl = tonumber(dl)
+    k = tonumber(k)
+    if dl == nil or k == nil or dl < now then
+      redis.call('ZREM', q, m)
+    else
+      ahead = ahead + k
+    end
+  end
+end
+if count + ahead + n > limit then
+  local need = count + ahead + n - limit
+  local wait = window
+  if need <= count then
+    local nth = redis.call('ZRANGE', key, need - 1, need - 1, 'WITHSCORES')
+    wait = tonumber(nth[2]) + window - now
+  end
+  if wait < 1 then wait = 1 end
+  if ticket then
+    local dl = tonumber(string.match(ticket, '^(%d+):'))
+    if dl == nil then return redis.error_reply('ERR sluice: ticket must be deadline_us:n:id') end
+    redis.call('ZADD', q, 'NX', fmt(now), ticket)
+    local ttl = math.ceil((dl - now) / 1000) + 1000
+    if ttl > redis.call('PTTL', q) then redis.call('PEXPIRE', q, fmt(ttl)) end
+  end
+  local room = limit - count - ahead
+  if room < 0 then room = 0 end
   local reset = newest + window - now
   if reset < 0 then reset = 0 end
-  return {0, tonumber(nth[2]) + window - now, limit - count, reset, now, 0}
+  return {0, wait, room, reset, now, 0}
 end
+if ticket then redis.call('ZREM', q, ticket) end
 local stamp = now
 if newest > stamp then stamp = newest end
 local base = redis.call('ZCOUNT', key, fmt(stamp), fmt(stamp))
@@ -298,7 +343,14 @@ while i <= n do
 end
 local reset = stamp + window - now
 redis.call('PEXPIRE', key, fmt(math.ceil(reset / 1000) + extra_ttl))
-return {1, 0, limit - count - n, reset, now, 0}
+return {1, 0, limit - count - ahead - n, reset, now, 0}
+)lua";
+
+/// Leaves the waiters' queue of a sliding window (a waiter that gave up). KEYS[1]: the
+/// queue; ARGV[1]: the ticket.
+inline constexpr std::string_view sliding_log_leave = R"lua(
+redis.call('ZREM', KEYS[1], ARGV[1])
+return {1, 0, 0, 0, 0, 0}
 )lua";
 
 /// Changes the configuration of one GCRA key: KEYS[1] the state (as gcra), KEYS[2] the

@@ -174,9 +174,11 @@ private:
     std::int64_t reserved_ = 0;   // the bucket's state after our reservation (for a refund)
 };
 
-/// The sliding window: ask, sleep until the retry_after, ask again, within the deadline.
-/// Nothing is consumed until the script grants, so every exit before that (timeout,
-/// cancellation, close) leaves Redis untouched.
+/// The sliding window: ask, sleep until the retry_after, ask again, within the deadline,
+/// holding a ticket in the key's waiters' queue from the first refusal on (first come,
+/// first served across processes; see lua::sliding_log). Nothing is consumed until the
+/// script grants; every exit before that (timeout, cancellation, close, the fallback)
+/// leaves the queue.
 class window_acquire_fsm : public acquire_fsm_base {
 public:
     window_acquire_fsm(std::string key, std::uint64_t n, std::int64_t max_wait_ns)
@@ -188,6 +190,7 @@ public:
     op_step start(Ctx& c, std::int64_t now)
     {
         deadline_ = sluice::detail::sat_add(now, max_wait_ns_);
+        ticket_ = c.make_ticket(n_, max_wait_ns_);
         return ask(c, now, true);
     }
 
@@ -195,38 +198,44 @@ public:
     op_step on_reply(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled,
                      round_trip rt, std::int64_t now)
     {
-        if (unreachable(e))
+        if (unreachable(e)) {
+            leave(c);
             return *on_unreachable(c, cancelled, left(now));
+        }
         if (e) {
             c.on_error();
+            leave(c);
             return finish(e, false);
         }
         if (!v) {
             c.on_error();
+            leave(c);
             return finish(error::protocol_error, false);
         }
         c.on_reply(*v, rt);
         if (v->exceeds())
             return finish(error::exceeds_burst, false);
         if (v->allowed) {
-            // Granted permits are consumed whatever happened meanwhile: report them.
+            // Granted permits are consumed whatever happened meanwhile: report them (the
+            // script took the ticket out of the queue).
             c.count(true, false);
             return finish({}, false);
         }
-        if (cancelled || c.closed())
+        queued_ = true;
+        if (cancelled || c.closed()) {
+            leave(c);
             return finish(ended(!cancelled), false);
+        }
         // retry_after is a lower bound (entries only leave the window by time; others may
         // add more), so a wait beyond the deadline cannot end in a grant.
         std::int64_t wait_ns = sluice::detail::sat_mul(static_cast<std::uint64_t>(v->wait_us), 1000);
         if (wait_ns > left(now)) {
             c.count(false, false);
+            leave(c);
             return finish(error::would_exceed_timeout, false);
         }
         st_ = state::sleeping;
-        // Every waiter of a key is told the same instant, and the first to ask then wins:
-        // without a random delay the process with the shortest round trip would win every
-        // time. Up to 2 ms (and within the deadline), small against any useful window.
-        return op_step::sleep(wait_ns, std::min<std::int64_t>({2'000'000, wait_ns, left(now) - wait_ns}));
+        return op_step::sleep(wait_ns);
     }
 
     template <class Ctx>
@@ -234,10 +243,14 @@ public:
     {
         if (st_ == state::falling_back)
             return fallback_done(c, e);
-        if (e || cancelled)
+        if (e || cancelled) {
+            leave(c);
             return finish(ended(c.closed()), false);
+        }
         return ask(c, now, false);
     }
+
+    const std::string& ticket() const noexcept { return ticket_; }
 
 private:
     template <class Ctx>
@@ -245,12 +258,25 @@ private:
     {
         if (auto ec = c.check(n_))
             return finish(ec, initiating);
-        if (!c.route())
+        if (!c.route()) {
+            leave(c);
             return by_policy(c, left(now), initiating);
+        }
         st_ = state::evaluating;
         // Not cancellable while in flight: a grant cannot be taken back, so the reply
         // decides (bounded by the client's command timeout).
-        return op_step::eval({eval_request::mode::try_now, n_, 0}, false);
+        eval_request r{eval_request::mode::try_now, n_, 0};
+        r.ticket = &ticket_;
+        return op_step::eval(r, false);
+    }
+
+    // Gives up its place in the queue (fire and forget: a ticket left behind only holds
+    // its place until its deadline).
+    template <class Ctx>
+    void leave(Ctx& c)
+    {
+        if (queued_) c.leave_queue(key_, ticket_);
+        queued_ = false;
     }
 
     std::int64_t left(std::int64_t now) const noexcept
@@ -261,6 +287,8 @@ private:
 
     std::int64_t max_wait_ns_;
     std::int64_t deadline_ = 0;   // Clock ns
+    std::string ticket_;
+    bool queued_ = false;         // the ticket may be in the queue
 };
 
 /// A change of a key's configuration (set_rate, set_burst, set_limit, set_window): one

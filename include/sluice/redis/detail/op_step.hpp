@@ -8,6 +8,7 @@
 #include <boost/system/error_code.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace sluice::redis::detail {
 
@@ -24,12 +25,13 @@ struct eval_request {
     std::int64_t max_wait_us = 0;
     std::int64_t new_span_us = 0;   // configure: interval (GCRA) or window
     std::uint64_t new_count = 0;    // configure: burst (GCRA) or limit
+    const std::string* ticket = nullptr;   // the window's place in its waiters' queue
 };
 
 struct op_step {
     enum class kind {
         eval,        // send `request`; `cancellable`: the operation's cancellation reaches the client
-        sleep,       // wait `wait_ns` (plus a random part up to `jitter_ns`) on a timer close() wakes
+        sleep,       // wait `wait_ns` on a timer close() wakes
         fall_back,   // wait on the failure policy's local limiter for at most `wait_ns`
         post,        // complete, but not inside the initiating call
         complete,    // complete now
@@ -38,7 +40,6 @@ struct op_step {
     eval_request request{};
     bool cancellable = false;
     std::int64_t wait_ns = 0;
-    std::int64_t jitter_ns = 0;
 
     static op_step eval(eval_request r, bool cancellable) noexcept
     {
@@ -48,12 +49,11 @@ struct op_step {
         s.cancellable = cancellable;
         return s;
     }
-    static op_step sleep(std::int64_t ns, std::int64_t jitter = 0) noexcept
+    static op_step sleep(std::int64_t ns) noexcept
     {
         op_step s;
         s.next = kind::sleep;
         s.wait_ns = ns;
-        s.jitter_ns = jitter;
         return s;
     }
     static op_step fall_back(std::int64_t max_wait_ns) noexcept

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,7 +80,7 @@ private:
         }
         case op_step::kind::sleep:
             timer = std::make_unique<typename Core::waiting_timer>(core);
-            timer->timer().expires_after(std::chrono::nanoseconds{s.wait_ns + jitter(s.jitter_ns)});
+            timer->timer().expires_after(std::chrono::nanoseconds{s.wait_ns});
             timer->timer().async_wait(std::move(self));
             return;
         case op_step::kind::fall_back: {
@@ -108,13 +107,6 @@ private:
             self.complete(fsm.error(), fsm.result());
         else
             self.complete(fsm.error());
-    }
-
-    static std::int64_t jitter(std::int64_t cap)
-    {
-        if (cap <= 0) return 0;
-        thread_local std::minstd_rand rng(std::random_device{}());
-        return std::uniform_int_distribution<std::int64_t>(0, cap)(rng);
     }
 };
 

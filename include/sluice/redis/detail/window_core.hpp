@@ -15,6 +15,9 @@
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <random>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -44,6 +47,7 @@ public:
                     }),
           script_(std::string(lua::sliding_log)),
           configure_(std::string(lua::sliding_log_configure)),
+          leave_(std::string(lua::sliding_log_leave)),
           limit_(limit),
           window_us_(to_us(window)),
           limit_arg_(std::to_string(limit)),
@@ -56,14 +60,43 @@ public:
         return r.how == eval_request::mode::configure ? configure_ : script_;
     }
 
+    // The keys of every script call: the log, the configuration, the waiters' queue (one
+    // hash slot).
+    static std::vector<std::string> keys(const std::string& key)
+    {
+        return {key, key + ":cfg", key + ":q"};
+    }
+
     // The script's arguments: this limiter's limit and window (the key's configuration in
     // Redis, when it has one, replaces them), then the request; the window never
-    // reserves, every request is a try.
+    // reserves, every request is a try, a waiting one with its ticket.
     std::vector<std::string> args(const eval_request& r) const
     {
         if (r.how == eval_request::mode::configure)
             return {limit_arg_, window_arg_, std::to_string(r.new_count), std::to_string(r.new_span_us)};
+        if (r.ticket)
+            return {limit_arg_, window_arg_, std::to_string(r.n), std::string(), *r.ticket};
         return {limit_arg_, window_arg_, std::to_string(r.n)};
+    }
+
+    // A waiter's ticket, "deadline_us:n:id": the deadline on the server's clock as this
+    // process estimates it (its clock offset), plus a second, only for dropping the
+    // tickets of waiters that died; the id is unique across processes.
+    std::string make_ticket(std::uint64_t n, std::int64_t max_wait_ns)
+    {
+        std::int64_t dl = system_now_us() + this->stats().clock_offset.count() + max_wait_ns / 1000 + 1'000'000;
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%lld:%llu:%016llx%llx", static_cast<long long>(std::max<std::int64_t>(0, dl)),
+                      static_cast<unsigned long long>(n), static_cast<unsigned long long>(id_),
+                      static_cast<unsigned long long>(tickets_.fetch_add(1, std::memory_order_relaxed)));
+        return buf;
+    }
+
+    // A waiter gives up its place (fire and forget).
+    void leave_queue(const std::string& key, const std::string& ticket)
+    {
+        this->count_command();
+        this->client().async_eval(leave_, {key + ":q"}, {ticket}, [](boost::system::error_code, auto&&) {});
     }
 
     // set_limit / set_window: the request, or the error of a bad value.
@@ -110,6 +143,9 @@ private:
 
     script script_;
     script configure_;
+    script leave_;
+    std::uint64_t id_ = std::random_device{}() * (std::uint64_t{1} << 32) ^ std::random_device{}();
+    std::atomic<std::uint64_t> tickets_{0};
     std::uint64_t limit_;
     std::int64_t window_us_;
     std::string limit_arg_;
