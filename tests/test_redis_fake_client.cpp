@@ -1,0 +1,295 @@
+// The Redis limiters' operations end to end against a fake client, without a server: the
+// script calls they send (keys and arguments), what they do with each reply, their timers
+// on a manual clock, cancellation, close() and the failure policy, step by step.
+#include "async_support.hpp"
+
+#include <sluice/redis/reply.hpp>
+#include <sluice/redis/script.hpp>
+#include <sluice/redis/sliding_window.hpp>
+#include <sluice/redis/token_bucket.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+namespace redis = sluice::redis;
+using error_code = boost::system::error_code;
+using clk = sluice::basic_manual_clock<struct fake_client_tag>;
+using namespace std::chrono_literals;
+
+// Records every script call; the test answers them.
+class fake_client {
+public:
+    using executor_type = asio::any_io_executor;
+
+    explicit fake_client(asio::io_context& io) : io_(io) {}
+    executor_type get_executor() const { return io_.get_executor(); }
+
+    struct call {
+        std::vector<std::string> keys, args;
+        std::function<void(error_code, redis::reply)> answer;
+    };
+    std::deque<call> calls;
+
+    template <class Token>
+    auto async_eval(const redis::script&, std::vector<std::string> keys, std::vector<std::string> args, Token&& token)
+    {
+        return asio::async_initiate<Token, void(error_code, redis::reply)>(
+            [this](auto handler, std::vector<std::string> k, std::vector<std::string> a) {
+                auto h = std::make_shared<decltype(handler)>(std::move(handler));
+                auto ex = asio::get_associated_executor(*h, io_.get_executor());
+                calls.push_back({std::move(k), std::move(a), [h, ex](error_code e, redis::reply r) {
+                                     asio::post(ex, [h, e, r = std::move(r)]() mutable { (*h)(e, std::move(r)); });
+                                 }});
+            },
+            token, std::move(keys), std::move(args));
+    }
+
+    // Answers the oldest call.
+    void answer(error_code e, redis::reply r = {})
+    {
+        REQUIRE_FALSE(calls.empty());
+        auto c = std::move(calls.front());
+        calls.pop_front();
+        c.answer(e, std::move(r));
+    }
+
+private:
+    asio::io_context& io_;
+};
+
+redis::reply ints(std::vector<std::int64_t> v)
+{
+    redis::reply r;
+    r.type = redis::reply::kind::array;
+    for (auto x : v) {
+        redis::reply e;
+        e.type = redis::reply::kind::integer;
+        e.integer = x;
+        r.elements.push_back(e);
+    }
+    return r;
+}
+
+// A GCRA grant with its wait (us), state and permits taken.
+redis::reply gcra_granted(std::int64_t wait, std::int64_t state = 7, std::int64_t taken = 1)
+{
+    return ints({1, wait, 0, 0, 1'000'000, state, taken, 100'000, 10});
+}
+
+const std::vector<std::string> bucket_keys{"{sluice:k}", "{sluice:k}:cfg"};
+
+struct fixture {
+    asio::io_context io;
+    fake_client client{io};
+    fixture() { clk::set(std::chrono::seconds(1000)); }
+    void run() { sluice_test::drain(io); }
+};
+
+} // namespace
+
+TEST_SUITE_BEGIN("redis_fsm");
+
+TEST_CASE("fake client: try sends one GCRA call with both keys and completes with its decision")
+{
+    fixture f;
+    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10);
+    std::optional<sluice::decision> got;
+    tb.async_try_acquire("k", 2, [&](error_code ec, sluice::decision d) {
+        CHECK_FALSE(ec);
+        got = d;
+    });
+    REQUIRE(f.client.calls.size() == 1);
+    CHECK(f.client.calls[0].keys == bucket_keys);
+    CHECK(f.client.calls[0].args == std::vector<std::string>{"100000", "10", "2", "0", "try"});
+    f.run();
+    CHECK_FALSE(got);
+    f.client.answer({}, ints({1, 0, 8, 200'000, 1'000'000, 5, 2, 100'000, 10}));
+    f.run();
+    REQUIRE(got);
+    CHECK(got->allowed);
+    CHECK(got->remaining == 8);
+    auto s = tb.stats();
+    CHECK(s.commands == 1);
+    CHECK(s.admitted == 1);
+}
+
+TEST_CASE("fake client: acquire reserves, sleeps on the limiter's clock until its slot, completes")
+{
+    fixture f;
+    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10);
+    std::optional<error_code> got;
+    tb.async_acquire("k", 1, 1s, [&](error_code ec) { got = ec; });
+    REQUIRE(f.client.calls.size() == 1);
+    CHECK(f.client.calls[0].args == std::vector<std::string>{"100000", "10", "1", "1000000", "reserve"});
+    f.client.answer({}, gcra_granted(5'000));
+    f.run();
+    CHECK_FALSE(got);
+    sluice_test::advance<clk>(f.io, 4'999us);
+    CHECK_FALSE(got);
+    sluice_test::advance<clk>(f.io, 1us);
+    REQUIRE(got);
+    CHECK_FALSE(*got);
+    CHECK(f.client.calls.empty());   // no refund
+}
+
+TEST_CASE("fake client: a cancelled or closed sleeper completes at once and gives its slot back")
+{
+    fixture f;
+    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10);
+    asio::cancellation_signal sig;
+    std::optional<error_code> a, b;
+    tb.async_acquire("k", 3, 1s, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) { a = ec; }));
+    tb.async_acquire("k", 1, 1s, [&](error_code ec) { b = ec; });
+    f.client.answer({}, gcra_granted(50'000, 41));
+    f.client.answer({}, gcra_granted(60'000, 42));
+    f.run();
+    sig.emit(asio::cancellation_type::terminal);
+    f.run();
+    REQUIRE(a);
+    CHECK(*a == asio::error::operation_aborted);
+    REQUIRE(f.client.calls.size() == 1);   // the refund of a's 3 permits, against its state
+    CHECK(f.client.calls[0].keys == bucket_keys);
+    CHECK(f.client.calls[0].args == std::vector<std::string>{"100000", "10", "3", "41"});
+    CHECK_FALSE(b);
+    tb.close();
+    f.run();
+    REQUIRE(b);
+    CHECK(*b == sluice::error::closed);
+    CHECK(f.client.calls.size() == 2);
+    CHECK(f.client.calls[1].args == std::vector<std::string>{"100000", "10", "1", "42"});
+}
+
+TEST_CASE("fake client: Redis unreachable, the fallback decides, one probe per interval, back on the first reply")
+{
+    fixture f;
+    redis::shared_options o;
+    o.expected_nodes = 2;
+    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10, o);
+    std::optional<sluice::decision> d1;
+    tb.async_try_acquire("k", 1, [&](error_code ec, sluice::decision d) {
+        CHECK_FALSE(ec);
+        d1 = d;
+    });
+    f.client.answer(make_error_code(sluice::error::timed_out));
+    f.run();
+    REQUIRE(d1);
+    CHECK(d1->allowed);   // the local fallback (5/s, burst 5)
+    CHECK(tb.stats().degraded);
+    // Degraded: nothing goes to Redis until the probe interval has passed.
+    int local = 0;
+    for (int i = 0; i < 10; ++i)
+        tb.async_try_acquire("k", 1, [&](error_code, sluice::decision d) { local += d.allowed; });
+    f.run();
+    CHECK(f.client.calls.empty());
+    CHECK(local == 4);   // burst 5 of the fallback, one taken before
+    CHECK(tb.stats().fallback_decisions == 11);
+    sluice_test::advance<clk>(f.io, 200ms);
+    std::optional<sluice::decision> probe;
+    tb.async_try_acquire("k", 1, [&](error_code, sluice::decision d) { probe = d; });
+    REQUIRE(f.client.calls.size() == 1);   // the probe
+    f.client.answer({}, gcra_granted(0));
+    f.run();
+    REQUIRE(probe);
+    CHECK(probe->allowed);
+    CHECK_FALSE(tb.stats().degraded);
+}
+
+TEST_CASE("fake client: a request beyond the burst in force is error::exceeds_burst after its round trip")
+{
+    fixture f;
+    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10);
+    std::optional<error_code> got;
+    tb.async_acquire("k", 11, 1s, [&](error_code ec) { got = ec; });
+    f.client.answer({}, ints({0, 0, 10, 0, 1'000'000, 0, 0, 100'000, 10}));
+    f.run();
+    REQUIRE(got);
+    CHECK(*got == sluice::error::exceeds_burst);
+}
+
+TEST_CASE("fake client: the window's waiter keeps its ticket across retries and leaves the queue when cancelled")
+{
+    fixture f;
+    redis::sliding_window<fake_client, clk> w(f.client, 5, 1s);
+    asio::cancellation_signal sig;
+    std::optional<error_code> got;
+    w.async_acquire("k", 2, 1s, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) { got = ec; }));
+    REQUIRE(f.client.calls.size() == 1);
+    const auto& first = f.client.calls[0];
+    CHECK(first.keys == std::vector<std::string>{"{sluice:k}", "{sluice:k}:cfg", "{sluice:k}:q"});
+    REQUIRE(first.args.size() == 5);
+    CHECK(first.args[2] == "2");
+    const std::string ticket = first.args[4];
+    CHECK(ticket.find(":2:") != std::string::npos);   // deadline:n:id
+    f.client.answer({}, ints({0, 3'000, 0, 0, 1'000'000, 0}));
+    f.run();
+    sluice_test::advance<clk>(f.io, 3ms);
+    REQUIRE(f.client.calls.size() == 1);   // asks again, with the same ticket
+    CHECK(f.client.calls[0].args[4] == ticket);
+    f.client.answer({}, ints({0, 10'000, 0, 0, 1'000'000, 0}));
+    f.run();
+    sig.emit(asio::cancellation_type::terminal);
+    f.run();
+    REQUIRE(got);
+    CHECK(*got == asio::error::operation_aborted);
+    REQUIRE(f.client.calls.size() == 1);
+    CHECK(f.client.calls[0].keys == std::vector<std::string>{"{sluice:k}:q"});
+    CHECK(f.client.calls[0].args == std::vector<std::string>{ticket});
+}
+
+TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetches in the background")
+{
+    fixture f;
+    redis::shared_options o;
+    o.lease_size = 8;
+    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10, o);
+    std::vector<sluice::decision> got;
+    auto ask = [&] { tb.async_try_acquire("k", 1, [&](error_code, sluice::decision d) { got.push_back(d); }); };
+    ask();
+    REQUIRE(f.client.calls.size() == 1);
+    CHECK(f.client.calls[0].args == std::vector<std::string>{"100000", "10", "1", "250000", "lease"});
+    ask();   // refused locally while the run is on its way
+    f.run();
+    REQUIRE(got.size() == 1);
+    CHECK_FALSE(got[0].allowed);
+    f.client.answer({}, gcra_granted(0, 9, 1));
+    f.run();
+    REQUIRE(got.size() == 2);
+    CHECK(got[1].allowed);
+    // The run doubles (requests found it used up); the next is reserved in the background.
+    REQUIRE(f.client.calls.size() == 1);
+    CHECK(f.client.calls[0].args[2] == "2");
+    CHECK(f.client.calls[0].args[4] == "lease");
+    f.client.answer({}, gcra_granted(100'000, 11, 2));   // slots now and in 100 ms
+    f.run();
+    CHECK(tb.leased() == 2);
+    ask();
+    ask();
+    f.run();
+    REQUIRE(got.size() == 4);
+    CHECK(got[2].allowed);
+    CHECK_FALSE(got[3].allowed);
+    CHECK(got[3].retry_after == 100ms);
+    // The one slot held ends within a spacing (plus two round trips) of now: the next run
+    // is on its way already.
+    CHECK(f.client.calls.size() == 1);
+    CHECK(tb.stats().commands == 3);
+}
+
+TEST_SUITE_END();
