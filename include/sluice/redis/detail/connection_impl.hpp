@@ -1,5 +1,5 @@
-// The type-erased core of basic_connection, compiled in lib/redis/connection.cpp so that
-// hiredis stays out of the public headers.
+// The type-erased core of basic_connection, compiled in lib/redis/ (connection.cpp and the
+// parts it is made of) so that hiredis stays out of the public headers.
 #pragma once
 
 #include <sluice/redis/connection_config.hpp>

@@ -1,0 +1,51 @@
+// EVALSHA with SCRIPT LOAD on NOSCRIPT, as a decision on each reply: sans-io, tested on
+// its own; script_reload.cpp sends what it decides.
+#pragma once
+
+#include <sluice/error.hpp>
+#include <sluice/redis/reply.hpp>
+
+#include <boost/system/error_code.hpp>
+
+#include <utility>
+
+namespace sluice::redis::detail {
+
+/// One async_eval. The server may not have the script (new, restarted, SCRIPT FLUSH): the
+/// first NOSCRIPT loads it and runs EVALSHA again, pipelined behind the load; a second
+/// NOSCRIPT is the answer (the load failed, and its error says why).
+class eval_fsm {
+public:
+    /// What to do after a reply to EVALSHA.
+    enum class next {
+        reload,   ///< send SCRIPT LOAD, then EVALSHA again
+        done,     ///< complete with (ec, r), as adjusted
+    };
+
+    /// The reply to EVALSHA (or its error_code). On `done`, `ec` and `r` are the answer: an
+    /// error reply becomes error::backend_error, with the failed load's reply if there was
+    /// one.
+    next on_evalsha(boost::system::error_code& ec, reply& r)
+    {
+        if (!ec && r.is_error() && r.str.starts_with("NOSCRIPT") && !reloaded_) {
+            reloaded_ = true;
+            return next::reload;
+        }
+        if (!ec && load_error_.is_error()) r = std::move(load_error_);
+        if (!ec && r.is_error()) ec = error::backend_error;
+        return next::done;
+    }
+
+    /// The reply to SCRIPT LOAD: an error (the script does not compile) is kept, to answer
+    /// with instead of the NOSCRIPT that follows it.
+    void on_load(const boost::system::error_code& ec, reply r)
+    {
+        if (!ec && r.is_error()) load_error_ = std::move(r);
+    }
+
+private:
+    bool reloaded_ = false;
+    reply load_error_;
+};
+
+} // namespace sluice::redis::detail

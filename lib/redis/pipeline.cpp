@@ -1,0 +1,259 @@
+#include "pipeline.hpp"
+
+#include <boost/asio/ip/address.hpp>
+
+#include <cassert>
+#include <strings.h>
+
+namespace sluice::redis::detail {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+// hiredis keeps the callbacks of these outside its reply queue: they would break the
+// one-reply-per-command order that the pipeline relies on.
+bool is_push_command(const std::string& name)
+{
+    for (const char* c : {"SUBSCRIBE", "PSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "MONITOR"})
+        if (::strcasecmp(name.c_str(), c) == 0) return true;
+    return false;
+}
+
+} // namespace
+
+pipeline::pipeline(const asio::any_io_executor& ex, connection_config cfg)
+    : ex_(ex), cfg_(std::move(cfg)), resolver_(ex), cmd_timer_(ex), link_timer_(ex),
+      backoff_(cfg_.reconnect_min, cfg_.reconnect_max), link_(ex, *this)
+{
+}
+
+pipeline::~pipeline()
+{
+    destroying_ = true;
+    link_.close();
+}
+
+void pipeline::start() { connect(); }
+
+void pipeline::exec(std::vector<std::string> argv, std::shared_ptr<pending_op> op)
+{
+    if (op->done()) return;   // cancelled before it got here
+    if (state_ == state::closed) return op->complete(error::closed);
+    if (argv.empty() || is_push_command(argv.front())) return op->complete(error::invalid_option);
+    if (auto e = refusal()) return op->complete(*e);
+    submit(std::move(argv), std::move(op));
+}
+
+std::optional<error> pipeline::refusal() const noexcept
+{
+    if (state_ == state::closed) return error::closed;
+    if (!link_.is_open() && !resolving_) return error::backend_unavailable;
+    return std::nullopt;
+}
+
+void pipeline::submit(std::vector<std::string> argv, std::shared_ptr<pending_op> op)
+{
+    if (op->done()) return;
+    if (argv.empty()) return op->complete(error::invalid_option);
+    if (!link_.is_open() && resolving_) {
+        held_.push_back({std::move(argv), std::move(op)});
+        return;
+    }
+    if (!link_.send(argv)) return op->complete(error::backend_unavailable);
+    // A cancelled entry stays queued: its reply is still due and is dropped then.
+    queue_.push(std::move(op), clock_type::now() + cfg_.command_timeout);
+    arm_cmd_timer();
+}
+
+// The name resolved (a link exists now) or could not be: send or fail what waited.
+void pipeline::release_held()
+{
+    resolving_ = false;
+    auto held = std::move(held_);
+    held_.clear();
+    for (auto& c : held) {
+        if (c.op->done()) continue;
+        if (state_ == state::closed)
+            c.op->complete(error::closed);
+        else
+            submit(std::move(c.argv), std::move(c.op));
+    }
+}
+
+void pipeline::close()
+{
+    if (state_ == state::closed) return;
+    state_ = state::closed;
+    connected_ = false;
+    resolver_.cancel();
+    link_timer_.cancel();
+    cmd_timer_.cancel();
+    free_link(error::closed);
+    release_held();   // closed: each fails with error::closed
+}
+
+void pipeline::shutdown()
+{
+    state_ = state::closed;
+    connected_ = false;
+    destroying_ = true;
+    link_.close();
+    queue_.clear();
+    resolving_ = false;
+    auto held = std::move(held_);
+    held.clear();
+}
+
+// ---- replies ------------------------------------------------------------------------------
+
+void pipeline::on_reply(raw_reply r)
+{
+    assert(!queue_.empty() || destroying_);
+    if (queue_.empty()) return;
+    auto [op, how] = queue_.pop(!r.none(), r.is_error());
+    if (destroying_ || op->done()) return;
+    switch (how) {
+    case reply_queue<std::shared_ptr<pending_op>>::outcome::reply:
+        return op->complete({}, r.to_reply());
+    case reply_queue<std::shared_ptr<pending_op>>::outcome::refused:
+        return op->complete(error::backend_unavailable);
+    case reply_queue<std::shared_ptr<pending_op>>::outcome::link_error:
+        return op->complete(link_error_);
+    }
+}
+
+void pipeline::on_cleanup()
+{
+    queue_.link_gone();
+    ++gen_;
+}
+
+// hiredis freed the context by itself (refused, EOF, socket error).
+void pipeline::on_link_lost()
+{
+    if (state_ != state::closed) schedule_reconnect();
+}
+
+// ---- command timeout ----------------------------------------------------------------------
+
+// One timer for the oldest command: replies come in order and all commands have the same
+// timeout, so the oldest one is always the first to expire.
+void pipeline::arm_cmd_timer()
+{
+    if (cmd_timer_armed_ || queue_.empty()) return;
+    cmd_timer_armed_ = true;
+    cmd_timer_.expires_at(queue_.front_deadline());
+    cmd_timer_.async_wait([w = weak_from_this()](error_code) {
+        auto self = w.lock();
+        if (!self) return;
+        self->cmd_timer_armed_ = false;
+        self->on_cmd_timer();
+    });
+}
+
+void pipeline::on_cmd_timer()
+{
+    if (queue_.empty() || state_ == state::closed) return;
+    if (clock_type::now() < queue_.front_deadline()) return arm_cmd_timer();
+    // A pipelined reply cannot be skipped: the late command fails and the link goes.
+    queue_.front()->complete(error::timed_out);
+    reset_link();
+}
+
+// ---- the link -----------------------------------------------------------------------------
+
+void pipeline::connect()
+{
+    state_ = state::connecting;
+    error_code ec;
+    (void)asio::ip::make_address(cfg_.host, ec);
+    if (!ec) return connect_to(cfg_.host);
+    // A name: resolved by Asio's resolver (getaddrinfo on a thread of its own, never on the
+    // executor's), again at every reconnection; the connect timeout covers it.
+    ++gen_;
+    resolving_ = true;
+    arm_connect_timeout();
+    resolver_.async_resolve(
+        cfg_.host, std::to_string(cfg_.port),
+        [w = weak_from_this(), gen = gen_](error_code ec, asio::ip::tcp::resolver::results_type rs) {
+            auto self = w.lock();
+            if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
+            if (ec || rs.empty()) return self->reset_link();
+            self->connect_to(rs.begin()->endpoint().address().to_string());
+            self->release_held();
+        });
+}
+
+// Connects to a numeric address.
+void pipeline::connect_to(const std::string& address)
+{
+    if (!link_.connect(address, cfg_.port, weak_from_this())) return schedule_reconnect();
+    ++gen_;
+    queue_.new_link();
+
+    // Up only once the server answered: a listener that accepts but never speaks must count
+    // as a failed connect, not as a link whose first command times out.
+    std::vector<std::string> hello{"PING"};
+    if (!cfg_.password.empty()) hello = {"AUTH", cfg_.password};
+    const auto before = queue_.size();
+    submit_internal(std::move(hello), [w = weak_from_this(), gen = gen_](error_code ec, reply r) {
+        auto self = w.lock();
+        if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
+        if (ec || r.is_error()) return self->reset_link();
+        self->state_ = state::connected;
+        self->connected_ = true;
+        self->backoff_.reset();
+        self->link_timer_.cancel();
+    });
+    if (queue_.size() > before) queue_.mark_handshake();
+    arm_connect_timeout();
+}
+
+// A connection attempt (name resolution, TCP, handshake) longer than connect_timeout is
+// dropped, and retried after the backoff.
+void pipeline::arm_connect_timeout()
+{
+    link_timer_.expires_after(cfg_.connect_timeout);
+    link_timer_.async_wait([w = weak_from_this(), gen = gen_](error_code ec) {
+        auto self = w.lock();
+        if (!self || ec || gen != self->gen_ || self->state_ != state::connecting) return;
+        self->resolver_.cancel();
+        self->reset_link();
+    });
+}
+
+// Frees the context from our side (never inside a hiredis callback): hiredis answers every
+// pending command with a null reply, which completes it with `e`.
+void pipeline::free_link(error e)
+{
+    if (!link_.is_open()) return;
+    link_error_ = e;
+    link_.close();
+    link_error_ = error::backend_unavailable;
+    assert(queue_.empty());
+}
+
+void pipeline::reset_link()
+{
+    free_link(error::backend_unavailable);
+    connected_ = false;
+    if (state_ != state::closed) schedule_reconnect();
+    if (resolving_) release_held();   // no link: each fails with backend_unavailable
+}
+
+void pipeline::schedule_reconnect()
+{
+    connected_ = false;
+    state_ = state::backoff;
+    link_timer_.expires_after(backoff_.next());
+    link_timer_.async_wait([w = weak_from_this(), seq = ++backoff_seq_](error_code ec) {
+        auto self = w.lock();
+        if (!self || ec || seq != self->backoff_seq_ || self->state_ != state::backoff) return;
+        self->connect();
+    });
+}
+
+} // namespace sluice::redis::detail
