@@ -1,15 +1,23 @@
-// The connection and the cluster on a strand of an io_context run by two threads, and
-// operations initiated from foreign threads (also run under ThreadSanitizer: suite
-// 'concurrency').
+// The connection and the cluster on a strand of an io_context run by two threads,
+// operations initiated from foreign threads, and operations cancelled from their handlers'
+// strands on another io_context while replies arrive (also run under ThreadSanitizer:
+// suite 'concurrency').
 #include "redis_support.hpp"
+
+#include "redis/pending_op.hpp"
 
 #include <sluice/redis/cluster.hpp>
 #include <sluice/redis/connection.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
@@ -18,7 +26,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <functional>
 #include <future>
+#include <memory>
+#include <random>
 #include <thread>
 
 namespace asio = boost::asio;
@@ -26,7 +38,218 @@ using boost::system::error_code;
 using sluice::redis::reply;
 using namespace std::chrono_literals;
 
+namespace {
+
+using strand_type = asio::strand<asio::io_context::executor_type>;
+
+// An io_context run by `n` threads until stop(): its work guard keeps them in run().
+class pool {
+public:
+    explicit pool(int n)
+    {
+        for (int i = 0; i < n; ++i) threads_.emplace_back([this] { io.run(); });
+    }
+    ~pool() { stop(); }
+    void stop()
+    {
+        guard_.reset();
+        for (auto& t : threads_)
+            if (t.joinable()) t.join();
+    }
+
+    asio::io_context io;
+
+private:
+    asio::executor_work_guard<asio::io_context::executor_type> guard_ = asio::make_work_guard(io);
+    std::vector<std::thread> threads_;
+};
+
+// Runs f on `s` after `hops` more turns of it: a cancellation that lands anywhere between
+// the initiation and the reply.
+void after_hops(const strand_type& s, int hops, std::function<void()> f)
+{
+    if (hops == 0) return asio::post(s, std::move(f));
+    asio::post(s, [s, hops, f = std::move(f)]() mutable { after_hops(s, hops - 1, std::move(f)); });
+}
+
+// What the lanes saw, checked on the test's thread once they are done.
+struct tally {
+    std::atomic<int> replied{0}, aborted{0}, wrong{0}, off_strand{0}, extra{0}, finished{0};
+};
+
+// One caller: a strand of the handlers' io_context with its own cancellation signal, and
+// one operation at a time on it, each cancelled (or not) a random number of turns after it
+// started. Each operation's handler must run exactly once, on this strand, with its own
+// reply or with operation_aborted. The signal is emitted and reused only on the strand.
+template <class Client>
+struct lane : std::enable_shared_from_this<lane<Client>> {
+    lane(strand_type s, Client& c, const sluice::redis::script& sc, int id, int ops, tally& t)
+        : strand(std::move(s)), client(c), scr(sc), id(id), calls(static_cast<std::size_t>(ops)),
+          rng(static_cast<unsigned>(id) * 7919u + 1), t(t)
+    {
+    }
+
+    void start_next()
+    {
+        const int i = next++;
+        if (i == static_cast<int>(calls.size())) {
+            ++t.finished;
+            return;
+        }
+        std::string payload = "lane" + std::to_string(id) + "-" + std::to_string(i);
+        auto h = asio::bind_cancellation_slot(
+            sig.slot(), asio::bind_executor(strand, [self = this->shared_from_this(), i, payload](
+                                                        error_code ec, reply r) {
+                self->done(i, payload, ec, r);
+            }));
+        // The key is the payload: on a cluster the lanes' operations go to every master.
+        if (i % 2)
+            client.async_exec({"ECHO", payload}, std::move(h));
+        else
+            client.async_eval(scr, {payload}, {payload}, std::move(h));
+        auto cancel = [self = this->shared_from_this()] {
+            self->sig.emit(self->rng() % 2 ? asio::cancellation_type::terminal
+                                           : asio::cancellation_type::partial);
+        };
+        const auto pick = rng() % 10;
+        if (pick < 4) {
+            // Before the command is even sent, or while it is.
+            after_hops(strand, static_cast<int>(pick), std::move(cancel));
+        } else if (pick < 8) {
+            // Around the time the reply comes (a loopback round trip is tens of us).
+            auto timer = std::make_shared<asio::steady_timer>(strand, std::chrono::microseconds(rng() % 300));
+            timer->async_wait([timer, cancel](error_code) { cancel(); });
+        }
+        // else: never cancelled
+    }
+
+    void done(int i, const std::string& payload, error_code ec, const reply& r)
+    {
+        if (!strand.running_in_this_thread()) ++t.off_strand;
+        if (calls[static_cast<std::size_t>(i)].fetch_add(1) != 0) ++t.extra;
+        if (ec == asio::error::operation_aborted)
+            ++t.aborted;
+        else if (!ec && r.str == payload)
+            ++t.replied;
+        else
+            ++t.wrong;
+        start_next();
+    }
+
+    strand_type strand;
+    Client& client;
+    sluice::redis::script scr;
+    int id;
+    std::deque<std::atomic<int>> calls;
+    asio::cancellation_signal sig;
+    std::minstd_rand rng;
+    int next = 0;
+    tally& t;
+};
+
+template <class Client>
+void run_lanes(Client& c, asio::io_context& user_io, int lanes, int per_lane,
+               std::chrono::milliseconds limit)
+{
+    sluice::redis::script scr("return ARGV[1]");
+    tally t;
+    std::vector<std::shared_ptr<lane<Client>>> all;
+    for (int l = 0; l < lanes; ++l) {
+        all.push_back(std::make_shared<lane<Client>>(asio::make_strand(user_io), c, scr, l, per_lane, t));
+        asio::post(all.back()->strand, [ln = all.back()] { ln->start_next(); });
+    }
+    REQUIRE(sluice_test::wait_until([&] { return t.finished == lanes; }, limit));
+    CHECK(t.off_strand == 0);
+    CHECK(t.extra == 0);
+    CHECK(t.wrong == 0);
+    CHECK(t.replied + t.aborted == lanes * per_lane);
+    // Both outcomes happened: the cancellations did race the replies.
+    CHECK(t.replied > 0);
+    CHECK(t.aborted > 0);
+    MESSAGE("replied " << t.replied.load() << ", aborted " << t.aborted.load());
+    for (auto& ln : all)
+        for (auto& n : ln->calls) CHECK(n.load() == 1);
+}
+
+} // namespace
+
 TEST_SUITE_BEGIN("redis");
+
+TEST_CASE("pending_op: a cancellation racing the completion completes once, on the handler's strand" * doctest::timeout(120))
+{
+    // No server: the I/O executor completes each operation after a random number of turns,
+    // the handler's strand (another io_context) cancels it after another.
+    using sluice::redis::detail::pending_op;
+    pool io_side(2), user_side(2);
+    auto io_strand = asio::make_strand(io_side.io);
+    constexpr int lanes = 4, per_lane = 3000;
+    std::atomic<int> replied{0}, aborted{0}, off_strand{0}, extra{0}, finished{0};
+
+    struct state {
+        state(strand_type s, unsigned seed) : strand(std::move(s)), rng(seed) {}
+        strand_type strand;
+        asio::cancellation_signal sig;
+        std::minstd_rand rng;
+        int next = 0;
+    };
+    std::vector<std::unique_ptr<state>> st;
+    std::function<void(state*)> start = [&](state* s) {
+        if (s->next++ == per_lane) {
+            ++finished;
+            return;
+        }
+        auto count = std::make_shared<std::atomic<int>>(0);
+        auto h = asio::bind_cancellation_slot(
+            s->sig.slot(), asio::bind_executor(s->strand, [&, s, count](error_code ec, reply) {
+                if (!s->strand.running_in_this_thread()) ++off_strand;
+                if (count->fetch_add(1) != 0) ++extra;
+                ++(ec == asio::error::operation_aborted ? aborted : replied);
+                start(s);
+            }));
+        // Initiated here, on the handler's strand, as async_exec does.
+        auto op = pending_op::start(sluice::redis::detail::exec_handler(std::move(h)), io_strand);
+        // The reply, on the I/O executor, and the cancellation, on the handler's strand.
+        after_hops(io_strand, static_cast<int>(s->rng() % 4), [op] { op->complete({}, reply{}); });
+        after_hops(s->strand, static_cast<int>(s->rng() % 4),
+                   [s] { s->sig.emit(asio::cancellation_type::terminal); });
+    };
+    for (int l = 0; l < lanes; ++l) {
+        st.push_back(std::make_unique<state>(asio::make_strand(user_side.io), static_cast<unsigned>(l) + 1));
+        asio::post(st.back()->strand, [&, s = st.back().get()] { start(s); });
+    }
+    REQUIRE(sluice_test::wait_until([&] { return finished == lanes; }, 100000ms));
+    io_side.stop();
+    user_side.stop();
+    CHECK(off_strand == 0);
+    CHECK(extra == 0);
+    CHECK(replied + aborted == lanes * per_lane);
+    CHECK(replied > 0);
+    CHECK(aborted > 0);
+}
+
+TEST_CASE("connection: cancelled from the handlers' strands on another io_context while replies arrive" * doctest::timeout(180))
+{
+    sluice_test::redis_server srv;
+    pool conn_side(2), user_side(2);
+    {
+        sluice::redis::connection c(asio::make_strand(conn_side.io), srv.config());
+        run_lanes(c, user_side.io, 4, 500, 120000ms);
+    }
+    conn_side.stop();
+    user_side.stop();
+}
+
+TEST_CASE("cluster: cancelled from the handlers' strands on another io_context while replies arrive" * doctest::timeout(240))
+{
+    sluice_test::redis_cluster cl;
+    pool conn_side(2), user_side(2);
+    {
+        sluice::redis::cluster c(asio::make_strand(conn_side.io), cl.config());
+        run_lanes(c, user_side.io, 3, 200, 150000ms);
+    }
+    conn_side.stop();
+    user_side.stop();
+}
 
 TEST_CASE("connection: on a strand, io_context run by two threads" * doctest::timeout(60))
 {

@@ -1,0 +1,202 @@
+// The parts of the Redis transport that do no I/O, step by step without a server: the
+// reconnection schedule, the pipeline's reply bookkeeping, the NOSCRIPT decision.
+#include "redis/backoff.hpp"
+#include "redis/eval_fsm.hpp"
+#include "redis/reply_queue.hpp"
+
+#include <sluice/error.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+
+using boost::system::error_code;
+using sluice::redis::reply;
+using sluice::redis::detail::backoff;
+using sluice::redis::detail::eval_fsm;
+using namespace std::chrono_literals;
+
+namespace {
+
+reply error_reply(std::string text)
+{
+    reply r;
+    r.type = reply::kind::error;
+    r.str = std::move(text);
+    return r;
+}
+
+reply integer_reply(std::int64_t v)
+{
+    reply r;
+    r.type = reply::kind::integer;
+    r.integer = v;
+    return r;
+}
+
+using queue = sluice::redis::detail::reply_queue<int>;
+const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+
+} // namespace
+
+TEST_SUITE_BEGIN("redis");
+
+TEST_CASE("backoff: doubles from reconnect_min up to reconnect_max, back to the start once up")
+{
+    backoff b(50ms, 400ms);
+    CHECK(b.next() == 50ms);
+    CHECK(b.next() == 100ms);
+    CHECK(b.next() == 200ms);
+    CHECK(b.next() == 400ms);
+    CHECK(b.next() == 400ms);
+    b.reset();
+    CHECK(b.next() == 50ms);
+    CHECK(b.next() == 100ms);
+}
+
+TEST_CASE("backoff: a maximum below the minimum is the minimum; zero stays zero")
+{
+    backoff b(300ms, 100ms);
+    CHECK(b.next() == 300ms);
+    CHECK(b.next() == 300ms);
+    backoff z(0ms, 100ms);
+    CHECK(z.next() == 0ms);
+    CHECK(z.next() == 0ms);
+}
+
+TEST_CASE("reply_queue: replies answer the oldest entry; the front deadline is the oldest's")
+{
+    queue q;
+    q.new_link();
+    q.push(1, t0);
+    q.push(2, t0 + 5ms);
+    CHECK(q.size() == 2);
+    CHECK(q.front() == 1);
+    CHECK(q.front_deadline() == t0);
+    auto a = q.pop(true, false);
+    CHECK(a.entry == 1);
+    CHECK(a.how == queue::outcome::reply);
+    CHECK(q.front_deadline() == t0 + 5ms);
+    a = q.pop(true, true);   // an error reply is still the reply
+    CHECK(a.entry == 2);
+    CHECK(a.how == queue::outcome::reply);
+    CHECK(q.empty());
+}
+
+TEST_CASE("reply_queue: a refused handshake refuses the replies after it on that link")
+{
+    queue q;
+    q.new_link();
+    q.push(0, t0);
+    q.mark_handshake();
+    q.push(1, t0);
+    q.push(2, t0);
+    auto hs = q.pop(true, true);   // NOAUTH
+    CHECK(hs.entry == 0);
+    CHECK(hs.how == queue::outcome::refused);
+    CHECK(q.pop(true, false).how == queue::outcome::refused);   // came in the same read
+    CHECK(q.pop(false, false).how == queue::outcome::link_error);   // the link is freed
+
+    SUBCASE("a new link starts afresh")
+    {
+        q.new_link();
+        q.push(3, t0);
+        q.mark_handshake();
+        q.push(4, t0);
+        CHECK(q.pop(true, false).how == queue::outcome::reply);
+        CHECK(q.pop(true, false).how == queue::outcome::reply);
+    }
+}
+
+TEST_CASE("reply_queue: a handshake never answered refuses nothing that has a reply on a later link")
+{
+    queue q;
+    q.new_link();
+    q.push(0, t0);
+    q.mark_handshake();
+    q.push(1, t0);
+    // The link is freed with both pending: no reply for either.
+    CHECK(q.pop(false, false).how == queue::outcome::link_error);
+    CHECK(q.pop(false, false).how == queue::outcome::link_error);
+    q.link_gone();
+    q.new_link();
+    q.push(2, t0);
+    CHECK(q.pop(true, false).how == queue::outcome::reply);
+}
+
+TEST_CASE("reply_queue: an accepted handshake lets the rest through; the link going fails what is left")
+{
+    queue q;
+    q.new_link();
+    q.push(0, t0);
+    q.mark_handshake();
+    q.push(1, t0);
+    q.push(2, t0);
+    CHECK(q.pop(true, false).how == queue::outcome::reply);   // PONG
+    CHECK(q.pop(true, true).how == queue::outcome::reply);    // an error reply of a command
+    CHECK(q.pop(false, false).how == queue::outcome::link_error);
+}
+
+TEST_CASE("eval_fsm: a reply is the answer; an error reply is backend_error with the reply")
+{
+    eval_fsm f;
+    error_code ec;
+    reply r = integer_reply(7);
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK_FALSE(ec);
+    CHECK(r.integer == 7);
+
+    eval_fsm g;
+    r = error_reply("WRONGTYPE Operation against a key holding the wrong kind of value");
+    CHECK(g.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK(ec == sluice::error::backend_error);
+    CHECK(r.str.starts_with("WRONGTYPE"));
+}
+
+TEST_CASE("eval_fsm: NOSCRIPT loads once; the retry's reply is the answer")
+{
+    eval_fsm f;
+    error_code ec;
+    reply r = error_reply("NOSCRIPT No matching script. Please use EVAL.");
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::reload);
+    f.on_load({}, reply{reply::kind::string, 0, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", {}});
+    r = integer_reply(1);
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK_FALSE(ec);
+    CHECK(r.integer == 1);
+}
+
+TEST_CASE("eval_fsm: a script that does not compile answers with the load's error, not NOSCRIPT")
+{
+    eval_fsm f;
+    error_code ec;
+    reply r = error_reply("NOSCRIPT No matching script. Please use EVAL.");
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::reload);
+    f.on_load({}, error_reply("ERR Error compiling script"));
+    r = error_reply("NOSCRIPT No matching script. Please use EVAL.");
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::done);   // never a second load
+    CHECK(ec == sluice::error::backend_error);
+    CHECK(r.str.starts_with("ERR Error compiling"));
+}
+
+TEST_CASE("eval_fsm: an error_code (link lost, timed out) is the answer as it is")
+{
+    eval_fsm f;
+    error_code ec = make_error_code(sluice::error::timed_out);
+    reply r;
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK(ec == sluice::error::timed_out);
+
+    eval_fsm g;   // after a reload whose load failed, a lost link still says so
+    ec = {};
+    r = error_reply("NOSCRIPT No matching script. Please use EVAL.");
+    CHECK(g.on_evalsha(ec, r) == eval_fsm::next::reload);
+    g.on_load({}, error_reply("ERR Error compiling script"));
+    ec = make_error_code(sluice::error::backend_unavailable);
+    r = {};
+    CHECK(g.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK(ec == sluice::error::backend_unavailable);
+    CHECK_FALSE(r.is_error());
+}
+
+TEST_SUITE_END();
