@@ -599,4 +599,21 @@ TEST_CASE("connection: destroyed with commands in flight, and io_context destroy
     srv.resume();
 }
 
+TEST_CASE("connection: destroyed with an eval in flight completes it with closed" * doctest::timeout(30))
+{
+    sluice_test::redis_server srv;
+    asio::io_context io;
+    result ev;
+    {
+        sluice::redis::connection c(io, srv.config());
+        REQUIRE(wait_connected(io, c));
+        srv.pause();
+        c.async_eval(sluice::redis::script("return 1"), {}, {}, recorder(ev));
+        run_until(io, [] { return false; }, 20ms);   // EVALSHA sent, unanswered
+    }
+    REQUIRE(run_until(io, [&] { return ev.has_value(); }, 2s));
+    CHECK(ev->first == sluice::error::closed);
+    srv.resume();
+}
+
 TEST_SUITE_END();

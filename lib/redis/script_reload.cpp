@@ -27,19 +27,22 @@ void send_evalsha(pipeline& p, const std::shared_ptr<eval_state>& st)
     argv.insert(argv.end(), st->args.begin(), st->args.end());
     // Weakly: the handler sits in the pipeline's own queue.
     p.submit_internal(std::move(argv), [w = p.weak_from_this(), st](error_code ec, reply r) {
+        if (st->op->done()) return;   // cancelled
+        auto next = st->fsm.on_evalsha(ec, r);
         auto self = w.lock();
-        if (!self || st->op->done()) return;   // gone, or cancelled
-        switch (st->fsm.on_evalsha(ec, r)) {
-        case eval_fsm::next::reload:
+        if (next == eval_fsm::next::reload && self) {
             // Pipelined: the load precedes the retry on the same link.
             self->submit_internal({"SCRIPT", "LOAD", st->s.source()},
                                   [st](error_code ec, reply r) { st->fsm.on_load(ec, std::move(r)); });
-            send_evalsha(*self, st);
-            return;
-        case eval_fsm::next::done:
-            st->op->complete(ec, std::move(r));
-            return;
+            return send_evalsha(*self, st);
         }
+        // Also when the connection is gone: its close() answered the EVALSHA with
+        // error::closed, which is the user's answer (the op needs only the executor).
+        if (next == eval_fsm::next::reload) {
+            ec = error::closed;
+            r = {};
+        }
+        st->op->complete(ec, std::move(r));
     });
 }
 

@@ -40,7 +40,8 @@ namespace sluice::redis {
 ///
 /// Cancellation: per-operation, terminal and partial, as basic_connection: the operation
 /// completes at once with operation_aborted, the command may still run on the server.
-/// close() and the destructor complete every pending operation with error::closed.
+/// close() and the destructor complete every pending operation with error::closed. Emit
+/// the signal where the handler runs; the request is carried to the client's executor.
 ///
 /// Thread-safety: as basic_connection (an Asio socket): give it a strand if several
 /// threads run its io_context.

@@ -43,7 +43,10 @@ namespace sluice::redis {
 /// Cancellation: per-operation, terminal and partial. The operation completes at once with
 /// operation_aborted; the command may still run on the server and its late reply is
 /// dropped. close() and the destructor complete every pending operation with
-/// error::closed.
+/// error::closed. The slot is taken in the initiating call; emit the signal where the
+/// handler runs (its associated executor), as for any Asio operation. The request is
+/// carried to the connection's executor, where a reply that got there first wins: either
+/// way the handler runs once, on its own executor.
 template <class Executor = boost::asio::any_io_executor>
 class basic_connection {
 public:
