@@ -114,13 +114,14 @@ void pipeline::on_reply(raw_reply r)
     assert(!queue_.empty() || destroying_);
     if (queue_.empty()) return;
     auto [op, how] = queue_.pop(!r.none(), r.is_error());
-    if (destroying_ || op->done()) return;
+    if (destroying_ || op->done()) return;   // shut down, or cancelled: dropped
+    using outcome = decltype(queue_)::outcome;
     switch (how) {
-    case reply_queue<std::shared_ptr<pending_op>>::outcome::reply:
+    case outcome::reply:
         return op->complete({}, r.to_reply());
-    case reply_queue<std::shared_ptr<pending_op>>::outcome::refused:
+    case outcome::refused:
         return op->complete(error::backend_unavailable);
-    case reply_queue<std::shared_ptr<pending_op>>::outcome::link_error:
+    case outcome::link_error:
         return op->complete(link_error_);
     }
 }
