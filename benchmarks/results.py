@@ -19,8 +19,12 @@ import datetime
 import json
 import os
 import platform
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -97,6 +101,42 @@ class Runner:
         return "%s %s %s" % (fmt % lo, "to" if lo < 0 or fmt.startswith("%+") else "-", fmt % hi)
 
 
+def gcra_script():
+    text = open(os.path.join(ROOT, "include", "sluice", "redis", "scripts.hpp")).read()
+    m = re.search(r'gcra = R"lua\((.*?)\)lua"', text, re.S)
+    return m.group(1) if m else None
+
+
+def redis_benchmark(r, round_no, port):
+    """The GCRA script through redis-benchmark (EVALSHA, 4 connections x 32 pipelined, the
+    128 commands in flight of the shared scenario) on a redis-server of its own."""
+    script = gcra_script()
+    if not script or not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
+        return
+    d = tempfile.mkdtemp()
+    srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                            "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
+                break
+            time.sleep(0.05)
+        sha = subprocess.run(["redis-cli", "-p", str(port), "SCRIPT", "LOAD", script],
+                             capture_output=True, text=True).stdout.strip()
+        cmd = ["redis-benchmark", "-p", str(port), "-c", "4", "-P", "32", "-n", "1000000", "-q",
+               "EVALSHA", sha, "2", "{bench:shared}", "{bench:shared}:cfg", "1000", "1", "1", "0", "try"]
+        print("[round %d] %s" % (round_no, " ".join(cmd[:9]) + " ..."), flush=True)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+        m = re.search(r"([0-9.]+) requests per second", out.replace("\r", "\n"))
+        if m:
+            r.results.setdefault(("fleet 1000 rps", "redis-benchmark"), []).append(float(m.group(1)))
+            r.out.write(json.dumps({"peer": "redis-benchmark", "round": round_no, "requests_per_s": float(m.group(1))}) + "\n")
+    finally:
+        srv.terminate()
+        srv.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", default=os.path.join(ROOT, "build-rel/benchmarks/sluice-bench"))
@@ -150,6 +190,22 @@ def main():
               "--seconds", "1" if a.quick else "3", "--port", "6397"]
         for col, extra in (("sluice exact", []), ("sluice lease 8", ["--lease", "8"])):
             r.run(rnd, col, [B] + sh + extra, ("shared", "decisions_per_s"), ("shared over", "over_admission", 100))
+        # The fleet: one quota, 4 processes x 32 callers, burst 1, at the rates fleets have.
+        secs = "1" if a.quick else "5"
+        rlflex = os.path.join(peers, "node-rlflex", "run")
+        for rate in ("1000", "10000", "100000"):
+            base = ["--scenario", "shared", "--procs", "2" if a.quick else "4", "--concurrency", "32", "--rate", rate,
+                    "--seconds", secs, "--port", "6398"]
+            for col, cmd in (("sluice try, lease 64", [B] + base + ["--lease", "64"]),
+                             ("sluice acquire, bucket", [B] + base + ["--mode", "acquire"]),
+                             ("sluice acquire, window", [B] + base + ["--mode", "acquire", "--limiter", "window"]),
+                             ("rate-limiter-flexible", [rlflex] + base)):
+                r.run(rnd, col, cmd, ("fleet " + rate + " admitted", "admitted"), ("fleet " + rate + " allowed", "allowed"),
+                      ("fleet " + rate + " over", "over_admission", 100),
+                      ("fleet " + rate + " cmds", "commands_per_decision", 100),
+                      ("fleet " + rate + " share min", "share_min"), ("fleet " + rate + " share max", "share_max"),
+                      ("fleet " + rate + " decisions", "decisions_per_s"))
+        redis_benchmark(r, rnd, 6399)
 
     end = datetime.datetime.now(datetime.timezone.utc)
     md = []
@@ -192,6 +248,22 @@ def main():
     md.append("| --- | --- | --- |")
     for c in ("sluice exact", "sluice lease 8"):
         md.append("| %s | %s | %s |" % (c, r.cell("shared", c, "%.0f"), r.cell("shared over", c, "%+.2f")))
+    md.append("")
+    md.append("| fleet: 4 processes x 32 callers, burst 1, %s s, one Redis | admitted, %% of allowed | over-admission, %% "
+              "| Redis commands, %% of decisions | shares, min / max of equal | decisions per second |" % secs)
+    md.append("| --- | --- | --- | --- | --- | --- |")
+    for rate in ("1000", "10000", "100000"):
+        for c in ("sluice try, lease 64", "sluice acquire, bucket", "sluice acquire, window", "rate-limiter-flexible"):
+            adm, alw = r.results.get(("fleet " + rate + " admitted", c)), r.results.get(("fleet " + rate + " allowed", c))
+            if adm and alw:
+                r.results[("fleet " + rate + " pct", c)] = [100.0 * x / y for x, y in zip(adm, alw)]
+            md.append("| %s/s, %s | %s | %s | %s | %s / %s | %s |" % (
+                rate, c, r.cell("fleet " + rate + " pct", c, "%.1f"), r.cell("fleet " + rate + " over", c, "%+.2f"),
+                r.cell("fleet " + rate + " cmds", c, "%.2f"), r.cell("fleet " + rate + " share min", c, "%.2f"),
+                r.cell("fleet " + rate + " share max", c, "%.2f"), r.cell("fleet " + rate + " decisions", c, "%.0f")))
+    md.append("")
+    md.append("redis-benchmark, the GCRA script by EVALSHA with 128 in flight (`-c 4 -P 32`): %s requests per second."
+              % r.cell("fleet 1000 rps", "redis-benchmark", "%.0f"))
     md.append(END)
     block = "\n".join(md) + "\n"
     print()

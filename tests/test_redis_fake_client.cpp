@@ -258,17 +258,17 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     fixture f;
     redis::shared_options o;
     o.lease_size = 8;
-    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10, o);
+    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10000), 10, o);
     std::vector<sluice::decision> got;
     auto ask = [&] { tb.async_try_acquire("k", 1, [&](error_code, sluice::decision d) { got.push_back(d); }); };
     ask();
     REQUIRE(f.client.calls.size() == 1);
-    CHECK(f.client.calls[0].args == std::vector<std::string>{"100000", "10", "1", "250000", "lease"});
+    CHECK(f.client.calls[0].args == std::vector<std::string>{"100", "10", "1", "250000", "lease"});
     ask();   // refused locally while the run is on its way
     f.run();
     REQUIRE(got.size() == 1);
     CHECK_FALSE(got[0].allowed);
-    f.client.answer({}, gcra_granted(0, 9, 1));
+    f.client.answer({}, ints({1, 0, 0, 0, 1'000'000, 9, 1, 100, 10}));
     f.run();
     REQUIRE(got.size() == 2);
     CHECK(got[1].allowed);
@@ -276,7 +276,7 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     REQUIRE(f.client.calls.size() == 1);
     CHECK(f.client.calls[0].args[2] == "2");
     CHECK(f.client.calls[0].args[4] == "lease");
-    f.client.answer({}, gcra_granted(100'000, 11, 2));   // slots now and in 100 ms
+    f.client.answer({}, ints({1, 100, 0, 0, 1'000'000, 11, 2, 100, 10}));   // slots now and in 100 us
     f.run();
     CHECK(tb.leased() == 2);
     ask();
@@ -285,7 +285,7 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     REQUIRE(got.size() == 4);
     CHECK(got[2].allowed);
     CHECK_FALSE(got[3].allowed);
-    CHECK(got[3].retry_after == 100ms);
+    CHECK(got[3].retry_after == 100us);
     // The one slot held ends within a spacing (plus two round trips) of now: the next run
     // is on its way already.
     CHECK(f.client.calls.size() == 1);

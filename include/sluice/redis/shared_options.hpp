@@ -49,7 +49,9 @@ struct shared_options {
     /// longer than the burst (the slots are future ones, one interval apart). The length
     /// follows the process's use: it covers what the process used over the last runs for
     /// max(4 round trips, 1 ms), doubles when requests found the slots used up while the
-    /// next run was on its way, and halves when slots expired unused. The next run is
+    /// next run was on its way, and halves when slots expired unused; it never spans more
+    /// than max(4 round trips, 1 ms) of the key's time, so the runs of several processes
+    /// interleave finely and their shares stay even. The next run is
     /// reserved in the background while the slots held end within two round trips of now.
     /// While a reservation is in flight and no slot is due, tries are refused locally.
     ///

@@ -221,7 +221,12 @@ private:
             if (use_per_s_ > 0)
                 run_ = std::max(run_, static_cast<std::uint64_t>(use_per_s_ * cover_ns / 1e9 + 0.999));
         }
-        run_ = std::clamp<std::uint64_t>(run_, 1, std::max<std::uint64_t>(1, lim.max_run));
+        // A run never spans more than max(4 round trips, 1 ms) of the key's time: runs of
+        // several processes then interleave finely, and no process holds the quota for
+        // long (shares stay even under saturation, at low rates too).
+        std::int64_t span = std::max<std::int64_t>(4 * rtt_ns_, 1'000'000);
+        auto span_cap = static_cast<std::uint64_t>(std::max<std::int64_t>(1, span / spacing(lim)));
+        run_ = std::clamp<std::uint64_t>(run_, 1, std::max<std::uint64_t>(1, std::min(lim.max_run, span_cap)));
         dry_ = false;
         expired_ = 0;
     }
