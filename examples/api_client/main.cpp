@@ -143,17 +143,20 @@ struct client {
     asio::signal_set signals;
 
 #if SLUICE_EXAMPLES_REDIS
-    // --redis: the quota every process shares. sluice::redis::token_bucket has a fixed rate
-    // (the interval is part of its configuration, and every process using the key must
-    // agree on it), so the adaptation cannot move the shared bucket: it moves `limiter`,
-    // which becomes a local gate in front of it. A request takes a permit of each, so the
-    // processes together never exceed --rate, and each process also stays within what the
-    // server's RateLimit fields tell it (the server sees all of them as one client, so each
-    // one's controller reads the same shared fill and backs off with the others).
+    // --redis: the quota every process shares. The adaptation moves `limiter`, a local
+    // gate in front of it: a request takes a permit of each, so the processes together
+    // never exceed the shared rate, and each also stays within what the server's RateLimit
+    // fields tell it (the server sees all of them as one client, so each one's controller
+    // reads the same shared fill and backs off with the others). When the server announces
+    // a quota (RateLimit-Policy q over w seconds) below the shared rate, the process that
+    // read it lowers the shared key's rate to it with async_set_rate: the configuration
+    // lives with the key, so every process follows on its next request.
     std::unique_ptr<sluice::redis::connection> redis;
     std::unique_ptr<sluice::redis::token_bucket<sluice::redis::connection>> shared;
     std::string shared_key;
     bool redis_failed = false;
+    std::int64_t shared_interval_ns = 0;   // the shared rate this process set or started with
+    std::uint64_t shared_rate_changes = 0;
 #endif
 
     bool stopping = false;
@@ -240,13 +243,34 @@ struct client {
         ++by_status[status];
         if (!opts.adapt) return;
         const auto policy = joined(res, "RateLimit-Policy");
-        if (auto p = sluice::http::parse_ratelimit_policy(policy); p && !p->empty()) server_policy = p->front();
+        if (auto p = sluice::http::parse_ratelimit_policy(policy); p && !p->empty()) {
+            server_policy = p->front();
+#if SLUICE_EXAMPLES_REDIS
+            adopt_server_quota(*server_policy);
+#endif
+        }
         std::string_view retry_after;
         if (auto f = res.find(http::field::retry_after); f != res.end())
             retry_after = std::string_view(f->value().data(), f->value().size());
         const auto limit = joined(res, "RateLimit");
         limiter.on_response({status, policy, limit, retry_after});
     }
+
+#if SLUICE_EXAMPLES_REDIS
+    // The server's quota, fleet-wide: never faster than it announces.
+    void adopt_server_quota(const sluice::http::quota_policy& p)
+    {
+        if (!shared || p.quota == 0) return;
+        auto announced = sluice::rate::per(p.quota, std::chrono::seconds(p.window.value_or(1)));
+        if (announced.interval().count() <= shared_interval_ns) return;
+        shared_interval_ns = announced.interval().count();
+        ++shared_rate_changes;
+        shared->async_set_rate(shared_key, announced, [this](boost::system::error_code ec) {
+            if (ec && ec != sluice::error::closed)
+                std::fprintf(stderr, "api_client: shared quota: set_rate: %s\n", ec.message().c_str());
+        });
+    }
+#endif
 
     asio::awaitable<void> worker()
     {
@@ -421,6 +445,7 @@ int main(int argc, char** argv)
         c.shared = std::make_unique<sluice::redis::token_bucket<sluice::redis::connection>>(*c.redis, *initial,
                                                                                             o.burst);
         c.shared_key = o.redis_key.empty() ? "api_client:" + url->host_field : o.redis_key;
+        c.shared_interval_ns = initial->interval().count();
     }
 #endif
     asio::co_spawn(io, c.run(), asio::detached);
@@ -471,6 +496,9 @@ int main(int argc, char** argv)
         std::printf("shared quota: %s (burst %llu) at redis %s key %s; decisions without Redis: %llu\n",
                     o.rate.c_str(), count(o.burst), o.redis.c_str(), c.shared->redis_key(c.shared_key).c_str(),
                     count(st.fallback_decisions));
+        if (c.shared_rate_changes > 0)
+            std::printf("shared rate lowered to the server's quota: %.3f/s (%llu change(s) by this process)\n",
+                        1e9 / static_cast<double>(c.shared_interval_ns), count(c.shared_rate_changes));
     }
     c.shared.reset(); // before its connection
     c.redis.reset();

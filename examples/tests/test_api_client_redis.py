@@ -102,6 +102,32 @@ def shared_quota():
         check(n >= 0.25 * total, "process %s got a fair share: %d of %d (>= 25 %%)" % (name, n, total))
 
 
+def server_quota_adopted():
+    """The server announces 20/s; two clients start sharing 100/s: the first to read the
+    policy lowers the shared key's rate, and both follow it."""
+    redis, redis_port = start_redis()
+    server, port = start_server(SERVER, "--rate", "20/s", "--burst", "5", "--seconds", "40")
+    common = ["--redis", "127.0.0.1:%d" % redis_port, "--rate", "100/s", "--burst", "1", "--seconds", "4",
+              "--concurrency", "4", "--quiet"]
+    clients = [run_client(["--url", "http://127.0.0.1:%d/api/%s" % (port, name)] + common) for name in "cd"]
+    outs = []
+    for c in clients:
+        out, err = c.communicate(timeout=30)
+        sys.stdout.write(out + err)
+        outs.append(out)
+        check(c.returncode == 0, "api_client exits with 0 (got %d)" % c.returncode)
+    stop(server)
+    stop(redis)
+    check(any("shared rate lowered to the server's quota: 20.000/s" in o for o in outs),
+          "a client lowered the shared rate to the server's 20/s")
+    ok = sum(int(re.search(r"status 200: (\d+)", o).group(1)) for o in outs if re.search(r"status 200: (\d+)", o))
+    refused = sum(int(re.search(r"status 429: (\d+)", o).group(1)) for o in outs if re.search(r"status 429: (\d+)", o))
+    # At 100/s the pair would be refused most of the time; following the server's quota,
+    # almost never (the first requests go out before any policy is known).
+    check(ok >= 40, "the pair was served: %d" % ok)
+    check(refused <= 0.1 * (ok + refused), "few 429s once the quota was adopted: %d of %d" % (refused, ok + refused))
+
+
 def spawn_redis_and_bad_input():
     server, port = start_server(SERVER, "--rate", "10000/s", "--burst", "10000", "--seconds", "40")
     url = "http://127.0.0.1:%d/api/x" % port
@@ -134,7 +160,8 @@ def spawn_redis_and_bad_input():
 
 
 signal.signal(signal.SIGALRM, on_alarm)
-signal.alarm(50)
+signal.alarm(70)
 shared_quota()
+server_quota_adopted()
 spawn_redis_and_bad_input()
 finish()
