@@ -51,8 +51,11 @@ struct shared_options {
     /// max(4 round trips, 1 ms), doubles when requests found the slots used up while the
     /// next run was on its way, and halves when slots expired unused; it never spans more
     /// than max(4 round trips, 1 ms) of the key's time, so the runs of several processes
-    /// interleave finely and their shares stay even. The next run is
-    /// reserved in the background while the slots held end within two round trips of now.
+    /// interleave finely and their shares stay even. The next run is reserved in the
+    /// background while the slots held end within two round trips (plus one interval) of
+    /// now, or within 5 ms while the process asks more often than once an interval: a
+    /// process or a server that is not running cannot reserve, and with a small burst a
+    /// slot nobody reserved in time is lost to everyone.
     /// While a reservation is in flight and no slot is due, tries are refused locally.
     ///
     /// Bounds, whatever the number of processes: no slot is handed out before its time on

@@ -194,8 +194,17 @@ private:
 
 public:
     /// How far ahead of now the slots held reach before the next run is reserved: two
-    /// round trips plus one spacing, so that it arrives before this one is used up.
-    std::int64_t lead(const lease_limits& lim) const noexcept { return 2 * rtt_ns_ + spacing(lim); }
+    /// round trips plus one spacing, so that it arrives before this one is used up; and
+    /// while requests come more often than one a spacing (demand beyond the key's rate),
+    /// at least 5 ms, a scheduler's time slice or two: a process (or a server) that is not
+    /// running cannot reserve, and with a small burst a slot nobody reserved in time is
+    /// lost to everyone.
+    std::int64_t lead(const lease_limits& lim) const noexcept
+    {
+        std::int64_t l = 2 * rtt_ns_ + spacing(lim);
+        bool hungry = gap_ns_ >= 0 && gap_ns_ < spacing(lim);
+        return hungry ? std::max<std::int64_t>(l, 5'000'000) : l;
+    }
 
 private:
     // The next run covers what this process used over the last ones for max(4 round
