@@ -2,6 +2,7 @@
 // refund of a reservation, and a sliding window log.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -52,6 +53,64 @@ namespace sluice::redis::lua {
 /// so reading TIME before writing is allowed (tests/test_redis_scripts.cpp checks it on
 /// the server it starts).
 
+namespace detail {
+
+// A script's text known at compile time: the shared prelude, then its own body.
+template <std::size_t N>
+struct script_text {
+    char data[N];
+    constexpr std::string_view view() const noexcept { return {data, N - 1}; }
+};
+
+// Every script starts with the same definitions: LIM (2^51), fmt (a number as Redis takes
+// it), int_arg (an integer argument in range, or an error reply), clock (the test-only
+// now_us argument i, or the server's TIME, and the extra TTL of keys written under a
+// simulated clock), config (the key's configuration hash KEYS[2], when given, replaces
+// two values; an error reply when it is not a valid one).
+inline constexpr char prelude[] = R"lua(
+local LIM = 2251799813685248
+local function fmt(x) return string.format('%.0f', x) end
+local function int_arg(i, name, lo, hi)
+  local v = tonumber(ARGV[i])
+  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
+    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
+  end
+  return v
+end
+local function clock(i)
+  if ARGV[i] ~= nil and ARGV[i] ~= '' then
+    local v, e = int_arg(i, 'now_us', -LIM, LIM)
+    return v, 60000, e
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]), 0, nil
+end
+local function config(fa, fb, a, b, ha, hb)
+  if not KEYS[2] then return a, b, nil end
+  local cfg = redis.pcall('HMGET', KEYS[2], fa, fb)
+  if type(cfg) == 'table' and cfg.err then
+    return nil, nil, redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
+  end
+  if not (cfg[1] and cfg[2]) then return a, b, nil end
+  local x, y = tonumber(cfg[1]), tonumber(cfg[2])
+  if not x or not y or x < 1 or y < 1 or x > ha or y > (hb or ha) then
+    return nil, nil, redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ' does not hold a valid configuration')
+  end
+  return x, y, nil
+end
+)lua";
+
+template <std::size_t N>
+consteval script_text<sizeof(prelude) + N - 1> with_prelude(const char (&body)[N])
+{
+    script_text<sizeof(prelude) + N - 1> out{};
+    for (std::size_t i = 0; i + 1 < sizeof(prelude); ++i) out.data[i] = prelude[i];
+    for (std::size_t i = 0; i < N; ++i) out.data[sizeof(prelude) - 1 + i] = body[i];
+    return out;
+}
+
+} // namespace detail
+
 /// GCRA, as policy::gcra with no slack. KEYS[1]: z, an integer string; [KEYS[2]]: the
 /// configuration hash.
 /// ARGV: interval_us, burst, n, max_wait_us, mode, [now_us].
@@ -62,16 +121,8 @@ namespace sluice::redis::lua {
 /// one interval apart, k >= 1 (n may exceed the burst: the slots are consecutive future
 /// ones, each used no earlier than its time); [1] is the wait of the last slot, [6] is k;
 /// refused when not even one slot ends within max_wait_us ([1]: the wait of that slot).
-inline constexpr std::string_view gcra = R"lua(
-local LIM = 2251799813685248
-local function fmt(x) return string.format('%.0f', x) end
-local function int_arg(i, name, lo, hi)
-  local v = tonumber(ARGV[i])
-  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
-    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
-  end
-  return v
-end
+namespace detail {
+inline constexpr auto gcra_text = with_prelude(R"lua(
 local interval, burst, n, max_wait, e
 interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
 burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
@@ -81,30 +132,11 @@ local mode = ARGV[5]
 if mode ~= 'try' and mode ~= 'reserve' and mode ~= 'lease' then
   return redis.error_reply('ERR sluice: mode must be try, reserve or lease, got ' .. tostring(mode))
 end
-if KEYS[2] then
-  local cfg = redis.pcall('HMGET', KEYS[2], 'interval', 'burst')
-  if type(cfg) == 'table' and cfg.err then
-    return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
-  end
-  if cfg[1] and cfg[2] then
-    interval = tonumber(cfg[1])
-    burst = tonumber(cfg[2])
-    if not interval or not burst or interval < 1 or burst < 1 or interval * burst > LIM then
-      return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ' does not hold a valid configuration')
-    end
-  end
-end
+interval, burst, e = config('interval', 'burst', interval, burst, LIM) if e then return e end
 local tau = interval * burst
 if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
-local now
-local extra_ttl = 0
-if ARGV[6] ~= nil and ARGV[6] ~= '' then
-  now, e = int_arg(6, 'now_us', -LIM, LIM) if e then return e end
-  extra_ttl = 60000
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local now, extra_ttl
+now, extra_ttl, e = clock(6) if e then return e end
 if now + tau + max_wait >= 9007199254740992 then
   return redis.error_reply('ERR sluice: now + interval_us * burst + max_wait_us exceeds 2^53 us')
 end
@@ -148,7 +180,9 @@ end
 redis.call('SET', KEYS[1], fmt(nz), 'PX', fmt(math.ceil((nz + tau - now) / 1000) + extra_ttl))
 if wait < 0 then wait = 0 end
 return {1, wait, avail(nz), reset(nz), now, nz, n, interval, burst}
-)lua";
+)lua");
+} // namespace detail
+inline constexpr std::string_view gcra = detail::gcra_text.view();
 
 /// Gives back a GCRA reservation of n permits, compare-and-set style: only when the
 /// state still equals `expected_z` (the state right after that reservation), so that no
@@ -156,45 +190,18 @@ return {1, wait, avail(nz), reset(nz), now, nz, n, interval, burst}
 /// fuller than its burst. KEYS[1], [KEYS[2]]: as gcra. ARGV: interval_us, burst, n, expected_z,
 /// [now_us]. Reply: [0] 1 when refunded, [1] how far z moved back (us), [2] 0, [3] 0,
 /// [4] now, [5] the state after the call.
-inline constexpr std::string_view gcra_refund = R"lua(
-local LIM = 2251799813685248
-local function fmt(x) return string.format('%.0f', x) end
-local function int_arg(i, name, lo, hi)
-  local v = tonumber(ARGV[i])
-  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
-    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
-  end
-  return v
-end
+namespace detail {
+inline constexpr auto gcra_refund_text = with_prelude(R"lua(
 local interval, burst, n, expected, e
 interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
 burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
 n, e = int_arg(3, 'n', 1, LIM) if e then return e end
 expected, e = int_arg(4, 'expected_z', -LIM, 2 * LIM) if e then return e end
-if KEYS[2] then
-  local cfg = redis.pcall('HMGET', KEYS[2], 'interval', 'burst')
-  if type(cfg) == 'table' and cfg.err then
-    return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
-  end
-  if cfg[1] and cfg[2] then
-    interval = tonumber(cfg[1])
-    burst = tonumber(cfg[2])
-    if not interval or not burst or interval < 1 or burst < 1 then
-      return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ' does not hold a valid configuration')
-    end
-  end
-end
+interval, burst, e = config('interval', 'burst', interval, burst, LIM) if e then return e end
 local tau = interval * burst
 if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
-local now
-local extra_ttl = 0
-if ARGV[5] ~= nil and ARGV[5] ~= '' then
-  now, e = int_arg(5, 'now_us', -LIM, LIM) if e then return e end
-  extra_ttl = 60000
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local now, extra_ttl
+now, extra_ttl, e = clock(5) if e then return e end
 local raw = redis.pcall('GET', KEYS[1])
 if type(raw) == 'table' and raw.err then
   return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ': ' .. raw.err)
@@ -215,7 +222,9 @@ else
   redis.call('DEL', KEYS[1])
 end
 return {1, z - nz, 0, 0, now, nz}
-)lua";
+)lua");
+} // namespace detail
+inline constexpr std::string_view gcra_refund = detail::gcra_refund_text.view();
 
 /// Sliding window log, as policy::sliding_log: at no instant t do more than `limit`
 /// permits carry timestamps in (t - window, t]. KEYS[1]: a sorted set of permits scored
@@ -231,42 +240,15 @@ return {1, z - nz, 0, 0, now, nz}
 /// ARGV: limit (1..2^24), window_us, n, [now_us] ('' for the server's), [ticket].
 /// Never reserves ahead. A refusal's [1] is a lower bound: when the window holds enough
 /// entries, when they leave; otherwise one window.
-inline constexpr std::string_view sliding_log = R"lua(
-local LIM = 2251799813685248
-local function fmt(x) return string.format('%.0f', x) end
-local function int_arg(i, name, lo, hi)
-  local v = tonumber(ARGV[i])
-  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
-    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
-  end
-  return v
-end
+namespace detail {
+inline constexpr auto sliding_log_text = with_prelude(R"lua(
 local limit, window, n, e
 limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
 window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
 n, e = int_arg(3, 'n', 1, LIM) if e then return e end
-if KEYS[2] then
-  local cfg = redis.pcall('HMGET', KEYS[2], 'limit', 'window')
-  if type(cfg) == 'table' and cfg.err then
-    return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
-  end
-  if cfg[1] and cfg[2] then
-    limit = tonumber(cfg[1])
-    window = tonumber(cfg[2])
-    if not limit or not window or limit < 1 or limit > 16777216 or window < 1 or window > LIM then
-      return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ' does not hold a valid configuration')
-    end
-  end
-end
-local now
-local extra_ttl = 0
-if ARGV[4] ~= nil and ARGV[4] ~= '' then
-  now, e = int_arg(4, 'now_us', -LIM, LIM) if e then return e end
-  extra_ttl = 60000
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+limit, window, e = config('limit', 'window', limit, window, 16777216, LIM) if e then return e end
+local now, extra_ttl
+now, extra_ttl, e = clock(4) if e then return e end
 if now + 2 * window >= 9007199254740992 then
   return redis.error_reply('ERR sluice: now + 2 * window_us exceeds 2^53 us')
 end
@@ -344,7 +326,9 @@ end
 local reset = stamp + window - now
 redis.call('PEXPIRE', key, fmt(math.ceil(reset / 1000) + extra_ttl))
 return {1, 0, limit - count - ahead - n, reset, now, 0}
-)lua";
+)lua");
+} // namespace detail
+inline constexpr std::string_view sliding_log = detail::sliding_log_text.view();
 
 /// Leaves the waiters' queue of a sliding window (a waiter that gave up). KEYS[1]: the
 /// queue; ARGV[1]: the ticket.
@@ -361,41 +345,19 @@ return {1, 0, 0, 0, 0, 0}
 /// debt stays a debt of the same number of permits (as policy::gcra's set_rate and
 /// set_burst): the rescaled credit or debt is exact to 1 us, rounded against the caller.
 /// Reply: as gcra's, [0] 1, [7] and [8] the new interval and burst.
-inline constexpr std::string_view gcra_configure = R"lua(
-local LIM = 2251799813685248
-local function fmt(x) return string.format('%.0f', x) end
-local function int_arg(i, name, lo, hi)
-  local v = tonumber(ARGV[i])
-  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
-    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
-  end
-  return v
-end
+namespace detail {
+inline constexpr auto gcra_configure_text = with_prelude(R"lua(
 local oi, ob, ni, nb, e
 oi, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
 ob, e = int_arg(2, 'burst', 1, LIM) if e then return e end
 ni, e = int_arg(3, 'new_interval_us', 0, LIM) if e then return e end
 nb, e = int_arg(4, 'new_burst', 0, LIM) if e then return e end
-local cfg = redis.pcall('HMGET', KEYS[2], 'interval', 'burst')
-if type(cfg) == 'table' and cfg.err then
-  return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
-end
-if cfg[1] and cfg[2] then
-  oi = tonumber(cfg[1])
-  ob = tonumber(cfg[2])
-end
+oi, ob, e = config('interval', 'burst', oi, ob, LIM) if e then return e end
 if ni == 0 then ni = oi end
 if nb == 0 then nb = ob end
 if ni * nb > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
-local now
-local extra_ttl = 0
-if ARGV[5] ~= nil and ARGV[5] ~= '' then
-  now, e = int_arg(5, 'now_us', -LIM, LIM) if e then return e end
-  extra_ttl = 60000
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local now, extra_ttl
+now, extra_ttl, e = clock(5) if e then return e end
 local otau, ntau = oi * ob, ni * nb
 local raw = redis.pcall('GET', KEYS[1])
 if type(raw) == 'table' and raw.err then
@@ -447,43 +409,32 @@ end
 local r = nz + ntau - now
 if r < 0 then r = 0 end
 return {1, 0, k, r, now, nz, 0, ni, nb}
-)lua";
+)lua");
+} // namespace detail
+inline constexpr std::string_view gcra_configure = detail::gcra_configure_text.view();
 
 /// Changes the configuration of one sliding-window key: KEYS[1] the log (as
 /// sliding_log), KEYS[2] the configuration hash (fields limit, window; no expiry). ARGV:
 /// limit, window_us (the caller's, used while the key has none), new_limit (0: keep),
 /// new_window_us (0: keep). The permits in the log stay: consumed stays consumed. Reply:
 /// {1, 0, 0, 0, now, 0, 0, new_window_us, new_limit}.
-inline constexpr std::string_view sliding_log_configure = R"lua(
-local LIM = 2251799813685248
-local function fmt(x) return string.format('%.0f', x) end
-local function int_arg(i, name, lo, hi)
-  local v = tonumber(ARGV[i])
-  if v == nil or v ~= math.floor(v) or v < lo or v > hi then
-    return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
-  end
-  return v
-end
+namespace detail {
+inline constexpr auto sliding_log_configure_text = with_prelude(R"lua(
 local ol, ow, nl, nw, e
 ol, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
 ow, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
 nl, e = int_arg(3, 'new_limit', 0, 16777216) if e then return e end
 nw, e = int_arg(4, 'new_window_us', 0, LIM) if e then return e end
-local cfg = redis.pcall('HMGET', KEYS[2], 'limit', 'window')
-if type(cfg) == 'table' and cfg.err then
-  return redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ': ' .. cfg.err)
-end
-if cfg[1] and cfg[2] then
-  ol = tonumber(cfg[1])
-  ow = tonumber(cfg[2])
-end
+ol, ow, e = config('limit', 'window', ol, ow, 16777216, LIM) if e then return e end
 if nl == 0 then nl = ol end
 if nw == 0 then nw = ow end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now, unused_ttl
+now, unused_ttl, e = clock(5) if e then return e end
 redis.call('HSET', KEYS[2], 'limit', fmt(nl), 'window', fmt(nw))
 return {1, 0, 0, 0, now, 0, 0, nw, nl}
-)lua";
+)lua");
+} // namespace detail
+inline constexpr std::string_view sliding_log_configure = detail::sliding_log_configure_text.view();
 
 /// The largest interval_us * burst, max_wait_us and window_us the scripts accept: 2^51 us.
 inline constexpr std::int64_t max_span_us = std::int64_t{1} << 51;
