@@ -16,6 +16,8 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string_view>
 
 namespace sluice_test {
 
@@ -73,6 +75,27 @@ inline auto acq_recorder(std::shared_ptr<acq_result> r)
         r->ec = ec;
         r->at = std::chrono::steady_clock::now();
     };
+}
+
+/// One async_try_acquire of `key`, run to its completion.
+template <class Limiter>
+std::shared_ptr<try_result> try_now(boost::asio::io_context& io, Limiter& l, std::string_view key, std::uint64_t n)
+{
+    auto r = std::make_shared<try_result>();
+    l.async_try_acquire(key, n, try_recorder(r));
+    REQUIRE(run_until(io, [&] { return r->calls == 1; }));
+    return r;
+}
+
+/// Starts an operation completing with void(error_code) (`start(handler)`) and runs it to
+/// its completion: its error_code.
+template <class Start>
+boost::system::error_code run_to_end(boost::asio::io_context& io, Start&& start)
+{
+    auto ec = std::make_shared<std::optional<boost::system::error_code>>();
+    start([ec](boost::system::error_code e) { *ec = e; });
+    REQUIRE(run_until(io, [&] { return ec->has_value(); }));
+    return **ec;
 }
 
 /// A redis-server of its own and a connection to it, connected.

@@ -623,18 +623,8 @@ TEST_CASE("redis token bucket: set_rate and set_burst from one process, every pr
     // two round trips never adds a permit on a loaded machine).
     redis::token_bucket<redis::connection> a(l.conn, sluice::rate::per_second(1), 10);
     redis::token_bucket<redis::connection> b(conn2, sluice::rate::per_second(1), 10);
-    auto try_n = [&](redis::token_bucket<redis::connection>& tb, std::uint64_t n) {
-        auto r = std::make_shared<try_result>();
-        tb.async_try_acquire("cfg", n, try_recorder(r));
-        REQUIRE(run_until(l.io, [&] { return r->calls == 1; }));
-        return r;
-    };
-    auto done = [&](auto&& start) {
-        auto ec = std::make_shared<std::optional<error_code>>();
-        start([ec](error_code e) { *ec = e; });
-        REQUIRE(run_until(l.io, [&] { return ec->has_value(); }));
-        return **ec;
-    };
+    auto try_n = [&](auto& lim, std::uint64_t n) { return sluice_test::try_now(l.io, lim, "cfg", n); };
+    auto done = [&](auto&& start) { return sluice_test::run_to_end(l.io, start); };
     CHECK(try_n(a, 6)->d.allowed);
     // b slows the key to one permit every 10 s: a's 4 remaining permits stay 4, and the
     // fifth comes at the new rate (up to 10 s, where the old one would take at most 1 s).

@@ -112,18 +112,8 @@ TEST_CASE("redis sliding window: set_limit and set_window from one process, ever
     REQUIRE(sluice_test::wait_connected(l.io, conn2));
     window a(l.conn, 5, 10s);
     window b(conn2, 5, 10s);
-    auto try_n = [&](window& w, std::uint64_t n) {
-        auto r = std::make_shared<try_result>();
-        w.async_try_acquire("wcfg", n, try_recorder(r));
-        REQUIRE(run_until(l.io, [&] { return r->calls == 1; }));
-        return r;
-    };
-    auto done = [&](auto&& start) {
-        auto ec = std::make_shared<std::optional<error_code>>();
-        start([ec](error_code e) { *ec = e; });
-        REQUIRE(run_until(l.io, [&] { return ec->has_value(); }));
-        return **ec;
-    };
+    auto try_n = [&](auto& lim, std::uint64_t n) { return sluice_test::try_now(l.io, lim, "wcfg", n); };
+    auto done = [&](auto&& start) { return sluice_test::run_to_end(l.io, start); };
     CHECK(try_n(a, 3)->d.allowed);
     CHECK_FALSE(done([&](auto h) { b.async_set_limit("wcfg", 2, h); }));
     CHECK_FALSE(try_n(a, 1)->d.allowed);   // 3 in the window, limit 2
