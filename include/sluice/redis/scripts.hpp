@@ -66,7 +66,8 @@ struct script_text {
 // it), int_arg (an integer argument in range, or an error reply), clock (the test-only
 // now_us argument i, or the server's TIME, and the extra TTL of keys written under a
 // simulated clock), config (the key's configuration hash KEYS[2], when given, replaces
-// two values; an error reply when it is not a valid one).
+// two values; an error reply when it is not a valid one), stored (the integer state at
+// KEYS[1], nil when there is none).
 inline constexpr char prelude[] = R"lua(
 local LIM = 2251799813685248
 local function fmt(x) return string.format('%.0f', x) end
@@ -97,6 +98,18 @@ local function config(fa, fb, a, b, ha, hb)
     return nil, nil, redis.error_reply('ERR sluice: key ' .. KEYS[2] .. ' does not hold a valid configuration')
   end
   return x, y, nil
+end
+local function stored()
+  local raw = redis.pcall('GET', KEYS[1])
+  if type(raw) == 'table' and raw.err then
+    return nil, redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ': ' .. raw.err)
+  end
+  if not raw then return nil, nil end
+  local v = tonumber(raw)
+  if v == nil or v ~= math.floor(v) then
+    return nil, redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ' does not hold an integer')
+  end
+  return v, nil
 end
 )lua";
 
@@ -140,18 +153,10 @@ now, extra_ttl, e = clock(6) if e then return e end
 if now + tau + max_wait >= 9007199254740992 then
   return redis.error_reply('ERR sluice: now + interval_us * burst + max_wait_us exceeds 2^53 us')
 end
-local raw = redis.pcall('GET', KEYS[1])
-if type(raw) == 'table' and raw.err then
-  return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ': ' .. raw.err)
-end
+local v
+v, e = stored() if e then return e end
 local z = now - tau
-if raw then
-  local v = tonumber(raw)
-  if v == nil or v ~= math.floor(v) then
-    return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ' does not hold an integer')
-  end
-  if v > z then z = v end
-end
+if v and v > z then z = v end
 local function avail(zz)
   if zz >= now then return 0 end
   local lag = now - zz
@@ -202,15 +207,9 @@ local tau = interval * burst
 if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
 local now, extra_ttl
 now, extra_ttl, e = clock(5) if e then return e end
-local raw = redis.pcall('GET', KEYS[1])
-if type(raw) == 'table' and raw.err then
-  return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ': ' .. raw.err)
-end
-if not raw then return {0, 0, 0, 0, now, 0} end
-local z = tonumber(raw)
-if z == nil or z ~= math.floor(z) then
-  return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ' does not hold an integer')
-end
+local z
+z, e = stored() if e then return e end
+if not z then return {0, 0, 0, 0, now, 0} end
 if z ~= expected then return {0, 0, 0, 0, now, z} end
 local nz = z - n * interval
 if nz < now - tau then nz = now - tau end
@@ -359,18 +358,10 @@ if ni * nb > LIM then return redis.error_reply('ERR sluice: interval_us * burst 
 local now, extra_ttl
 now, extra_ttl, e = clock(5) if e then return e end
 local otau, ntau = oi * ob, ni * nb
-local raw = redis.pcall('GET', KEYS[1])
-if type(raw) == 'table' and raw.err then
-  return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ': ' .. raw.err)
-end
+local v
+v, e = stored() if e then return e end
 local z = now - otau
-if raw then
-  local v = tonumber(raw)
-  if v == nil or v ~= math.floor(v) then
-    return redis.error_reply('ERR sluice: key ' .. KEYS[1] .. ' does not hold an integer')
-  end
-  if v > z then z = v end
-end
+if v and v > z then z = v end
 -- The credit (z before now) or debt (after) in whole permits of the old interval stays
 -- the same number of permits of the new one; the part of a permit is scaled, rounded
 -- against the caller (down for a credit, up for a debt; a product beyond 2^53 is off by

@@ -82,19 +82,7 @@ public:
     // set_rate / set_burst: the request, or the error of a bad value.
     static std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t interval_ns, std::uint64_t burst)
     {
-        eval_request r;
-        r.how = eval_request::mode::configure;
-        if (interval_ns != 0) {
-            if (interval_ns < 0)
-                return {r, make_error_code(error::invalid_rate)};
-            r.new_span_us = interval_ns / 1000 + (interval_ns % 1000 != 0 ? 1 : 0);
-            if (r.new_span_us > lua::max_span_us)
-                return {r, make_error_code(error::invalid_rate)};
-        }
-        if (burst > static_cast<std::uint64_t>(lua::max_span_us))
-            return {r, make_error_code(error::invalid_burst)};
-        r.new_count = burst;
-        return {r, {}};
+        return detail::configure_request(interval_ns, burst, static_cast<std::uint64_t>(lua::max_span_us), lua::max_span_us);
     }
 
     std::int64_t interval_us() const noexcept { return interval_us_; }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace sluice::redis::detail {
 
@@ -27,6 +28,26 @@ struct eval_request {
     std::uint64_t new_count = 0;    // configure: burst (GCRA) or limit
     const std::string* ticket = nullptr;   // the window's place in its waiters' queue
 };
+
+/// A change of configuration: a span (interval or window; 0: keep) rounded up to whole us,
+/// and a count (burst or limit; 0: keep) of at most max_count; or the error of a bad value
+/// (error::invalid_rate, error::invalid_burst).
+inline std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t span_ns, std::uint64_t count,
+                                                                           std::uint64_t max_count,
+                                                                           std::int64_t max_span_us)
+{
+    eval_request r;
+    r.how = eval_request::mode::configure;
+    if (span_ns < 0)
+        return {r, make_error_code(error::invalid_rate)};
+    r.new_span_us = span_ns / 1000 + (span_ns % 1000 != 0 ? 1 : 0);
+    if (r.new_span_us > max_span_us)
+        return {r, make_error_code(error::invalid_rate)};
+    if (count > max_count)
+        return {r, make_error_code(error::invalid_burst)};
+    r.new_count = count;
+    return {r, {}};
+}
 
 struct op_step {
     enum class kind {

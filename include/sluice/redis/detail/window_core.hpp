@@ -102,19 +102,7 @@ public:
     // set_limit / set_window: the request, or the error of a bad value.
     static std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t window_ns, std::uint64_t limit)
     {
-        eval_request r;
-        r.how = eval_request::mode::configure;
-        if (window_ns != 0) {
-            if (window_ns < 0)
-                return {r, make_error_code(error::invalid_rate)};
-            r.new_span_us = window_ns / 1000 + (window_ns % 1000 != 0 ? 1 : 0);
-            if (r.new_span_us > lua::max_span_us)
-                return {r, make_error_code(error::invalid_rate)};
-        }
-        if (limit > policy::sliding_log::max_limit)
-            return {r, make_error_code(error::invalid_burst)};
-        r.new_count = limit;
-        return {r, {}};
+        return detail::configure_request(window_ns, limit, policy::sliding_log::max_limit, lua::max_span_us);
     }
 
     std::uint64_t limit() const noexcept { return limit_; }
