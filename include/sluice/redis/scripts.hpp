@@ -124,16 +124,6 @@ consteval script_text<sizeof(prelude) + N - 1> with_prelude(const char (&body)[N
 
 } // namespace detail
 
-/// GCRA, as policy::gcra with no slack. KEYS[1]: z, an integer string; [KEYS[2]]: the
-/// configuration hash.
-/// ARGV: interval_us, burst, n, max_wait_us, mode, [now_us].
-/// mode "try": grant now or refuse (max_wait_us is ignored). mode "reserve": commit the
-/// earliest slot for n permits when its wait is at most max_wait_us (FIFO: each
-/// reservation queues behind the previous ones), else refuse and consume nothing.
-/// mode "lease": commit the next k = min(n, as many as end within max_wait_us) slots,
-/// one interval apart, k >= 1 (n may exceed the burst: the slots are consecutive future
-/// ones, each used no earlier than its time); [1] is the wait of the last slot, [6] is k;
-/// refused when not even one slot ends within max_wait_us ([1]: the wait of that slot).
 namespace detail {
 inline constexpr auto gcra_text = with_prelude(R"lua(
 local interval, burst, n, max_wait, e
@@ -187,14 +177,18 @@ if wait < 0 then wait = 0 end
 return {1, wait, avail(nz), reset(nz), now, nz, n, interval, burst}
 )lua");
 } // namespace detail
+/// GCRA, as policy::gcra with no slack. KEYS[1]: z, an integer string; [KEYS[2]]: the
+/// configuration hash.
+/// ARGV: interval_us, burst, n, max_wait_us, mode, [now_us].
+/// mode "try": grant now or refuse (max_wait_us is ignored). mode "reserve": commit the
+/// earliest slot for n permits when its wait is at most max_wait_us (FIFO: each
+/// reservation queues behind the previous ones), else refuse and consume nothing.
+/// mode "lease": commit the next k = min(n, as many as end within max_wait_us) slots,
+/// one interval apart, k >= 1 (n may exceed the burst: the slots are consecutive future
+/// ones, each used no earlier than its time); [1] is the wait of the last slot, [6] is k;
+/// refused when not even one slot ends within max_wait_us ([1]: the wait of that slot).
 inline constexpr std::string_view gcra = detail::gcra_text.view();
 
-/// Gives back a GCRA reservation of n permits, compare-and-set style: only when the
-/// state still equals `expected_z` (the state right after that reservation), so that no
-/// later reservation depended on it; otherwise changes nothing. The bucket never ends up
-/// fuller than its burst. KEYS[1], [KEYS[2]]: as gcra. ARGV: interval_us, burst, n, expected_z,
-/// [now_us]. Reply: [0] 1 when refunded, [1] how far z moved back (us), [2] 0, [3] 0,
-/// [4] now, [5] the state after the call.
 namespace detail {
 inline constexpr auto gcra_refund_text = with_prelude(R"lua(
 local interval, burst, n, expected, e
@@ -223,22 +217,14 @@ end
 return {1, z - nz, 0, 0, now, nz}
 )lua");
 } // namespace detail
+/// Gives back a GCRA reservation of n permits, compare-and-set style: only when the
+/// state still equals `expected_z` (the state right after that reservation), so that no
+/// later reservation depended on it; otherwise changes nothing. The bucket never ends up
+/// fuller than its burst. KEYS[1], [KEYS[2]]: as gcra. ARGV: interval_us, burst, n, expected_z,
+/// [now_us]. Reply: [0] 1 when refunded, [1] how far z moved back (us), [2] 0, [3] 0,
+/// [4] now, [5] the state after the call.
 inline constexpr std::string_view gcra_refund = detail::gcra_refund_text.view();
 
-/// Sliding window log, as policy::sliding_log: at no instant t do more than `limit`
-/// permits carry timestamps in (t - window, t]. KEYS[1]: a sorted set of permits scored
-/// by their timestamp; members are "stamp:k", unique because all permits of one stamp
-/// are added and removed together. Stamps never go back: a server clock that steps back
-/// (a failover) stamps at the newest stamp seen, which can only delay later grants.
-/// [KEYS[2]]: the configuration hash. [KEYS[3]]: the waiters' queue, a sorted set of
-/// tickets "deadline_us:n:id" in the order of their first refusal: a request is granted
-/// only when the window has room for it AND for every live ticket before it (all of them
-/// for a request without a ticket), so waiters are served first come, first served
-/// across processes and a try never overtakes them; a ticket is dropped when granted,
-/// when its holder leaves (sliding_log_leave) or once past its deadline.
-/// ARGV: limit (1..2^24), window_us, n, [now_us] ('' for the server's), [ticket].
-/// Never reserves ahead. A refusal's [1] is a lower bound: when the window holds enough
-/// entries, when they leave; otherwise one window.
 namespace detail {
 inline constexpr auto sliding_log_text = with_prelude(R"lua(
 local limit, window, n, e
@@ -327,6 +313,20 @@ redis.call('PEXPIRE', key, fmt(math.ceil(reset / 1000) + extra_ttl))
 return {1, 0, limit - count - ahead - n, reset, now, 0}
 )lua");
 } // namespace detail
+/// Sliding window log, as policy::sliding_log: at no instant t do more than `limit`
+/// permits carry timestamps in (t - window, t]. KEYS[1]: a sorted set of permits scored
+/// by their timestamp; members are "stamp:k", unique because all permits of one stamp
+/// are added and removed together. Stamps never go back: a server clock that steps back
+/// (a failover) stamps at the newest stamp seen, which can only delay later grants.
+/// [KEYS[2]]: the configuration hash. [KEYS[3]]: the waiters' queue, a sorted set of
+/// tickets "deadline_us:n:id" in the order of their first refusal: a request is granted
+/// only when the window has room for it AND for every live ticket before it (all of them
+/// for a request without a ticket), so waiters are served first come, first served
+/// across processes and a try never overtakes them; a ticket is dropped when granted,
+/// when its holder leaves (sliding_log_leave) or once past its deadline.
+/// ARGV: limit (1..2^24), window_us, n, [now_us] ('' for the server's), [ticket].
+/// Never reserves ahead. A refusal's [1] is a lower bound: when the window holds enough
+/// entries, when they leave; otherwise one window.
 inline constexpr std::string_view sliding_log = detail::sliding_log_text.view();
 
 /// Leaves the waiters' queue of a sliding window (a waiter that gave up). KEYS[1]: the
@@ -336,14 +336,6 @@ redis.call('ZREM', KEYS[1], ARGV[1])
 return {1, 0, 0, 0, 0, 0}
 )lua";
 
-/// Changes the configuration of one GCRA key: KEYS[1] the state (as gcra), KEYS[2] the
-/// configuration hash (fields interval, burst; no expiry), which every script on the key
-/// reads before its arguments. ARGV: interval_us, burst (the caller's configuration, used
-/// while the key has none), new_interval_us (0: keep), new_burst (0: keep), [now_us].
-/// The permits available now are kept across the change, capped by the new burst, and a
-/// debt stays a debt of the same number of permits (as policy::gcra's set_rate and
-/// set_burst): the rescaled credit or debt is exact to 1 us, rounded against the caller.
-/// Reply: as gcra's, [0] 1, [7] and [8] the new interval and burst.
 namespace detail {
 inline constexpr auto gcra_configure_text = with_prelude(R"lua(
 local oi, ob, ni, nb, e
@@ -402,13 +394,16 @@ if r < 0 then r = 0 end
 return {1, 0, k, r, now, nz, 0, ni, nb}
 )lua");
 } // namespace detail
+/// Changes the configuration of one GCRA key: KEYS[1] the state (as gcra), KEYS[2] the
+/// configuration hash (fields interval, burst; no expiry), which every script on the key
+/// reads before its arguments. ARGV: interval_us, burst (the caller's configuration, used
+/// while the key has none), new_interval_us (0: keep), new_burst (0: keep), [now_us].
+/// The permits available now are kept across the change, capped by the new burst, and a
+/// debt stays a debt of the same number of permits (as policy::gcra's set_rate and
+/// set_burst): the rescaled credit or debt is exact to 1 us, rounded against the caller.
+/// Reply: as gcra's, [0] 1, [7] and [8] the new interval and burst.
 inline constexpr std::string_view gcra_configure = detail::gcra_configure_text.view();
 
-/// Changes the configuration of one sliding-window key: KEYS[1] the log (as
-/// sliding_log), KEYS[2] the configuration hash (fields limit, window; no expiry). ARGV:
-/// limit, window_us (the caller's, used while the key has none), new_limit (0: keep),
-/// new_window_us (0: keep). The permits in the log stay: consumed stays consumed. Reply:
-/// {1, 0, 0, 0, now, 0, 0, new_window_us, new_limit}.
 namespace detail {
 inline constexpr auto sliding_log_configure_text = with_prelude(R"lua(
 local ol, ow, nl, nw, e
@@ -425,6 +420,11 @@ redis.call('HSET', KEYS[2], 'limit', fmt(nl), 'window', fmt(nw))
 return {1, 0, 0, 0, now, 0, 0, nw, nl}
 )lua");
 } // namespace detail
+/// Changes the configuration of one sliding-window key: KEYS[1] the log (as
+/// sliding_log), KEYS[2] the configuration hash (fields limit, window; no expiry). ARGV:
+/// limit, window_us (the caller's, used while the key has none), new_limit (0: keep),
+/// new_window_us (0: keep). The permits in the log stay: consumed stays consumed. Reply:
+/// {1, 0, 0, 0, now, 0, 0, new_window_us, new_limit}.
 inline constexpr std::string_view sliding_log_configure = detail::sliding_log_configure_text.view();
 
 /// The largest interval_us * burst, max_wait_us and window_us the scripts accept: 2^51 us.
