@@ -142,6 +142,23 @@ TEST_CASE("reply_queue: an accepted handshake lets the rest through; the link go
     CHECK(q.pop(false, false).how == queue::outcome::link_error);
 }
 
+TEST_CASE("reply_queue: the handshake is the last command marked (AUTH then ROLE), known at the front")
+{
+    queue q;
+    q.new_link();
+    q.push(0, t0);   // AUTH
+    q.push(1, t0);   // ROLE
+    q.mark_handshake();
+    q.push(2, t0);
+    CHECK_FALSE(q.front_is_handshake());
+    CHECK(q.pop(true, false).how == queue::outcome::reply);   // OK
+    CHECK(q.front_is_handshake());
+    CHECK(q.pop(true, true).how == queue::outcome::refused);   // ROLE says slave
+    CHECK_FALSE(q.front_is_handshake());
+    CHECK(q.pop(true, false).how == queue::outcome::refused);
+    CHECK_FALSE(q.front_is_handshake());
+}
+
 TEST_CASE("reply_reader: reads back what format_commands wrote, a byte at a time; garbage is a protocol error")
 {
     using sluice::redis::detail::format_commands;

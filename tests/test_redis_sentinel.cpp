@@ -7,6 +7,7 @@
 #include "redis_limiter_support.hpp"
 #include "redis_sentinel_support.hpp"
 
+#include <sluice/redis/cluster.hpp>
 #include <sluice/redis/connection.hpp>
 #include <sluice/redis/sentinel_resolver.hpp>
 #include <sluice/redis/token_bucket.hpp>
@@ -20,6 +21,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -246,6 +249,202 @@ TEST_CASE("sentinel resolver: a failed round says why" * doctest::timeout(60))
         cfg.master_name.clear();
         CHECK_THROWS_AS(redis::sentinel_resolver(io, cfg), boost::system::system_error);
     }
+}
+
+TEST_CASE("connection through Sentinels: commands go to the master" * doctest::timeout(60))
+{
+    auto& g = shared_group();
+    asio::io_context io;
+    auto cfg = g.config();   // host:port point nowhere: only the Sentinels can tell
+    redis::connection conn(io, cfg);
+    REQUIRE(sluice_test::wait_connected(io, conn));
+
+    auto done = std::make_shared<int>(0);
+    conn.async_exec({"SET", "sentinel:k", "v1"}, [done](error_code ec, redis::reply r) {
+        CHECK_FALSE(ec);
+        CHECK(r.str == "OK");
+        ++*done;
+    });
+    REQUIRE(run_until(io, [&] { return *done == 1; }));
+    CHECK(g.master().command({"GET", "sentinel:k"}).str == "v1");
+
+    // A master name nobody monitors: never connected, commands fail fast.
+    auto wrong = cfg;
+    wrong.sentinel.master_name = "no-such-master";
+    redis::connection nowhere(io, wrong);
+    run_for(io, 300ms);
+    CHECK_FALSE(nowhere.connected());
+
+    // Sentinels without a master name, or for a cluster: refused at construction.
+    auto unnamed = cfg;
+    unnamed.sentinel.master_name.clear();
+    CHECK_THROWS_AS(redis::connection(io, unnamed), boost::system::system_error);
+    CHECK_THROWS_AS(redis::cluster(io, cfg), boost::system::system_error);
+}
+
+namespace {
+
+// The bucket with its local fallback's counters in view (they are not part of its API).
+class observed_bucket : public redis::token_bucket<redis::connection> {
+public:
+    using redis::token_bucket<redis::connection>::token_bucket;
+
+    // Grants of the local fallback: waits and tries.
+    std::uint64_t fallback_admitted() const
+    {
+        auto s = this->core_->fallback().stats().requests;
+        return s.admitted + s.try_admitted;
+    }
+};
+
+double seconds(std::chrono::steady_clock::duration d)
+{
+    return std::chrono::duration<double>(d).count();
+}
+
+} // namespace
+
+TEST_CASE("failover: a token bucket under load follows the Sentinels to the new master" * doctest::timeout(120))
+{
+    using clock = std::chrono::steady_clock;
+    sentinel_group g;   // its own: this test kills the master
+    asio::io_context io;
+
+    auto cfg = g.config();
+    cfg.command_timeout = 300ms;
+    cfg.reconnect_min = 20ms;
+    cfg.reconnect_max = 200ms;
+    cfg.sentinel.timeout = 200ms;
+    redis::connection conn(io, cfg);
+    REQUIRE(sluice_test::wait_connected(io, conn));
+
+    constexpr double rate = 200;          // per second
+    constexpr std::uint64_t burst = 10;
+    redis::shared_options o;
+    o.on_failure = redis::failure_policy::local_fallback;
+    o.expected_nodes = 2;                 // the fallback: 100/s, burst 5
+    o.probe_interval = 100ms;
+    o.fallback.limiter.count_try_acquire = true;
+    observed_bucket tb(conn, sluice::rate::per_second(rate), burst, o);
+    const double fallback_rate = rate / static_cast<double>(o.expected_nodes);
+    const double fallback_burst = static_cast<double>(std::max<std::uint64_t>(1, burst / o.expected_nodes));
+
+    // The load: 4 callers looping on async_try_acquire, 4 on async_acquire (max_wait 50 ms),
+    // each paced by 2 ms between a completion and its next request.
+    long started = 0, completed = 0, unexpected = 0;
+    bool stop = false;
+    std::function<void(bool)> issue = [&](bool wait) {
+        ++started;
+        auto next = [&, wait] {
+            if (stop) return;
+            auto t = std::make_shared<asio::steady_timer>(io, 2ms);
+            t->async_wait([&, t, wait](error_code) { issue(wait); });
+        };
+        if (wait) {
+            tb.async_acquire("k", 1, 50ms, [&, next](error_code ec) {
+                ++completed;
+                if (ec && ec != sluice::error::would_exceed_timeout) {
+                    ++unexpected;
+                    MESSAGE("async_acquire: ", ec.message());
+                }
+                next();
+            });
+        } else {
+            tb.async_try_acquire("k", 1, [&, next](error_code ec, sluice::decision) {
+                ++completed;
+                if (ec) {
+                    ++unexpected;
+                    MESSAGE("async_try_acquire: ", ec.message());
+                }
+                next();
+            });
+        }
+    };
+    for (int i = 0; i < 4; ++i) {
+        issue(false);
+        issue(true);
+    }
+    run_for(io, 500ms);
+    auto healthy = tb.stats();
+    CHECK(healthy.fallback_decisions == 0);
+    CHECK(healthy.admitted > 0);
+    CHECK_FALSE(healthy.degraded);
+
+    // SIGKILL the master mid-run and watch, every 20 ms: the limiter degrade and recover,
+    // the Sentinels name the replica (any of them: the one the client asks first may lag),
+    // and the fallback's grants.
+    const auto old_master = g.master().port();
+    const auto new_master = g.replica().port();
+    const auto killed = clock::now();
+    g.master().kill();
+    std::optional<clock::time_point> degraded_at, promoted_at, back_at, fallback_last;
+    std::uint64_t fallback_seen = tb.fallback_admitted();
+    const auto deadline = killed + 25s;
+    while (!back_at && clock::now() < deadline) {
+        run_for(io, 20ms);
+        auto now = clock::now();
+        auto st = tb.stats();
+        if (st.degraded && !degraded_at) degraded_at = now;
+        if (!promoted_at)
+            for (std::size_t i = 0; i < 3; ++i)
+                if (g.master_port_by_sentinels(i) == new_master) {
+                    promoted_at = now;
+                    break;
+                }
+        if (degraded_at && !st.degraded) back_at = now;
+        if (auto f = tb.fallback_admitted(); f != fallback_seen) {
+            fallback_seen = f;
+            fallback_last = now;
+        }
+    }
+    REQUIRE(degraded_at);
+    REQUIRE(promoted_at);
+    REQUIRE(back_at);
+    CHECK(conn.connected());
+
+    // Waiters of the fallback may still finish (within their max_wait), then it stays idle:
+    // Redis decides again, on the new master, whose key the script keeps.
+    run_for(io, 100ms);
+    if (auto f = tb.fallback_admitted(); f != fallback_seen) {
+        fallback_seen = f;
+        fallback_last = clock::now();
+    }
+    auto back = tb.stats();
+    run_for(io, 500ms);
+    auto after = tb.stats();
+    CHECK_FALSE(after.degraded);
+    CHECK(after.fallback_decisions == back.fallback_decisions);
+    CHECK(after.decisions > back.decisions);
+    CHECK(tb.fallback_admitted() == fallback_seen);
+    CHECK(g.replica().command({"ROLE"}).elements.at(0).str == "master");
+    CHECK(g.replica().command({"EXISTS", tb.redis_key("k")}).integer == 1);
+
+    // The fallback's grants over the outage: at most its burst plus its rate times the time
+    // it was deciding (from the kill to its last grant seen), as documented.
+    REQUIRE(fallback_last);
+    const double outage = seconds(*fallback_last - killed);
+    const double allowed = fallback_burst + fallback_rate * outage;
+    CHECK(fallback_seen > 0);
+    CHECK(static_cast<double>(fallback_seen) <= allowed);
+
+    // Back on Redis within the failover (the Sentinels naming the new master) plus one
+    // probe interval plus the reconnection backoff; 300 ms for discovery, connection and
+    // this loop's 20 ms steps (more under sanitizers).
+    const double failover = seconds(*promoted_at - killed);
+    const double recovery = seconds(*back_at - *promoted_at);
+    const double bound = seconds(o.probe_interval + cfg.reconnect_max + 300ms);
+    CHECK(recovery <= bound);
+    MESSAGE("old master ", old_master, ", new ", new_master, ": degraded after ",
+            seconds(*degraded_at - killed), " s; Sentinels switched after ", failover,
+            " s; decisions back on Redis ", recovery, " s later (bound ", bound, " s); fallback granted ",
+            fallback_seen, " (bound ", allowed, ") over ", outage, " s; decisions ", after.decisions,
+            ", fallback decisions ", after.fallback_decisions, ", redis errors ", after.redis_errors);
+
+    // Nobody hung: every request started completed, none with an unexpected error.
+    stop = true;
+    REQUIRE(run_until(io, [&] { return completed == started; }, 3000ms));
+    CHECK(unexpected == 0);
+    CHECK(started > 0);
 }
 
 TEST_SUITE_END();
