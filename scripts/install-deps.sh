@@ -13,7 +13,7 @@ packages=(
   liburing-dev
   doctest-dev
   libbenchmark-dev
-  redis-server
+  redis-server          # also runs Sentinel (redis-server --sentinel): no redis-sentinel package needed
   libhiredis-dev
   python3
   gnuplot-nox

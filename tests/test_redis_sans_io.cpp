@@ -1,7 +1,9 @@
 // The parts of the Redis transport that do no I/O, step by step without a server: the
-// reconnection schedule, the pipeline's reply bookkeeping, the NOSCRIPT decision.
+// reconnection schedule, the pipeline's reply bookkeeping, the NOSCRIPT decision, and the
+// RESP formatter and reader of the short exchanges (Sentinel discovery).
 #include "redis/backoff.hpp"
 #include "redis/eval_fsm.hpp"
+#include "redis/hiredis_adapter.hpp"
 #include "redis/reply_queue.hpp"
 
 #include <sluice/error.hpp>
@@ -9,6 +11,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
 
 using boost::system::error_code;
 using sluice::redis::reply;
@@ -135,6 +140,63 @@ TEST_CASE("reply_queue: an accepted handshake lets the rest through; the link go
     CHECK(q.pop(true, false).how == queue::outcome::reply);   // PONG
     CHECK(q.pop(true, true).how == queue::outcome::reply);    // an error reply of a command
     CHECK(q.pop(false, false).how == queue::outcome::link_error);
+}
+
+TEST_CASE("reply_queue: the handshake is the last command marked (AUTH then ROLE), known at the front")
+{
+    queue q;
+    q.new_link();
+    q.push(0, t0);   // AUTH
+    q.push(1, t0);   // ROLE
+    q.mark_handshake();
+    q.push(2, t0);
+    CHECK_FALSE(q.front_is_handshake());
+    CHECK(q.pop(true, false).how == queue::outcome::reply);   // OK
+    CHECK(q.front_is_handshake());
+    CHECK(q.pop(true, true).how == queue::outcome::refused);   // ROLE says slave
+    CHECK_FALSE(q.front_is_handshake());
+    CHECK(q.pop(true, false).how == queue::outcome::refused);
+    CHECK_FALSE(q.front_is_handshake());
+}
+
+TEST_CASE("reply_reader: reads back what format_commands wrote, a byte at a time; garbage is a protocol error")
+{
+    using sluice::redis::detail::format_commands;
+    using sluice::redis::detail::reply_reader;
+
+    // A request is RESP too (an array of bulk strings): what was formatted reads back.
+    const std::string wire = format_commands({{"AUTH", "p\r\nw"}, {"ROLE"}});
+    reply_reader rd;
+    std::vector<reply> got;
+    std::optional<reply> r;
+    for (char c : wire) {
+        REQUIRE(rd.feed(&c, 1));
+        REQUIRE(rd.next(r));
+        if (r) got.push_back(std::move(*r));
+    }
+    REQUIRE(got.size() == 2);
+    REQUIRE(got[0].type == reply::kind::array);
+    REQUIRE(got[0].elements.size() == 2);
+    CHECK(got[0].elements[0].str == "AUTH");
+    CHECK(got[0].elements[1].str == "p\r\nw");
+    CHECK(got[1].elements.at(0).str == "ROLE");
+    CHECK(rd.next(r));
+    CHECK_FALSE(r);
+
+    const std::string replies = "*3\r\n$6\r\nmaster\r\n:42\r\n*0\r\n-NOAUTH no\r\n";
+    REQUIRE(rd.feed(replies.data(), replies.size()));
+    REQUIRE(rd.next(r));
+    REQUIRE(r);
+    CHECK(r->elements.at(0).str == "master");
+    CHECK(r->elements.at(1).integer == 42);
+    REQUIRE(rd.next(r));
+    REQUIRE(r);
+    CHECK(r->is_error());
+
+    reply_reader bad;
+    const std::string junk = "?what\r\n";
+    const bool fed = bad.feed(junk.data(), junk.size());
+    CHECK_FALSE((fed && bad.next(r)));
 }
 
 TEST_CASE("eval_fsm: a reply is the answer; an error reply is backend_error with the reply")

@@ -21,6 +21,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -341,6 +342,9 @@ private:
 
 std::shared_ptr<cluster_impl> make_cluster(const asio::any_io_executor& ex, connection_config seed)
 {
+    // A cluster finds its masters itself (CLUSTER SLOTS): Sentinel has no part in it.
+    if (!seed.sentinel.sentinels.empty())
+        throw boost::system::system_error(make_error_code(error::invalid_option));
     auto c = std::make_shared<cluster_impl>(ex, std::move(seed));
     asio::dispatch(ex, [c] { c->start(); });
     return c;

@@ -22,6 +22,7 @@
 #include <cassert>
 #include <csignal>
 #include <mutex>
+#include <new>
 
 namespace sluice::redis::detail {
 
@@ -220,6 +221,54 @@ void hiredis_adapter::on_ready(bool read)
     }
     if (reading_) arm(true);
     if (writing_) arm(false);
+}
+
+// ---- RESP outside a context ---------------------------------------------------------------
+
+std::string format_commands(const std::vector<std::vector<std::string>>& commands)
+{
+    std::string wire;
+    std::vector<const char*> ptrs;
+    std::vector<std::size_t> lens;
+    for (const auto& argv : commands) {
+        ptrs.clear();
+        lens.clear();
+        for (const auto& a : argv) {
+            ptrs.push_back(a.data());
+            lens.push_back(a.size());
+        }
+        char* cmd = nullptr;
+        const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), ptrs.data(),
+                                             lens.data());
+        if (n < 0) throw std::bad_alloc();
+        wire.append(cmd, static_cast<std::size_t>(n));
+        redisFreeCommand(cmd);
+    }
+    return wire;
+}
+
+reply_reader::reply_reader() : reader_(redisReaderCreate())
+{
+    if (!reader_) throw std::bad_alloc();
+}
+
+reply_reader::~reply_reader() { redisReaderFree(reader_); }
+
+bool reply_reader::feed(const char* data, std::size_t n)
+{
+    return redisReaderFeed(reader_, data, n) == REDIS_OK;
+}
+
+bool reply_reader::next(std::optional<reply>& out)
+{
+    out.reset();
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) return false;
+    if (!raw) return true;
+    const std::unique_ptr<redisReply, void (*)(void*)> r(static_cast<redisReply*>(raw),
+                                                         &freeReplyObject);
+    out = convert(r.get());
+    return true;
 }
 
 } // namespace sluice::redis::detail

@@ -1,4 +1,5 @@
-// hiredis' asynchronous API on an Asio stream_descriptor: the only file that sees hiredis.
+// hiredis' asynchronous API on an Asio stream_descriptor, and its RESP formatter and reader
+// for short exchanges of our own: the only file that sees hiredis.
 #pragma once
 
 #include <sluice/redis/reply.hpp>
@@ -6,12 +7,15 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 struct redisAsyncContext;
+struct redisReader;
 struct redisReply;
 
 namespace sluice::redis::detail {
@@ -92,6 +96,30 @@ private:
     std::uint64_t gen_ = 0;   // waits armed for an older context do nothing
     bool reading_ = false, writing_ = false;
     bool read_armed_ = false, write_armed_ = false;
+};
+
+/// `commands` in RESP, one after the other (to be sent pipelined). Throws std::bad_alloc.
+std::string format_commands(const std::vector<std::vector<std::string>>& commands);
+
+/// Replies parsed from RESP bytes as they arrive, for an exchange outside a hiredis context
+/// (Sentinel discovery, on a socket of its own).
+class reply_reader {
+public:
+    /// Throws std::bad_alloc.
+    reply_reader();
+    ~reply_reader();
+    reply_reader(const reply_reader&) = delete;
+    reply_reader& operator=(const reply_reader&) = delete;
+
+    /// Appends bytes read; false on a protocol error (the reader is then unusable).
+    bool feed(const char* data, std::size_t n);
+
+    /// The next complete reply into `out`, or `out` empty when more bytes are needed;
+    /// false on a protocol error.
+    bool next(std::optional<reply>& out);
+
+private:
+    redisReader* reader_;
 };
 
 } // namespace sluice::redis::detail

@@ -1,5 +1,9 @@
 #include "pipeline.hpp"
 
+#include <sluice/redis/detail/sentinel_fsm.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/ip/address.hpp>
 
 #include <cassert>
@@ -28,6 +32,8 @@ pipeline::pipeline(const asio::any_io_executor& ex, connection_config cfg)
     : ex_(ex), cfg_(std::move(cfg)), resolver_(ex), cmd_timer_(ex), link_timer_(ex),
       backoff_(cfg_.reconnect_min, cfg_.reconnect_max), link_(ex, *this)
 {
+    if (!cfg_.sentinel.sentinels.empty())
+        sentinel_ = make_sentinel(ex, cfg_.sentinel, cfg_.password);
 }
 
 pipeline::~pipeline()
@@ -89,6 +95,7 @@ void pipeline::close()
     state_ = state::closed;
     connected_ = false;
     resolver_.cancel();
+    cancel_discovery();
     link_timer_.cancel();
     cmd_timer_.cancel();
     free_link(error::closed);
@@ -113,7 +120,12 @@ void pipeline::on_reply(raw_reply r)
 {
     assert(!queue_.empty() || destroying_);
     if (queue_.empty()) return;
-    auto [op, how] = queue_.pop(!r.none(), r.is_error());
+    // With Sentinel the handshake ends with ROLE: a link to an instance that is not (or no
+    // longer) master is refused as a failed AUTH is, replies of the same read included.
+    const bool refused = r.is_error()
+        || (sentinel_ && !r.none() && queue_.front_is_handshake()
+            && !sentinel_fsm::is_master_role(r.to_reply()));
+    auto [op, how] = queue_.pop(!r.none(), refused);
     if (destroying_ || op->done()) return;   // shut down, or cancelled: dropped
     using outcome = decltype(queue_)::outcome;
     switch (how) {
@@ -169,9 +181,10 @@ void pipeline::on_cmd_timer()
 void pipeline::connect()
 {
     state_ = state::connecting;
+    if (sentinel_) return discover();
     error_code ec;
     (void)asio::ip::make_address(cfg_.host, ec);
-    if (!ec) return connect_to(cfg_.host);
+    if (!ec) return connect_to(cfg_.host, cfg_.port);
     // A name: resolved by Asio's resolver (getaddrinfo on a thread of its own, never on the
     // executor's), again at every reconnection; the connect timeout covers it.
     ++gen_;
@@ -183,34 +196,81 @@ void pipeline::connect()
             auto self = w.lock();
             if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
             if (ec || rs.empty()) return self->reset_link();
-            self->connect_to(rs.begin()->endpoint().address().to_string());
+            self->connect_to(rs.begin()->endpoint().address().to_string(), self->cfg_.port);
             self->release_held();
         });
 }
 
-// Connects to a numeric address.
-void pipeline::connect_to(const std::string& address)
+// Sentinel: the master is asked of the Sentinels at every attempt (after a lost link, this
+// is what follows a failover). Commands are held meanwhile, as during a name resolution,
+// and the connect timeout covers it the same way.
+void pipeline::discover()
 {
-    if (!link_.connect(address, cfg_.port, weak_from_this())) return schedule_reconnect();
+    ++gen_;
+    resolving_ = true;
+    arm_connect_timeout();
+    // A signal per attempt: an abandoned discovery may complete after the next one began.
+    discovery_ = std::make_shared<asio::cancellation_signal>();
+    resolve_master(
+        sentinel_,
+        asio::bind_cancellation_slot(
+            discovery_->slot(),
+            [w = weak_from_this(), gen = gen_, keep = discovery_](error_code ec,
+                                                                  asio::ip::tcp::endpoint master) {
+                auto self = w.lock();
+                if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
+                self->discovery_.reset();
+                if (ec) return self->reset_link();
+                self->connect_to(master.address().to_string(), master.port());
+                self->release_held();
+            }));
+}
+
+void pipeline::cancel_discovery()
+{
+    if (auto d = std::move(discovery_)) d->emit(asio::cancellation_type::terminal);
+}
+
+// Connects to a numeric address.
+void pipeline::connect_to(const std::string& address, std::uint16_t port)
+{
+    if (!link_.connect(address, port, weak_from_this())) return schedule_reconnect();
     ++gen_;
     queue_.new_link();
 
     // Up only once the server answered: a listener that accepts but never speaks must count
-    // as a failed connect, not as a link whose first command times out.
+    // as a failed connect, not as a link whose first command times out. With Sentinel, up
+    // only once ROLE says master on this link too: the discovery checked on another
+    // connection, and a failover may have come in between.
     std::vector<std::string> hello{"PING"};
     if (!cfg_.password.empty()) hello = {"AUTH", cfg_.password};
+    else if (sentinel_) hello = sentinel_fsm::role_command();
+    const bool role_next = sentinel_ && !cfg_.password.empty();
     const auto before = queue_.size();
-    submit_internal(std::move(hello), [w = weak_from_this(), gen = gen_](error_code ec, reply r) {
-        auto self = w.lock();
-        if (!self || gen != self->gen_ || self->state_ != state::connecting) return;
-        if (ec || r.is_error()) return self->reset_link();
-        self->state_ = state::connected;
-        self->connected_ = true;
-        self->backoff_.reset();
-        self->link_timer_.cancel();
+    submit_internal(std::move(hello), [w = weak_from_this(), gen = gen_, last = !role_next,
+                                       role = sentinel_ && !role_next](error_code ec, reply r) {
+        if (auto self = w.lock()) self->on_handshake(gen, ec, r, last, role);
     });
+    if (role_next)
+        submit_internal(sentinel_fsm::role_command(),
+                        [w = weak_from_this(), gen = gen_](error_code ec, reply r) {
+                            if (auto self = w.lock()) self->on_handshake(gen, ec, r, true, true);
+                        });
+    // The last command of the handshake: the link's replies count only if it succeeds.
     if (queue_.size() > before) queue_.mark_handshake();
     arm_connect_timeout();
+}
+
+// A reply of the handshake; `last` brings the link up, `role` must say master.
+void pipeline::on_handshake(std::uint64_t gen, error_code ec, const reply& r, bool last, bool role)
+{
+    if (gen != gen_ || state_ != state::connecting) return;
+    if (ec || r.is_error() || (role && !sentinel_fsm::is_master_role(r))) return reset_link();
+    if (!last) return;
+    state_ = state::connected;
+    connected_ = true;
+    backoff_.reset();
+    link_timer_.cancel();
 }
 
 // A connection attempt (name resolution, TCP, handshake) longer than connect_timeout is
@@ -222,6 +282,7 @@ void pipeline::arm_connect_timeout()
         auto self = w.lock();
         if (!self || ec || gen != self->gen_ || self->state_ != state::connecting) return;
         self->resolver_.cancel();
+        self->cancel_discovery();
         self->reset_link();
     });
 }

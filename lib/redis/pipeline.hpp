@@ -1,6 +1,7 @@
 // One Redis link kept up: commands sent in order and matched with their replies, the
 // command timeout (which resets the link), the connect timeout, reconnection with backoff,
-// host names resolved at each attempt and the commands held meanwhile.
+// host names resolved (or, with Sentinel, the master discovered) at each attempt and the
+// commands held meanwhile.
 #pragma once
 
 #include "backoff.hpp"
@@ -10,8 +11,10 @@
 
 #include <sluice/error.hpp>
 #include <sluice/redis/connection_config.hpp>
+#include <sluice/redis/detail/sentinel_impl.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -45,7 +48,8 @@ public:
     /// Why a command could not be sent now (closed, or no link and no name resolving).
     std::optional<error> refusal() const noexcept;
 
-    /// Sends `argv` (or holds it while the host name resolves); its reply completes `op`.
+    /// Sends `argv` (or holds it while the host name resolves or the master is discovered);
+    /// its reply completes `op`.
     /// An op done meanwhile (cancelled) is not sent.
     void submit(std::vector<std::string> argv, std::shared_ptr<pending_op> op);
 
@@ -72,8 +76,9 @@ public:
 private:
     enum class state { backoff, connecting, connected, closed };
 
-    // While the host name resolves there is no link to queue on: commands wait here (at
-    // most connect_timeout), in order, and are sent or failed once it is known.
+    // While the host name resolves (or the master is discovered) there is no link to queue
+    // on: commands wait here (at most connect_timeout), in order, and are sent or failed
+    // once it is known.
     struct held_command {
         std::vector<std::string> argv;
         std::shared_ptr<pending_op> op;
@@ -83,7 +88,11 @@ private:
     void arm_cmd_timer();
     void on_cmd_timer();
     void connect();
-    void connect_to(const std::string& address);
+    void discover();
+    void cancel_discovery();
+    void connect_to(const std::string& address, std::uint16_t port);
+    void on_handshake(std::uint64_t gen, boost::system::error_code ec, const reply& r, bool last,
+                      bool role);
     void arm_connect_timeout();
     void free_link(error e);
     void reset_link();
@@ -97,6 +106,8 @@ private:
     boost::asio::any_io_executor ex_;
     connection_config cfg_;
     boost::asio::ip::tcp::resolver resolver_;
+    std::shared_ptr<sentinel_impl> sentinel_;   // Sentinels configured: the master is asked of them
+    std::shared_ptr<boost::asio::cancellation_signal> discovery_;   // of the discovery in progress
     boost::asio::steady_timer cmd_timer_;
     boost::asio::steady_timer link_timer_;   // connect timeout, then reconnection backoff
     detail::backoff backoff_;
@@ -109,7 +120,7 @@ private:
     std::atomic<bool> connected_{false};
     bool cmd_timer_armed_ = false;
     bool destroying_ = false;
-    bool resolving_ = false;   // the host name is being resolved: commands are held
+    bool resolving_ = false;   // the host name or the master is being found: commands are held
     error link_error_ = error::backend_unavailable;
     // Last: destroyed first, while everything its callbacks could touch still exists.
     hiredis_adapter link_;

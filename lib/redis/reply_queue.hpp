@@ -55,7 +55,8 @@ public:
     void link_gone() noexcept { handshake_.reset(); }
 
     /// The reply to the oldest entry: `replied` false when there was none (the link is being
-    /// freed), `error_reply` when the server refused the command. Known here, not when the
+    /// freed), `error_reply` when the server refused the command (for the handshake, also a
+    /// reply that rejects the link: a ROLE that is not master). Known here, not when the
     /// entry's handler runs: replies in the same read after a failed handshake are refused.
     answer pop(bool replied, bool error_reply)
     {
@@ -71,6 +72,11 @@ public:
     }
 
     bool empty() const noexcept { return entries_.empty(); }
+    /// The oldest entry is the current link's handshake, its reply not in yet.
+    bool front_is_handshake() const noexcept
+    {
+        return !entries_.empty() && handshake_ && entries_.front().seq == *handshake_;
+    }
     std::size_t size() const noexcept { return entries_.size(); }
 
     /// The oldest entry, whose reply is due first: all commands have the same timeout, so

@@ -1,6 +1,8 @@
 // Settings of one Redis connection.
 #pragma once
 
+#include <sluice/redis/sentinel_config.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -10,12 +12,14 @@ namespace sluice::redis {
 /// Settings of one Redis connection (for a cluster: of every link, taken from the seed's).
 struct connection_config {
     /// A numeric address or a host name, resolved with Asio's resolver (off the executor's
-    /// threads) at every connection attempt, within connect_timeout.
+    /// threads) at every connection attempt, within connect_timeout. Not used when
+    /// `sentinel` lists Sentinels.
     std::string host = "127.0.0.1";
     /// The TCP port.
     std::uint16_t port = 6379;
 
-    /// TCP connect plus the handshake (PING, or AUTH when a password is set).
+    /// TCP connect plus the handshake (PING, or AUTH when a password is set); with
+    /// Sentinels, the discovery too (each of its steps bounded by sentinel.timeout).
     std::chrono::milliseconds connect_timeout{1000};
 
     /// A reply later than this fails its command with error::timed_out and resets the
@@ -30,6 +34,14 @@ struct connection_config {
 
     /// `AUTH password` as the handshake when not empty.
     std::string password;
+
+    /// Redis Sentinel (when sentinel.sentinels is not empty): at every connection attempt,
+    /// the master named sentinel.master_name is asked of the Sentinels and checked with
+    /// ROLE (see basic_sentinel_resolver), and the connection goes there; a lost link is
+    /// followed by a new discovery, which is how a failover is followed. While no master
+    /// is found, commands fail with error::backend_unavailable, as with a server that is
+    /// down, and a limiter's failure policy decides.
+    sentinel_config sentinel;
 };
 
 } // namespace sluice::redis
