@@ -103,8 +103,10 @@ class Runner:
 
 def gcra_script():
     text = open(os.path.join(ROOT, "include", "sluice", "redis", "scripts.hpp")).read()
-    m = re.search(r'gcra = R"lua\((.*?)\)lua"', text, re.S)
-    return m.group(1) if m else None
+    # The script as the limiter sends it: the shared prelude, then the GCRA body.
+    pre = re.search(r'prelude\[\] = R"lua\((.*?)\)lua"', text, re.S)
+    body = re.search(r'gcra_text = with_prelude\(R"lua\((.*?)\)lua"', text, re.S)
+    return pre.group(1) + body.group(1) if pre and body else None
 
 
 def redis_benchmark(r, round_no, port):
