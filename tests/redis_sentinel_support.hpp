@@ -119,41 +119,8 @@ private:
     {
         std::string conf = dir_ + "/sentinel.conf";
         std::vector<std::string> args{"redis-server", conf, "--sentinel"};
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        pid_t parent = ::getpid();
-        pid_t pid = ::fork();
-        if (pid < 0) return false;
-        if (pid == 0) {
-            // Only async-signal-safe calls between fork and exec.
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (::getppid() != parent) ::_exit(127);
-            int devnull = ::open("/dev/null", O_RDWR);
-            if (devnull >= 0) {
-                ::dup2(devnull, 0);
-                ::dup2(devnull, 1);
-                ::dup2(devnull, 2);
-            }
-            ::execvp("redis-server", argv.data());
-            ::_exit(127);
-        }
-        pid_ = pid;
-        bool died = false;
-        bool up = wait_until(
-            [&] {
-                if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return died = true;
-                auto r = sync_command(port_, {"PING"}, std::chrono::milliseconds(200));
-                return r.type != sluice::redis::reply::kind::nil;
-            },
-            std::chrono::milliseconds(10000));
-        if (up && !died) return true;
-        if (!died) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
-        }
-        pid_ = -1;
-        return false;
+        pid_ = start_redis_process(std::move(args), port_);
+        return pid_ > 0;
     }
 
     std::string dir_;

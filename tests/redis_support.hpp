@@ -134,6 +134,47 @@ inline sluice::redis::reply sync_command(std::uint16_t port, const std::vector<s
 }
 
 /// A redis-server child process on 127.0.0.1.
+/// Starts `args` (redis-server and its arguments) with its output to /dev/null and waits
+/// up to 10 s for an answer to PING on `port` (any answer: NOAUTH with --requirepass too).
+/// The pid once it answers; -1, with the process gone, when it died (its port taken
+/// meanwhile?) or never answered. The child dies with this process.
+inline pid_t start_redis_process(std::vector<std::string> args, std::uint16_t port)
+{
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        // Only async-signal-safe calls between fork and exec.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(127);
+        int devnull = ::open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            ::dup2(devnull, 0);
+            ::dup2(devnull, 1);
+            ::dup2(devnull, 2);
+        }
+        ::execvp(argv[0], argv.data());
+        ::_exit(127);
+    }
+    bool died = false;
+    bool up = wait_until(
+        [&] {
+            if (::waitpid(pid, nullptr, WNOHANG) == pid) return died = true;
+            auto r = sync_command(port, {"PING"}, std::chrono::milliseconds(200));
+            return r.type != sluice::redis::reply::kind::nil;
+        },
+        std::chrono::milliseconds(10000));
+    if (up && !died) return pid;
+    if (!died) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+    }
+    return -1;
+}
+
 class redis_server {
 public:
     explicit redis_server(std::vector<std::string> extra_args = {})
@@ -252,44 +293,9 @@ private:
                                       "--daemonize", "no", "--dir", dir_,
                                       "--logfile", dir_ + "/log"};
         args.insert(args.end(), extra_.begin(), extra_.end());
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        pid_t parent = ::getpid();
-        pid_t pid = ::fork();
-        if (pid < 0) return false;
-        if (pid == 0) {
-            // Only async-signal-safe calls between fork and exec.
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (::getppid() != parent) ::_exit(127);
-            int devnull = ::open("/dev/null", O_RDWR);
-            if (devnull >= 0) {
-                ::dup2(devnull, 0);
-                ::dup2(devnull, 1);
-                ::dup2(devnull, 2);
-            }
-            ::execvp("redis-server", argv.data());
-            ::_exit(127);
-        }
-        pid_ = pid;
+        pid_ = start_redis_process(std::move(args), port_);
         paused_ = false;
-        bool died = false;
-        bool up = wait_until(
-            [&] {
-                if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return died = true;
-                // Any answer will do (NOAUTH with --requirepass): the server is up.
-                auto r = sync_command(port_, {"PING"}, std::chrono::milliseconds(200));
-                return r.type != sluice::redis::reply::kind::nil;
-            },
-            std::chrono::milliseconds(10000));
-        if (up && !died) return true;
-        // Died (port taken meanwhile?) or never answered.
-        if (!died) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
-        }
-        pid_ = -1;
-        return false;
+        return pid_ > 0;
     }
 
     bool reap(std::chrono::milliseconds limit)
