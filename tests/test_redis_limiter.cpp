@@ -535,7 +535,8 @@ TEST_CASE("redis token bucket: leasing reserves runs of slots beyond the burst, 
     live l;
     redis::shared_options lo;
     lo.lease_size = 16;
-    const double rate = 2000;
+    // 50 us a slot: a run may span 1 ms (20 slots), capped by lease_size.
+    const double rate = 20000;
     redis::token_bucket<redis::connection> leasing(l.conn, sluice::rate::per_second(rate), 1, lo);
 
     // 16 callers asking as fast as they are answered, for 300 ms.
@@ -557,13 +558,14 @@ TEST_CASE("redis token bucket: leasing reserves runs of slots beyond the burst, 
     REQUIRE(run_until(l.io, [&] { return inflight == 0; }, 5000ms));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     auto s = leasing.stats();
-    MESSAGE("leasing 2000/s burst 1: admitted ", admitted, " in ", secs, " s, ", s.commands, " commands, ", attempts, " attempts");
+    MESSAGE("leasing 20000/s burst 1: admitted ", admitted, " in ", secs, " s, ", s.commands, " commands, ", attempts, " attempts");
     CHECK(static_cast<double>(admitted) <= rate * secs + 1);
     // How much of the rate it reaches is the benchmark's to measure (a loaded machine
     // starves this loop); here, that it admits at all.
     CHECK(admitted >= 100);
-    // Runs of several slots a round trip, though the burst is 1.
-    CHECK(s.commands * 2 <= static_cast<std::uint64_t>(admitted));
+    // Runs of several slots a round trip, though the burst is 1 (up to 16 here; 4 on
+    // average leaves room for the first runs, which start at one slot and double).
+    CHECK(s.commands * 4 <= static_cast<std::uint64_t>(admitted));
 
     // One more request: the process reserves ahead again and holds slots.
     auto last = std::make_shared<try_result>();
