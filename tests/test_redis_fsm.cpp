@@ -430,6 +430,20 @@ TEST_CASE("lease book: a refused run holds refusals locally; slots expire unused
     CHECK(b.expired() == 3);
 }
 
+TEST_CASE("lease book: close gives back only the last run's slots, never earlier runs' (others reserved after them)")
+{
+    lease_limits lim{1 * ms, 50 * ms, 16};
+    lease_book b;
+    b.take(lim, 1, 0);
+    b.fill(lim, 0, granted(3'000, 100, 4), 0, 100 * us);   // run A: 4 slots, state 100
+    b.take(lim, 1, 0);                                       // takes A's first slot
+    b.fill(lim, 0, granted(9'000, 300, 2), 0, 100 * us);   // run B: 2 slots after others', state 300
+    CHECK(b.held(lim, 0) == 5);
+    auto g = b.close(lim, 0);
+    CHECK(g.count == 2);   // B's, against B's state: moving z back over A would cross others' runs
+    CHECK(g.state == 300);
+}
+
 TEST_CASE("lease book: close gives the slots held back against the state of the last run")
 {
     lease_limits lim{1 * ms, 50 * ms, 16};

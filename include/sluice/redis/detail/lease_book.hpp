@@ -95,6 +95,7 @@ public:
         for (std::uint64_t i = 0; i < k; ++i, due += spacing(lim))
             dues_.push_back(std::max({due, now, dues_.empty() ? now : dues_.back()}));
         state_ = v.state;
+        last_run_ = k;
         adapt(lim, now);
         decision d;
         if (n > 0) {
@@ -123,12 +124,14 @@ public:
                                                          [&](std::int64_t due) { return due + lim.ttl_ns >= now; }));
     }
 
-    /// On close: every slot still held goes back (it can only succeed while no other
-    /// reservation followed ours); the book is empty afterwards.
+    /// On close: the slots still held of the last run go back (the refund can only
+    /// succeed while no other reservation followed it; slots of earlier runs have other
+    /// processes' runs after them, and moving the key's state back over those would hand
+    /// their slots out twice); the book is empty afterwards.
     lease_give_back close(const lease_limits& lim, std::int64_t now)
     {
         expire(lim, now);
-        lease_give_back g{dues_.size(), state_};
+        lease_give_back g{std::min<std::uint64_t>(dues_.size(), last_run_), state_};
         dues_.clear();
         return g;
     }
@@ -251,6 +254,7 @@ private:
     double use_per_s_ = -1;           // slots used a second, smoothed; no estimate yet
     std::uint64_t used_ = 0;          // slots used since the last fill
     std::uint64_t run_ = 1;
+    std::uint64_t last_run_ = 0;      // slots the last reservation took (the tail of dues_)
     std::uint64_t expired_ = 0;
     std::uint64_t expired_total_ = 0;
     bool fetching_ = false;
