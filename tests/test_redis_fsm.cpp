@@ -89,12 +89,15 @@ struct fake_core {
     }
     bool leasing() const { return opts.lease_size > 0; }
     std::int64_t lease_horizon_us() const { return 250'000; }
-    lease_book::take_result lease_take(const std::string&, std::uint64_t n) { return book.take(lim, n, now_ns); }
-    sluice::decision lease_fill(const std::string&, std::uint64_t n, const verdict& v, std::int64_t rtt)
+    lease_book::take_result lease_take(const std::string&, std::uint64_t n, std::int64_t now)
     {
-        return book.fill(lim, n, v, now_ns, rtt);
+        return book.take(lim, n, now);
     }
-    std::uint64_t lease_prefetch_count(const std::string&) { return book.claim_prefetch_count(lim, now_ns); }
+    lease_book::take_result lease_fill(const std::string&, std::uint64_t n, const verdict& v, std::int64_t rtt,
+                                       std::int64_t now)
+    {
+        return book.fill(lim, n, v, now, rtt);
+    }
     void lease_failed(const std::string&) { book.failed(); }
     void prefetch(const std::string&, std::uint64_t k) { prefetches.push_back(k); }
     std::vector<std::string> left_queue;
@@ -407,7 +410,7 @@ TEST_CASE("lease book: a refused run holds refusals locally; slots expire unused
     auto t = b.take(lim, 1, 0);
     REQUIRE(t.next == lease_book::step::fetch);
     // Not even one slot within the horizon: 80 ms away, 50 ms allowed.
-    auto d = b.fill(lim, 1, refused(80'000), 0, 100 * us);
+    auto d = b.fill(lim, 1, refused(80'000), 0, 100 * us).d;
     CHECK_FALSE(d.allowed);
     CHECK(d.retry_after == std::chrono::milliseconds(30));
     t = b.take(lim, 1, 29 * ms);
@@ -540,15 +543,16 @@ sim_result simulate(std::int64_t interval_us, int procs, std::int64_t seconds_ms
                     continue;
                 }
                 for (auto s : f.slots) p.slots.push_back(s);
-                auto d = p.book.fill(lim, f.n, f.v, t, p.rtt);
+                auto fr = p.book.fill(lim, f.n, f.v, t, p.rtt);
+                const auto& d = fr.d;
                 drop_expired(p, static_cast<std::int64_t>(p.book.held(lim, t)) + (d.allowed ? static_cast<std::int64_t>(f.n) : 0));
                 if (d.allowed) {
                     if (p.slots.front() * us > t) ++r.early;
                     p.slots.pop_front();
                     ++r.granted;
                 }
-                if (auto k = f.v.allowed ? p.book.claim_prefetch_count(lim, t) : 0)
-                    p.flying.push_back({t + p.rtt / 2, t + p.rtt, 0, k, {}, {}, false});
+                if (fr.prefetch)
+                    p.flying.push_back({t + p.rtt / 2, t + p.rtt, 0, fr.count, {}, {}, false});
                 p.flying.erase(p.flying.begin() + static_cast<std::ptrdiff_t>(i));
             }
             if (t < p.next_poll) continue;

@@ -107,26 +107,18 @@ public:
         return std::chrono::duration_cast<std::chrono::microseconds>(this->options().lease_ttl).count();
     }
 
-    // Leasing: the book of `key` decides (see lease_book).
-    lease_book::take_result lease_take(const std::string& key, std::uint64_t n)
+    // Leasing: the book of `key` decides (see lease_book), at the operation's `now`.
+    lease_book::take_result lease_take(const std::string& key, std::uint64_t n, std::int64_t now)
     {
-        std::int64_t t = now();
         std::lock_guard lock(mutex_);
-        return leases_[key].take(limits(), n, t);
+        return leases_[key].take(limits(), n, now);
     }
 
-    decision lease_fill(const std::string& key, std::uint64_t n, const verdict& v, std::int64_t rtt_ns)
+    lease_book::take_result lease_fill(const std::string& key, std::uint64_t n, const verdict& v, std::int64_t rtt_ns,
+                                       std::int64_t now)
     {
-        std::int64_t t = now();
         std::lock_guard lock(mutex_);
-        return leases_[key].fill(limits(), n, v, t, rtt_ns);
-    }
-
-    std::uint64_t lease_prefetch_count(const std::string& key)
-    {
-        std::int64_t t = now();
-        std::lock_guard lock(mutex_);
-        return leases_[key].claim_prefetch_count(limits(), t);
+        return leases_[key].fill(limits(), n, v, now, rtt_ns);
     }
 
     void lease_failed(const std::string& key)

@@ -71,12 +71,51 @@ public:
         return r;
     }
 
-    /// The reply to a reservation of `asked` slots made by a request for n (0: a
-    /// background prefetch), received at `now`, `rtt_ns` after it was sent. A grant of
+    /// The reply to a reservation made by a request for n (0: a background prefetch),
+    /// received at `now`, `rtt_ns` after it was sent: the request's decision, and whether
+    /// (prefetch, count) the caller is to reserve more in the background now. A grant of
     /// v.taken slots ends v.wait_us after the server's now; slot i of k is one spacing
     /// after slot i-1. Measured from the reply, every slot is due no earlier than on the
     /// server.
-    decision fill(const lease_limits& lim, std::uint64_t n, const verdict& v, std::int64_t now, std::int64_t rtt_ns)
+    take_result fill(const lease_limits& lim, std::uint64_t n, const verdict& v, std::int64_t now, std::int64_t rtt_ns)
+    {
+        take_result r;
+        r.d = record(lim, n, v, now, rtt_ns);
+        r.prefetch = v.allowed && claim_prefetch(lim, now);
+        r.count = r.prefetch ? run_ : 0;
+        return r;
+    }
+
+    /// The round trip failed: nothing was reserved that we know of.
+    void failed() noexcept { fetching_ = false; }
+
+    /// Slots held and not expired at `now`.
+    std::uint64_t held(const lease_limits& lim, std::int64_t now) const noexcept
+    {
+        return static_cast<std::uint64_t>(std::count_if(dues_.begin(), dues_.end(),
+                                                         [&](std::int64_t due) { return due + lim.ttl_ns >= now; }));
+    }
+
+    /// On close: the slots still held of the last run go back (the refund can only
+    /// succeed while no other reservation followed it; slots of earlier runs have other
+    /// processes' runs after them, and moving the key's state back over those would hand
+    /// their slots out twice); the book is empty afterwards.
+    lease_give_back close(const lease_limits& lim, std::int64_t now)
+    {
+        expire(lim, now);
+        lease_give_back g{std::min<std::uint64_t>(dues_.size(), last_run_), state_};
+        dues_.clear();
+        return g;
+    }
+
+    /// The current run length: slots the next reservation asks for.
+    std::uint64_t run() const noexcept { return run_; }
+    /// Slots dropped unused since the book was made.
+    std::uint64_t expired() const noexcept { return expired_total_; }
+
+private:
+    // Takes the reply into the book; the decision of the request for n that made it.
+    decision record(const lease_limits& lim, std::uint64_t n, const verdict& v, std::int64_t now, std::int64_t rtt_ns)
     {
         fetching_ = false;
         rtt_ns_ = rtt_ns_ == 0 ? rtt_ns : (7 * rtt_ns_ + rtt_ns) / 8;
@@ -108,40 +147,6 @@ public:
         return d;
     }
 
-    /// After a fill: how many slots to reserve in the background now (0: none).
-    std::uint64_t claim_prefetch_count(const lease_limits& lim, std::int64_t now)
-    {
-        return claim_prefetch(lim, now) ? run_ : 0;
-    }
-
-    /// The round trip failed: nothing was reserved that we know of.
-    void failed() noexcept { fetching_ = false; }
-
-    /// Slots held and not expired at `now`.
-    std::uint64_t held(const lease_limits& lim, std::int64_t now) const noexcept
-    {
-        return static_cast<std::uint64_t>(std::count_if(dues_.begin(), dues_.end(),
-                                                         [&](std::int64_t due) { return due + lim.ttl_ns >= now; }));
-    }
-
-    /// On close: the slots still held of the last run go back (the refund can only
-    /// succeed while no other reservation followed it; slots of earlier runs have other
-    /// processes' runs after them, and moving the key's state back over those would hand
-    /// their slots out twice); the book is empty afterwards.
-    lease_give_back close(const lease_limits& lim, std::int64_t now)
-    {
-        expire(lim, now);
-        lease_give_back g{std::min<std::uint64_t>(dues_.size(), last_run_), state_};
-        dues_.clear();
-        return g;
-    }
-
-    /// The current run length: slots the next reservation asks for.
-    std::uint64_t run() const noexcept { return run_; }
-    /// Slots dropped unused since the book was made.
-    std::uint64_t expired() const noexcept { return expired_total_; }
-
-private:
     // One slot per interval of the configuration in force (set_rate may have changed it).
     std::int64_t spacing(const lease_limits& lim) const noexcept { return spacing_ns_ > 0 ? spacing_ns_ : lim.spacing_ns; }
 

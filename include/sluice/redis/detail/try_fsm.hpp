@@ -45,7 +45,7 @@ public:
     const decision& result() const noexcept { return d_; }
 
     template <class Ctx>
-    op_step start(Ctx& c, std::int64_t /*now*/)
+    op_step start(Ctx& c, std::int64_t now)
     {
         if constexpr (Ctx::can_lease) {
             if (background_)
@@ -60,7 +60,7 @@ public:
         }
         if constexpr (Ctx::can_lease) {
             if (c.leasing()) {
-                auto t = c.lease_take(key_, n_);
+                auto t = c.lease_take(key_, n_, now);
                 if (t.next == lease_book::step::local) {
                     d_ = t.d;
                     c.count(d_.allowed, false);
@@ -78,7 +78,7 @@ public:
 
     template <class Ctx>
     op_step on_reply(Ctx& c, const boost::system::error_code& e, const verdict* v, bool /*cancelled*/,
-                     round_trip rt, std::int64_t /*now*/)
+                     round_trip rt, std::int64_t now)
     {
         if constexpr (Ctx::can_lease) {
             if (leasing_ && !v)
@@ -99,9 +99,10 @@ public:
             d_ = to_decision(*v);
             if constexpr (Ctx::can_lease) {
                 if (leasing_) {
-                    d_ = c.lease_fill(key_, n_, *v, (rt.received_us - rt.sent_us) * 1000);
-                    if (std::uint64_t k = v->allowed ? c.lease_prefetch_count(key_) : 0)
-                        c.prefetch(key_, k);
+                    auto f = c.lease_fill(key_, n_, *v, (rt.received_us - rt.sent_us) * 1000, now);
+                    d_ = f.d;
+                    if (f.prefetch)
+                        c.prefetch(key_, f.count);
                 }
             }
             if (!background_) c.count(d_.allowed, false);
