@@ -16,7 +16,6 @@
 #include <boost/system/error_code.hpp>
 
 #include <algorithm>
-#include <optional>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -75,7 +74,7 @@ protected:
 
     // Unreachable, cancelled or closed during a round trip.
     template <class Ctx>
-    std::optional<op_step> on_unreachable(Ctx& c, bool cancelled, std::int64_t max_wait_ns)
+    op_step on_unreachable(Ctx& c, bool cancelled, std::int64_t max_wait_ns)
     {
         c.on_unavailable();
         if (cancelled) return finish(boost::asio::error::operation_aborted, false);
@@ -120,7 +119,7 @@ public:
                      round_trip rt, std::int64_t /*now*/)
     {
         if (unreachable(e))
-            return *on_unreachable(c, cancelled, max_wait_ns_);
+            return on_unreachable(c, cancelled, max_wait_ns_);
         if (e) {
             c.on_error();
             return finish(e, false);
@@ -198,18 +197,34 @@ public:
     op_step on_reply(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled,
                      round_trip rt, std::int64_t now)
     {
-        if (unreachable(e)) {
-            leave(c);
-            return *on_unreachable(c, cancelled, left(now));
-        }
+        return settle(c, decide(c, e, v, cancelled, rt, now));
+    }
+
+    template <class Ctx>
+    op_step on_wake(Ctx& c, const boost::system::error_code& e, bool cancelled, std::int64_t now)
+    {
+        if (st_ == state::falling_back)
+            return fallback_done(c, e);
+        if (e || cancelled)
+            return settle(c, finish(ended(c.closed()), false));
+        return settle(c, ask(c, now, false));
+    }
+
+    const std::string& ticket() const noexcept { return ticket_; }
+
+private:
+    template <class Ctx>
+    op_step decide(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled, round_trip rt,
+                   std::int64_t now)
+    {
+        if (unreachable(e))
+            return on_unreachable(c, cancelled, left(now));
         if (e) {
             c.on_error();
-            leave(c);
             return finish(e, false);
         }
         if (!v) {
             c.on_error();
-            leave(c);
             return finish(error::protocol_error, false);
         }
         c.on_reply(*v, rt);
@@ -218,20 +233,18 @@ public:
         if (v->allowed) {
             // Granted permits are consumed whatever happened meanwhile: report them (the
             // script took the ticket out of the queue).
+            queued_ = false;
             c.count(true, false);
             return finish({}, false);
         }
         queued_ = true;
-        if (cancelled || c.closed()) {
-            leave(c);
+        if (cancelled || c.closed())
             return finish(ended(!cancelled), false);
-        }
         // retry_after is a lower bound (entries only leave the window by time; others may
         // add more), so a wait beyond the deadline cannot end in a grant.
         std::int64_t wait_ns = sluice::detail::sat_mul(static_cast<std::uint64_t>(v->wait_us), 1000);
         if (wait_ns > left(now)) {
             c.count(false, false);
-            leave(c);
             return finish(error::would_exceed_timeout, false);
         }
         st_ = state::sleeping;
@@ -239,29 +252,12 @@ public:
     }
 
     template <class Ctx>
-    op_step on_wake(Ctx& c, const boost::system::error_code& e, bool cancelled, std::int64_t now)
-    {
-        if (st_ == state::falling_back)
-            return fallback_done(c, e);
-        if (e || cancelled) {
-            leave(c);
-            return finish(ended(c.closed()), false);
-        }
-        return ask(c, now, false);
-    }
-
-    const std::string& ticket() const noexcept { return ticket_; }
-
-private:
-    template <class Ctx>
     op_step ask(Ctx& c, std::int64_t now, bool initiating)
     {
         if (auto ec = c.check(n_))
             return finish(ec, initiating);
-        if (!c.route()) {
-            leave(c);
+        if (!c.route())
             return by_policy(c, left(now), initiating);
-        }
         st_ = state::evaluating;
         // Not cancellable while in flight: a grant cannot be taken back, so the reply
         // decides (bounded by the client's command timeout).
@@ -270,13 +266,17 @@ private:
         return op_step::eval(r, false);
     }
 
-    // Gives up its place in the queue (fire and forget: a ticket left behind only holds
-    // its place until its deadline).
+    // Every step that stops asking Redis (a result, the fallback) gives up the place in
+    // the queue, fire and forget: a ticket left behind only holds its place until its
+    // deadline.
     template <class Ctx>
-    void leave(Ctx& c)
+    op_step settle(Ctx& c, op_step s)
     {
-        if (queued_) c.leave_queue(key_, ticket_);
-        queued_ = false;
+        if (queued_ && s.next != op_step::kind::sleep && s.next != op_step::kind::eval) {
+            c.leave_queue(key_, ticket_);
+            queued_ = false;
+        }
+        return s;
     }
 
     std::int64_t left(std::int64_t now) const noexcept
