@@ -193,7 +193,7 @@ private:
     static std::int64_t to_us(rate r, std::uint64_t burst)
     {
         std::int64_t ns = r.interval().count();
-        std::int64_t us = ns / 1000 + (ns % 1000 != 0 ? 1 : 0);
+        std::int64_t us = ceil_us(ns);
         if (us > lua::max_span_us)
             throw boost::system::system_error(make_error_code(error::invalid_rate));
         if (burst == 0 || burst > static_cast<std::uint64_t>(lua::max_span_us / us))

@@ -130,6 +130,9 @@ public:
         if (fallback) fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
     }
 
+    // The server's clock minus this host's system_clock, us (see shared_stats).
+    std::int64_t clock_offset_us() const noexcept { return offset_us_.load(std::memory_order_relaxed); }
+
     shared_stats stats() const noexcept
     {
         shared_stats s;

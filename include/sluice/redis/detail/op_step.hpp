@@ -29,6 +29,13 @@ struct eval_request {
     const std::string* ticket = nullptr;   // the window's place in its waiters' queue
 };
 
+/// The server counts in whole microseconds: a span rounded up (never faster, never more
+/// permits than asked).
+constexpr std::int64_t ceil_us(std::int64_t ns) noexcept
+{
+    return ns / 1000 + (ns % 1000 > 0 ? 1 : 0);
+}
+
 /// A change of configuration: a span (interval or window; 0: keep) rounded up to whole us,
 /// and a count (burst or limit; 0: keep) of at most max_count; or the error of a bad value
 /// (error::invalid_rate, error::invalid_burst).
@@ -40,7 +47,7 @@ inline std::pair<eval_request, boost::system::error_code> configure_request(std:
     r.how = eval_request::mode::configure;
     if (span_ns < 0)
         return {r, make_error_code(error::invalid_rate)};
-    r.new_span_us = span_ns / 1000 + (span_ns % 1000 != 0 ? 1 : 0);
+    r.new_span_us = ceil_us(span_ns);
     if (r.new_span_us > max_span_us)
         return {r, make_error_code(error::invalid_rate)};
     if (count > max_count)

@@ -24,14 +24,14 @@ struct verdict {
     bool exceeds() const noexcept { return !allowed && wait_us == 0; }
 };
 
-/// nullopt unless the reply is an array of six (seven, nine) integers in range: a server
-/// that answers something else (an old script under the same SHA, a proxy, garbage) is
-/// not believed.
+/// nullopt unless the reply is an array of six (the window) or nine (GCRA, configure)
+/// integers in range: a server that answers something else (an old script under the same
+/// SHA, a proxy, garbage) is not believed.
 template <class Reply>
 std::optional<verdict> parse_verdict(const Reply& r) noexcept
 {
     const std::size_t size = r.elements.size();
-    if (r.type != Reply::kind::array || (size != 6 && size != 7 && size != 9))
+    if (r.type != Reply::kind::array || (size != 6 && size != 9))
         return std::nullopt;
     std::int64_t v[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (std::size_t i = 0; i < r.elements.size(); ++i) {

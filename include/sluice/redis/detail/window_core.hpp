@@ -84,7 +84,7 @@ public:
     // tickets of waiters that died; the id is unique across processes.
     std::string make_ticket(std::uint64_t n, std::int64_t max_wait_ns)
     {
-        std::int64_t dl = system_now_us() + this->stats().clock_offset.count() + max_wait_ns / 1000 + 1'000'000;
+        std::int64_t dl = system_now_us() + this->clock_offset_us() + max_wait_ns / 1000 + 1'000'000;
         char buf[96];
         std::snprintf(buf, sizeof buf, "%lld:%llu:%016llx%llx", static_cast<long long>(std::max<std::int64_t>(0, dl)),
                       static_cast<unsigned long long>(n), static_cast<unsigned long long>(id_),
@@ -123,7 +123,7 @@ private:
         std::int64_t ns = window.count();
         if (ns <= 0)
             throw boost::system::system_error(make_error_code(error::invalid_rate));
-        std::int64_t us = ns / 1000 + (ns % 1000 != 0 ? 1 : 0);
+        std::int64_t us = ceil_us(ns);
         if (us > lua::max_span_us)
             throw boost::system::system_error(make_error_code(error::invalid_rate));
         return us;
