@@ -16,6 +16,7 @@
 #include <boost/system/error_code.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -72,14 +73,28 @@ protected:
         return finish(e, false);
     }
 
-    // Unreachable, cancelled or closed during a round trip.
+    // A reply that ends the operation whatever it asked: Redis unreachable (cancelled,
+    // closed, or the failure policy waiting at most max_wait_ns), an error, a malformed
+    // reply, a request beyond the burst in force. Empty when *v is the caller's to read
+    // (the reply is counted then).
     template <class Ctx>
-    op_step on_unreachable(Ctx& c, bool cancelled, std::int64_t max_wait_ns)
+    std::optional<op_step> unusable(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled,
+                                    round_trip rt, std::int64_t max_wait_ns)
     {
-        c.on_unavailable();
-        if (cancelled) return finish(boost::asio::error::operation_aborted, false);
-        if (c.closed()) return finish(error::closed, false);
-        return by_policy(c, max_wait_ns, false);
+        if (unreachable(e)) {
+            c.on_unavailable();
+            if (cancelled) return finish(boost::asio::error::operation_aborted, false);
+            if (c.closed()) return finish(error::closed, false);
+            return by_policy(c, max_wait_ns, false);
+        }
+        if (e || !v) {
+            c.on_error();
+            return finish(e ? e : make_error_code(error::protocol_error), false);
+        }
+        c.on_reply(*v, rt);
+        if (v->exceeds())
+            return finish(error::exceeds_burst, false);
+        return std::nullopt;
     }
 
     static boost::system::error_code ended(bool closed) noexcept
@@ -118,19 +133,8 @@ public:
     op_step on_reply(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled,
                      round_trip rt, std::int64_t /*now*/)
     {
-        if (unreachable(e))
-            return on_unreachable(c, cancelled, max_wait_ns_);
-        if (e) {
-            c.on_error();
-            return finish(e, false);
-        }
-        if (!v) {
-            c.on_error();
-            return finish(error::protocol_error, false);
-        }
-        c.on_reply(*v, rt);
-        if (v->exceeds())
-            return finish(error::exceeds_burst, false);
+        if (auto s = unusable(c, e, v, cancelled, rt, max_wait_ns_))
+            return *s;
         if (!v->allowed) {
             c.count(false, false);
             return finish(error::would_exceed_timeout, false);
@@ -217,19 +221,8 @@ private:
     op_step decide(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled, round_trip rt,
                    std::int64_t now)
     {
-        if (unreachable(e))
-            return on_unreachable(c, cancelled, left(now));
-        if (e) {
-            c.on_error();
-            return finish(e, false);
-        }
-        if (!v) {
-            c.on_error();
-            return finish(error::protocol_error, false);
-        }
-        c.on_reply(*v, rt);
-        if (v->exceeds())
-            return finish(error::exceeds_burst, false);
+        if (auto s = unusable(c, e, v, cancelled, rt, left(now)))
+            return *s;
         if (v->allowed) {
             // Granted permits are consumed whatever happened meanwhile: report them (the
             // script took the ticket out of the queue).
