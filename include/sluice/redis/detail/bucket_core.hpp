@@ -92,11 +92,8 @@ public:
     // forget: a refund that fails only leaves the permits consumed).
     void refund(const std::string& key, std::uint64_t n, std::int64_t state)
     {
-        this->count_command();
-        this->client().async_eval(refund_, this->keys(key), {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)},
-                                  [self = this->shared_from_this()](boost::system::error_code ec, auto&&) {
-                                      if (ec) self->on_error();
-                                  });
+        base_type::send(this->shared_from_this(), refund_, this->keys(key),
+                        {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)});
     }
 
     bool leasing() const noexcept { return this->options().lease_size > 0; }

@@ -7,6 +7,7 @@
 #include <sluice/error.hpp>
 #include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/script.hpp>
 #include <sluice/redis/shared_options.hpp>
 
 #include <boost/asio/basic_waitable_timer.hpp>
@@ -120,6 +121,18 @@ public:
 
     // Every script call the limiter sends.
     void count_command() noexcept { commands_.fetch_add(1, std::memory_order_relaxed); }
+
+    // A script call nobody waits for (a refund, leaving a queue): counted, and its failure
+    // counted as a Redis error; `self` keeps the counters alive until the reply.
+    static void send(std::shared_ptr<limiter_core> self, const script& s, std::vector<std::string> keys,
+                     std::vector<std::string> args)
+    {
+        self->count_command();
+        Client& c = self->client();
+        c.async_eval(s, std::move(keys), std::move(args), [self = std::move(self)](boost::system::error_code ec, auto&&) {
+            if (ec) self->on_error();
+        });
+    }
 
     // local_fallback's decision for a non-blocking request.
     decision fallback_try(const std::string& key, std::uint64_t n) { return fallback_.try_acquire(key, n); }

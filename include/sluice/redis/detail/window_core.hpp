@@ -29,7 +29,8 @@ namespace sluice::redis::detail {
 
 template <class Client, class Clock>
 class window_core
-    : public limiter_core<Client, Clock, keyed<sluice::sliding_window<Clock, typename Client::executor_type>>> {
+    : public limiter_core<Client, Clock, keyed<sluice::sliding_window<Clock, typename Client::executor_type>>>,
+      public std::enable_shared_from_this<window_core<Client, Clock>> {
     using base_type = limiter_core<Client, Clock, keyed<sluice::sliding_window<Clock, typename Client::executor_type>>>;
 
 public:
@@ -95,8 +96,7 @@ public:
     // A waiter gives up its place (fire and forget).
     void leave_queue(const std::string& key, const std::string& ticket)
     {
-        this->count_command();
-        this->client().async_eval(leave_, {key + ":q"}, {ticket}, [](boost::system::error_code, auto&&) {});
+        base_type::send(this->shared_from_this(), leave_, {key + ":q"}, {ticket});
     }
 
     // set_limit / set_window: the request, or the error of a bad value.
