@@ -106,7 +106,6 @@ public:
 
     void exec(std::vector<std::string> argv, std::shared_ptr<pending_op> op)
     {
-        if (op->done()) return;   // cancelled before it got here
         if (closed_) return op->complete(error::closed);
         if (argv.empty()) return op->complete(error::invalid_option);
         request rq;
@@ -118,7 +117,6 @@ public:
     void eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
               std::shared_ptr<pending_op> op)
     {
-        if (op->done()) return;
         if (closed_) return op->complete(error::closed);
         request rq;
         if (!keys.empty()) rq.slot = key_slot(keys.front());
@@ -350,12 +348,9 @@ std::shared_ptr<cluster_impl> make_cluster(const asio::any_io_executor& ex, conn
     return c;
 }
 
-// As the connection's: the slot is taken on the initiating thread, the rest happens on the
-// cluster's executor.
 void exec(const std::shared_ptr<cluster_impl>& c, std::vector<std::string> argv, exec_handler h)
 {
-    auto op = pending_op::start(std::move(h), c->executor());
-    asio::dispatch(c->executor(), [c, argv = std::move(argv), op = std::move(op)]() mutable {
+    start_on(c->executor(), std::move(h), [c, argv = std::move(argv)](auto op) mutable {
         c->exec(std::move(argv), std::move(op));
     });
 }
@@ -363,11 +358,10 @@ void exec(const std::shared_ptr<cluster_impl>& c, std::vector<std::string> argv,
 void eval(const std::shared_ptr<cluster_impl>& c, const script& s,
           std::vector<std::string> keys, std::vector<std::string> args, exec_handler h)
 {
-    auto op = pending_op::start(std::move(h), c->executor());
-    asio::dispatch(c->executor(), [c, s, keys = std::move(keys), args = std::move(args),
-                                   op = std::move(op)]() mutable {
-        c->eval(s, std::move(keys), std::move(args), std::move(op));
-    });
+    start_on(c->executor(), std::move(h),
+             [c, s, keys = std::move(keys), args = std::move(args)](auto op) mutable {
+                 c->eval(s, std::move(keys), std::move(args), std::move(op));
+             });
 }
 
 void close(const std::shared_ptr<cluster_impl>& c)

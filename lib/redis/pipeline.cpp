@@ -46,7 +46,6 @@ void pipeline::start() { connect(); }
 
 void pipeline::exec(std::vector<std::string> argv, std::shared_ptr<pending_op> op)
 {
-    if (op->done()) return;   // cancelled before it got here
     if (state_ == state::closed) return op->complete(error::closed);
     if (argv.empty() || is_push_command(argv.front())) return op->complete(error::invalid_option);
     if (auto e = refusal()) return op->complete(*e);

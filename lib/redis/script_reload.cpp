@@ -51,7 +51,6 @@ void send_evalsha(pipeline& p, const std::shared_ptr<eval_state>& st)
 void run_eval(const std::shared_ptr<pipeline>& p, const script& s, std::vector<std::string> keys,
               std::vector<std::string> args, std::shared_ptr<pending_op> op)
 {
-    if (op->done()) return;   // cancelled before it got here
     if (auto e = p->refusal()) return op->complete(*e);
     send_evalsha(*p, std::make_shared<eval_state>(
                          eval_state{std::move(op), s, std::move(keys), std::move(args), {}}));
