@@ -61,8 +61,7 @@ std::optional<error> pipeline::refusal() const noexcept
 
 void pipeline::submit(std::vector<std::string> argv, std::shared_ptr<pending_op> op)
 {
-    if (op->done()) return;
-    if (argv.empty()) return op->complete(error::invalid_option);
+    if (op->done()) return;   // a held command cancelled while it waited
     if (!link_.is_open() && resolving_) {
         held_.push_back({std::move(argv), std::move(op)});
         return;
@@ -80,7 +79,6 @@ void pipeline::release_held()
     auto held = std::move(held_);
     held_.clear();
     for (auto& c : held) {
-        if (c.op->done()) continue;
         if (state_ == state::closed)
             c.op->complete(error::closed);
         else
