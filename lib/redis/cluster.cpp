@@ -9,6 +9,7 @@
 // then dropped.
 #include <sluice/redis/detail/cluster_impl.hpp>
 
+#include "backoff.hpp"
 #include "pending_op.hpp"
 
 #include <sluice/error.hpp>
@@ -23,7 +24,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
-#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <map>
@@ -171,7 +171,7 @@ private:
         result res{make_error_code(error::backend_unavailable), reply{}};
         std::string ask;
         const auto deadline = std::chrono::steady_clock::now() + self->cfg_.command_timeout;
-        auto pause = std::chrono::milliseconds(retry_first);
+        detail::backoff pause(retry_first, retry_max);
         for (int hop = 0; hop <= max_hops; ++hop) {
             if (self->closed_) co_return result{make_error_code(error::closed), reply{}};
             std::string addr = ask;
@@ -216,12 +216,13 @@ private:
                 ask = to->second;
                 continue;
             }
-            if (refused_for_now(r.str) && std::chrono::steady_clock::now() + pause < deadline) {
+            if (!refused_for_now(r.str)) break;
+            const auto wait = pause.next();
+            if (std::chrono::steady_clock::now() + wait < deadline) {
                 // A CLUSTERDOWN may come from a node whose slots moved: look again.
                 if (r.str.starts_with("CLUSTERDOWN")) self->spawn_refresh();
-                asio::steady_timer t(self->ex_, pause);
+                asio::steady_timer t(self->ex_, wait);
                 co_await t.async_wait(use_tuple);
-                pause = std::min(pause * 2, std::chrono::milliseconds(retry_max));
                 --hop;   // not a redirection
                 continue;
             }
