@@ -616,4 +616,25 @@ TEST_CASE("connection: destroyed with an eval in flight completes it with closed
     srv.resume();
 }
 
+TEST_CASE("connection: closed between a NOSCRIPT and its reload, the eval completes with closed" * doctest::timeout(30))
+{
+    sluice_test::redis_server srv;
+    asio::io_context io;
+    sluice::redis::connection c(io, srv.config());
+    REQUIRE(wait_connected(io, c));
+    // PING and EVALSHA pipelined: their replies come back in one read, and PING's handler
+    // (which closes) runs before the NOSCRIPT is looked at. Should they come apart, close()
+    // fails the pending EVALSHA itself, with the same answer.
+    result ping, ev;
+    c.async_exec({"PING"}, [&](error_code ec, reply r) {
+        ping.emplace(ec, std::move(r));
+        c.close();
+    });
+    c.async_eval(sluice::redis::script("return 'never loaded'"), {}, {}, recorder(ev));
+    REQUIRE(run_until(io, [&] { return ev.has_value(); }, 5s));
+    REQUIRE(ping);
+    CHECK_FALSE(ping->first);
+    CHECK(ev->first == sluice::error::closed);
+}
+
 TEST_SUITE_END();

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,8 +40,19 @@ reply integer_reply(std::int64_t v)
     return r;
 }
 
+reply noscript() { return error_reply("NOSCRIPT No matching script. Please use EVAL."); }
+
 using queue = sluice::redis::detail::reply_queue<int>;
 const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+
+// A new link on `q`: its handshake `hs`, then the commands `rest`, all due at t0.
+void open_link(queue& q, int hs, std::initializer_list<int> rest)
+{
+    q.new_link();
+    q.push(hs, t0);
+    q.mark_handshake();
+    for (int e : rest) q.push(e, t0);
+}
 
 } // namespace
 
@@ -91,11 +103,7 @@ TEST_CASE("reply_queue: replies answer the oldest entry; the front deadline is t
 TEST_CASE("reply_queue: a refused handshake refuses the replies after it on that link")
 {
     queue q;
-    q.new_link();
-    q.push(0, t0);
-    q.mark_handshake();
-    q.push(1, t0);
-    q.push(2, t0);
+    open_link(q, 0, {1, 2});
     auto hs = q.pop(true, true);   // NOAUTH
     CHECK(hs.entry == 0);
     CHECK(hs.how == queue::outcome::refused);
@@ -104,10 +112,7 @@ TEST_CASE("reply_queue: a refused handshake refuses the replies after it on that
 
     SUBCASE("a new link starts afresh")
     {
-        q.new_link();
-        q.push(3, t0);
-        q.mark_handshake();
-        q.push(4, t0);
+        open_link(q, 3, {4});
         CHECK(q.pop(true, false).how == queue::outcome::reply);
         CHECK(q.pop(true, false).how == queue::outcome::reply);
     }
@@ -116,10 +121,7 @@ TEST_CASE("reply_queue: a refused handshake refuses the replies after it on that
 TEST_CASE("reply_queue: a handshake never answered refuses nothing that has a reply on a later link")
 {
     queue q;
-    q.new_link();
-    q.push(0, t0);
-    q.mark_handshake();
-    q.push(1, t0);
+    open_link(q, 0, {1});
     // The link is freed with both pending: no reply for either.
     CHECK(q.pop(false, false).how == queue::outcome::link_error);
     CHECK(q.pop(false, false).how == queue::outcome::link_error);
@@ -132,11 +134,7 @@ TEST_CASE("reply_queue: a handshake never answered refuses nothing that has a re
 TEST_CASE("reply_queue: an accepted handshake lets the rest through; the link going fails what is left")
 {
     queue q;
-    q.new_link();
-    q.push(0, t0);
-    q.mark_handshake();
-    q.push(1, t0);
-    q.push(2, t0);
+    open_link(q, 0, {1, 2});
     CHECK(q.pop(true, false).how == queue::outcome::reply);   // PONG
     CHECK(q.pop(true, true).how == queue::outcome::reply);    // an error reply of a command
     CHECK(q.pop(false, false).how == queue::outcome::link_error);
@@ -219,7 +217,7 @@ TEST_CASE("eval_fsm: NOSCRIPT loads once; the retry's reply is the answer")
 {
     eval_fsm f;
     error_code ec;
-    reply r = error_reply("NOSCRIPT No matching script. Please use EVAL.");
+    reply r = noscript();
     CHECK(f.on_evalsha(ec, r) == eval_fsm::next::reload);
     f.on_load({}, reply{reply::kind::string, 0, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", {}});
     r = integer_reply(1);
@@ -232,10 +230,10 @@ TEST_CASE("eval_fsm: a script that does not compile answers with the load's erro
 {
     eval_fsm f;
     error_code ec;
-    reply r = error_reply("NOSCRIPT No matching script. Please use EVAL.");
+    reply r = noscript();
     CHECK(f.on_evalsha(ec, r) == eval_fsm::next::reload);
     f.on_load({}, error_reply("ERR Error compiling script"));
-    r = error_reply("NOSCRIPT No matching script. Please use EVAL.");
+    r = noscript();
     CHECK(f.on_evalsha(ec, r) == eval_fsm::next::done);   // never a second load
     CHECK(ec == sluice::error::backend_error);
     CHECK(r.str.starts_with("ERR Error compiling"));
@@ -251,7 +249,7 @@ TEST_CASE("eval_fsm: an error_code (link lost, timed out) is the answer as it is
 
     eval_fsm g;   // after a reload whose load failed, a lost link still says so
     ec = {};
-    r = error_reply("NOSCRIPT No matching script. Please use EVAL.");
+    r = noscript();
     CHECK(g.on_evalsha(ec, r) == eval_fsm::next::reload);
     g.on_load({}, error_reply("ERR Error compiling script"));
     ec = make_error_code(sluice::error::backend_unavailable);

@@ -147,18 +147,27 @@ struct lane : std::enable_shared_from_this<lane<Client>> {
     tally& t;
 };
 
+// A Client on a strand of an io_context run by two threads, and `lanes` lanes on strands of
+// another, also run by two threads.
 template <class Client>
-void run_lanes(Client& c, asio::io_context& user_io, int lanes, int per_lane,
+void run_lanes(const sluice::redis::connection_config& cfg, int lanes, int per_lane,
                std::chrono::milliseconds limit)
 {
+    pool client_side(2), user_side(2);
     sluice::redis::script scr("return ARGV[1]");
     tally t;
     std::vector<std::shared_ptr<lane<Client>>> all;
-    for (int l = 0; l < lanes; ++l) {
-        all.push_back(std::make_shared<lane<Client>>(asio::make_strand(user_io), c, scr, l, per_lane, t));
-        asio::post(all.back()->strand, [ln = all.back()] { ln->start_next(); });
+    {
+        Client c(asio::make_strand(client_side.io), cfg);
+        for (int l = 0; l < lanes; ++l) {
+            all.push_back(std::make_shared<lane<Client>>(asio::make_strand(user_side.io), c, scr, l,
+                                                         per_lane, t));
+            asio::post(all.back()->strand, [ln = all.back()] { ln->start_next(); });
+        }
+        REQUIRE(sluice_test::wait_until([&] { return t.finished == lanes; }, limit));
     }
-    REQUIRE(sluice_test::wait_until([&] { return t.finished == lanes; }, limit));
+    client_side.stop();
+    user_side.stop();
     CHECK(t.off_strand == 0);
     CHECK(t.extra == 0);
     CHECK(t.wrong == 0);
@@ -183,7 +192,7 @@ TEST_CASE("pending_op: a cancellation racing the completion completes once, on t
     pool io_side(2), user_side(2);
     auto io_strand = asio::make_strand(io_side.io);
     constexpr int lanes = 4, per_lane = 3000;
-    std::atomic<int> replied{0}, aborted{0}, off_strand{0}, extra{0}, finished{0};
+    tally t;
 
     struct state {
         state(strand_type s, unsigned seed) : strand(std::move(s)), rng(seed) {}
@@ -195,15 +204,15 @@ TEST_CASE("pending_op: a cancellation racing the completion completes once, on t
     std::vector<std::unique_ptr<state>> st;
     std::function<void(state*)> start = [&](state* s) {
         if (s->next++ == per_lane) {
-            ++finished;
+            ++t.finished;
             return;
         }
         auto count = std::make_shared<std::atomic<int>>(0);
         auto h = asio::bind_cancellation_slot(
             s->sig.slot(), asio::bind_executor(s->strand, [&, s, count](error_code ec, reply) {
-                if (!s->strand.running_in_this_thread()) ++off_strand;
-                if (count->fetch_add(1) != 0) ++extra;
-                ++(ec == asio::error::operation_aborted ? aborted : replied);
+                if (!s->strand.running_in_this_thread()) ++t.off_strand;
+                if (count->fetch_add(1) != 0) ++t.extra;
+                ++(ec == asio::error::operation_aborted ? t.aborted : t.replied);
                 start(s);
             }));
         // Initiated here, on the handler's strand, as async_exec does.
@@ -217,38 +226,26 @@ TEST_CASE("pending_op: a cancellation racing the completion completes once, on t
         st.push_back(std::make_unique<state>(asio::make_strand(user_side.io), static_cast<unsigned>(l) + 1));
         asio::post(st.back()->strand, [&, s = st.back().get()] { start(s); });
     }
-    REQUIRE(sluice_test::wait_until([&] { return finished == lanes; }, 100000ms));
+    REQUIRE(sluice_test::wait_until([&] { return t.finished == lanes; }, 100000ms));
     io_side.stop();
     user_side.stop();
-    CHECK(off_strand == 0);
-    CHECK(extra == 0);
-    CHECK(replied + aborted == lanes * per_lane);
-    CHECK(replied > 0);
-    CHECK(aborted > 0);
+    CHECK(t.off_strand == 0);
+    CHECK(t.extra == 0);
+    CHECK(t.replied + t.aborted == lanes * per_lane);
+    CHECK(t.replied > 0);
+    CHECK(t.aborted > 0);
 }
 
 TEST_CASE("connection: cancelled from the handlers' strands on another io_context while replies arrive" * doctest::timeout(180))
 {
     sluice_test::redis_server srv;
-    pool conn_side(2), user_side(2);
-    {
-        sluice::redis::connection c(asio::make_strand(conn_side.io), srv.config());
-        run_lanes(c, user_side.io, 4, 500, 120000ms);
-    }
-    conn_side.stop();
-    user_side.stop();
+    run_lanes<sluice::redis::connection>(srv.config(), 4, 500, 120000ms);
 }
 
 TEST_CASE("cluster: cancelled from the handlers' strands on another io_context while replies arrive" * doctest::timeout(240))
 {
     sluice_test::redis_cluster cl;
-    pool conn_side(2), user_side(2);
-    {
-        sluice::redis::cluster c(asio::make_strand(conn_side.io), cl.config());
-        run_lanes(c, user_side.io, 3, 200, 150000ms);
-    }
-    conn_side.stop();
-    user_side.stop();
+    run_lanes<sluice::redis::cluster>(cl.config(), 3, 200, 150000ms);
 }
 
 TEST_CASE("connection: on a strand, io_context run by two threads" * doctest::timeout(60))

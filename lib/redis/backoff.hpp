@@ -1,5 +1,6 @@
-// The waits between reconnection attempts: sans-io, so that the schedule is tested
-// without a timer.
+// The waits between reconnection attempts (and between the tries of a cluster request
+// answered TRYAGAIN or CLUSTERDOWN): sans-io, so that the schedule is tested without a
+// timer.
 #pragma once
 
 #include <algorithm>
@@ -7,8 +8,8 @@
 
 namespace sluice::redis::detail {
 
-/// reconnect_min, doubling up to reconnect_max (reconnect_min if that is larger); back to
-/// reconnect_min once a connection is up again.
+/// `min`, doubling up to `max` (`min` if that is larger); back to `min` on reset() (for
+/// the connection: once a link is up again).
 class backoff {
 public:
     backoff(std::chrono::milliseconds min, std::chrono::milliseconds max) noexcept
@@ -24,7 +25,7 @@ public:
         return now;
     }
 
-    /// A connection is up: the next failure waits reconnect_min again.
+    /// The next wait is `min` again.
     void reset() noexcept { next_ = min_; }
 
 private:

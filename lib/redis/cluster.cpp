@@ -9,6 +9,7 @@
 // then dropped.
 #include <sluice/redis/detail/cluster_impl.hpp>
 
+#include "backoff.hpp"
 #include "pending_op.hpp"
 
 #include <sluice/error.hpp>
@@ -23,7 +24,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
-#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <map>
@@ -106,7 +106,6 @@ public:
 
     void exec(std::vector<std::string> argv, std::shared_ptr<pending_op> op)
     {
-        if (op->done()) return;   // cancelled before it got here
         if (closed_) return op->complete(error::closed);
         if (argv.empty()) return op->complete(error::invalid_option);
         request rq;
@@ -118,7 +117,6 @@ public:
     void eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
               std::shared_ptr<pending_op> op)
     {
-        if (op->done()) return;
         if (closed_) return op->complete(error::closed);
         request rq;
         if (!keys.empty()) rq.slot = key_slot(keys.front());
@@ -173,7 +171,7 @@ private:
         result res{make_error_code(error::backend_unavailable), reply{}};
         std::string ask;
         const auto deadline = std::chrono::steady_clock::now() + self->cfg_.command_timeout;
-        auto pause = std::chrono::milliseconds(retry_first);
+        detail::backoff pause(retry_first, retry_max);
         for (int hop = 0; hop <= max_hops; ++hop) {
             if (self->closed_) co_return result{make_error_code(error::closed), reply{}};
             std::string addr = ask;
@@ -218,12 +216,13 @@ private:
                 ask = to->second;
                 continue;
             }
-            if (refused_for_now(r.str) && std::chrono::steady_clock::now() + pause < deadline) {
+            if (!refused_for_now(r.str)) break;
+            const auto wait = pause.next();
+            if (std::chrono::steady_clock::now() + wait < deadline) {
                 // A CLUSTERDOWN may come from a node whose slots moved: look again.
                 if (r.str.starts_with("CLUSTERDOWN")) self->spawn_refresh();
-                asio::steady_timer t(self->ex_, pause);
+                asio::steady_timer t(self->ex_, wait);
                 co_await t.async_wait(use_tuple);
-                pause = std::min(pause * 2, std::chrono::milliseconds(retry_max));
                 --hop;   // not a redirection
                 continue;
             }
@@ -350,12 +349,9 @@ std::shared_ptr<cluster_impl> make_cluster(const asio::any_io_executor& ex, conn
     return c;
 }
 
-// As the connection's: the slot is taken on the initiating thread, the rest happens on the
-// cluster's executor.
 void exec(const std::shared_ptr<cluster_impl>& c, std::vector<std::string> argv, exec_handler h)
 {
-    auto op = pending_op::start(std::move(h), c->executor());
-    asio::dispatch(c->executor(), [c, argv = std::move(argv), op = std::move(op)]() mutable {
+    start_on(c->executor(), std::move(h), [c, argv = std::move(argv)](auto op) mutable {
         c->exec(std::move(argv), std::move(op));
     });
 }
@@ -363,11 +359,10 @@ void exec(const std::shared_ptr<cluster_impl>& c, std::vector<std::string> argv,
 void eval(const std::shared_ptr<cluster_impl>& c, const script& s,
           std::vector<std::string> keys, std::vector<std::string> args, exec_handler h)
 {
-    auto op = pending_op::start(std::move(h), c->executor());
-    asio::dispatch(c->executor(), [c, s, keys = std::move(keys), args = std::move(args),
-                                   op = std::move(op)]() mutable {
-        c->eval(s, std::move(keys), std::move(args), std::move(op));
-    });
+    start_on(c->executor(), std::move(h),
+             [c, s, keys = std::move(keys), args = std::move(args)](auto op) mutable {
+                 c->eval(s, std::move(keys), std::move(args), std::move(op));
+             });
 }
 
 void close(const std::shared_ptr<cluster_impl>& c)

@@ -73,13 +73,10 @@ std::shared_ptr<connection_impl> make_connection(const asio::any_io_executor& ex
     return c;
 }
 
-// The handler's cancellation slot is taken here, on the initiating thread; everything
-// else happens on the connection's executor.
 void exec(const std::shared_ptr<connection_impl>& c, std::vector<std::string> argv,
           exec_handler h)
 {
-    auto op = pending_op::start(std::move(h), c->executor());
-    asio::dispatch(c->executor(), [c, argv = std::move(argv), op = std::move(op)]() mutable {
+    start_on(c->executor(), std::move(h), [c, argv = std::move(argv)](auto op) mutable {
         c->exec(std::move(argv), std::move(op));
     });
 }
@@ -87,11 +84,10 @@ void exec(const std::shared_ptr<connection_impl>& c, std::vector<std::string> ar
 void eval(const std::shared_ptr<connection_impl>& c, const script& s,
           std::vector<std::string> keys, std::vector<std::string> args, exec_handler h)
 {
-    auto op = pending_op::start(std::move(h), c->executor());
-    asio::dispatch(c->executor(), [c, s, keys = std::move(keys), args = std::move(args),
-                                   op = std::move(op)]() mutable {
-        run_eval(c, s, std::move(keys), std::move(args), std::move(op));
-    });
+    start_on(c->executor(), std::move(h),
+             [c, s, keys = std::move(keys), args = std::move(args)](auto op) mutable {
+                 run_eval(c, s, std::move(keys), std::move(args), std::move(op));
+             });
 }
 
 void close(const std::shared_ptr<connection_impl>& c)

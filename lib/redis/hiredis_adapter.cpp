@@ -15,6 +15,7 @@
 #include "hiredis_adapter.hpp"
 
 #include <boost/asio/error.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
@@ -81,6 +82,29 @@ void ignore_sigpipe()
 
 hiredis_adapter& self_of(void* p) { return *static_cast<hiredis_adapter*>(p); }
 
+// An argv as hiredis takes it, pointers and lengths, on the stack for the usual handful of
+// arguments (an EVALSHA with its keys and arguments): no allocation per command.
+class argv_view {
+public:
+    explicit argv_view(const std::vector<std::string>& argv)
+    {
+        ptrs_.reserve(argv.size());
+        lens_.reserve(argv.size());
+        for (const auto& a : argv) {
+            ptrs_.push_back(a.data());
+            lens_.push_back(a.size());
+        }
+    }
+
+    int argc() const noexcept { return static_cast<int>(ptrs_.size()); }
+    const char** argv() noexcept { return ptrs_.data(); }
+    const std::size_t* lens() const noexcept { return lens_.data(); }
+
+private:
+    boost::container::small_vector<const char*, 16> ptrs_;
+    boost::container::small_vector<std::size_t, 16> lens_;
+};
+
 } // namespace
 
 bool raw_reply::is_error() const noexcept { return r_ && r_->type == REDIS_REPLY_ERROR; }
@@ -132,16 +156,8 @@ bool hiredis_adapter::connect(const std::string& address, std::uint16_t port,
 bool hiredis_adapter::send(const std::vector<std::string>& argv)
 {
     if (!ac_ || argv.empty()) return false;
-    std::vector<const char*> ptrs;
-    std::vector<std::size_t> lens;
-    ptrs.reserve(argv.size());
-    lens.reserve(argv.size());
-    for (const auto& a : argv) {
-        ptrs.push_back(a.data());
-        lens.push_back(a.size());
-    }
-    return redisAsyncCommandArgv(ac_, &on_reply_cb, nullptr, static_cast<int>(argv.size()),
-                                 ptrs.data(), lens.data())
+    argv_view v(argv);
+    return redisAsyncCommandArgv(ac_, &on_reply_cb, nullptr, v.argc(), v.argv(), v.lens())
            == REDIS_OK;
 }
 
@@ -228,18 +244,10 @@ void hiredis_adapter::on_ready(bool read)
 std::string format_commands(const std::vector<std::vector<std::string>>& commands)
 {
     std::string wire;
-    std::vector<const char*> ptrs;
-    std::vector<std::size_t> lens;
     for (const auto& argv : commands) {
-        ptrs.clear();
-        lens.clear();
-        for (const auto& a : argv) {
-            ptrs.push_back(a.data());
-            lens.push_back(a.size());
-        }
+        argv_view v(argv);
         char* cmd = nullptr;
-        const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), ptrs.data(),
-                                             lens.data());
+        const int n = redisFormatCommandArgv(&cmd, v.argc(), v.argv(), v.lens());
         if (n < 0) throw std::bad_alloc();
         wire.append(cmd, static_cast<std::size_t>(n));
         redisFreeCommand(cmd);

@@ -24,9 +24,11 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <memory>
+#include <utility>
 
 namespace sluice::redis::detail {
 
@@ -58,5 +60,16 @@ private:
     boost::asio::cancellation_slot slot_;   // connected only if we assigned it
     boost::asio::any_io_executor io_ex_;
 };
+
+/// An initiating function's body, from any thread: takes the handler's slot here, then
+/// runs `f(op)` on `io_ex`, unless the operation was cancelled on the way.
+template <class F>
+void start_on(const boost::asio::any_io_executor& io_ex, exec_handler h, F f)
+{
+    boost::asio::dispatch(io_ex, [op = pending_op::start(std::move(h), io_ex),
+                                  f = std::move(f)]() mutable {
+        if (!op->done()) std::move(f)(std::move(op));
+    });
+}
 
 } // namespace sluice::redis::detail

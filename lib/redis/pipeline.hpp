@@ -48,11 +48,6 @@ public:
     /// Why a command could not be sent now (closed, or no link and no name resolving).
     std::optional<error> refusal() const noexcept;
 
-    /// Sends `argv` (or holds it while the host name resolves or the master is discovered);
-    /// its reply completes `op`.
-    /// An op done meanwhile (cancelled) is not sent.
-    void submit(std::vector<std::string> argv, std::shared_ptr<pending_op> op);
-
     /// An internal command: `f(error_code, reply)` runs on the executor, posted. It should
     /// hold the pipeline weakly: it sits in the pipeline's own queue.
     template <class F>
@@ -84,6 +79,9 @@ private:
         std::shared_ptr<pending_op> op;
     };
 
+    // Sends `argv` (or holds it while the host name resolves or the master is discovered);
+    // its reply completes `op`. An op done meanwhile (cancelled while held) is not sent.
+    void submit(std::vector<std::string> argv, std::shared_ptr<pending_op> op);
     void release_held();
     void arm_cmd_timer();
     void on_cmd_timer();
@@ -91,8 +89,7 @@ private:
     void discover();
     void cancel_discovery();
     void connect_to(const std::string& address, std::uint16_t port);
-    void on_handshake(std::uint64_t gen, boost::system::error_code ec, const reply& r, bool last,
-                      bool role);
+    void on_handshake(std::uint64_t gen, boost::system::error_code ec, const reply& r, bool last);
     void arm_connect_timeout();
     void free_link(error e);
     void reset_link();

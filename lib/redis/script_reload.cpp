@@ -28,21 +28,17 @@ void send_evalsha(pipeline& p, const std::shared_ptr<eval_state>& st)
     // Weakly: the handler sits in the pipeline's own queue.
     p.submit_internal(std::move(argv), [w = p.weak_from_this(), st](error_code ec, reply r) {
         if (st->op->done()) return;   // cancelled
-        auto next = st->fsm.on_evalsha(ec, r);
+        if (st->fsm.on_evalsha(ec, r) == eval_fsm::next::done)
+            return st->op->complete(ec, std::move(r));
+        // A connection closed or gone since the NOSCRIPT came answers as close() does (the
+        // op needs only the executor).
         auto self = w.lock();
-        if (next == eval_fsm::next::reload && self) {
-            // Pipelined: the load precedes the retry on the same link.
-            self->submit_internal({"SCRIPT", "LOAD", st->s.source()},
-                                  [st](error_code ec, reply r) { st->fsm.on_load(ec, std::move(r)); });
-            return send_evalsha(*self, st);
-        }
-        // Also when the connection is gone: its close() answered the EVALSHA with
-        // error::closed, which is the user's answer (the op needs only the executor).
-        if (next == eval_fsm::next::reload) {
-            ec = error::closed;
-            r = {};
-        }
-        st->op->complete(ec, std::move(r));
+        if (!self) return st->op->complete(error::closed);
+        if (auto e = self->refusal()) return st->op->complete(*e);
+        // Pipelined: the load precedes the retry on the same link.
+        self->submit_internal({"SCRIPT", "LOAD", st->s.source()},
+                              [st](error_code ec, reply r) { st->fsm.on_load(ec, std::move(r)); });
+        send_evalsha(*self, st);
     });
 }
 
@@ -51,7 +47,6 @@ void send_evalsha(pipeline& p, const std::shared_ptr<eval_state>& st)
 void run_eval(const std::shared_ptr<pipeline>& p, const script& s, std::vector<std::string> keys,
               std::vector<std::string> args, std::shared_ptr<pending_op> op)
 {
-    if (op->done()) return;   // cancelled before it got here
     if (auto e = p->refusal()) return op->complete(*e);
     send_evalsha(*p, std::make_shared<eval_state>(
                          eval_state{std::move(op), s, std::move(keys), std::move(args), {}}));
