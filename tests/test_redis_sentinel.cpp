@@ -242,6 +242,26 @@ TEST_CASE("sentinel resolver: a failed round says why" * doctest::timeout(60))
         REQUIRE(run_until(io, [&] { return res->calls == 1; }, 1000ms));
         CHECK(res->ec == asio::error::operation_aborted);
     }
+    SUBCASE("terminal cancellation while a Sentinel's name resolves")
+    {
+        // The resolver cannot be cancelled: the step goes on once the name is resolved, and
+        // the round must then end with operation_aborted, not an exception out of run().
+        redis::sentinel_config cfg;
+        cfg.sentinels = {{"localhost", g.addresses()[0].port}};
+        cfg.master_name = g.name();
+        redis::sentinel_resolver r(io, cfg);
+        asio::cancellation_signal sig;
+        auto res = std::make_shared<resolved>();
+        r.async_resolve(asio::bind_cancellation_slot(sig.slot(), recorder(res)));
+        // The dispatch, which starts the coroutine: it suspends in the name resolution.
+        io.run_one();
+        REQUIRE(res->calls == 0);
+        sig.emit(asio::cancellation_type::terminal);
+        bool finished = false;
+        CHECK_NOTHROW(finished = run_until(io, [&] { return res->calls == 1; }, 1000ms));
+        REQUIRE(finished);
+        CHECK(res->ec == asio::error::operation_aborted);
+    }
     SUBCASE("bad configuration")
     {
         CHECK_THROWS_AS(redis::sentinel_resolver(io, redis::sentinel_config{}), boost::system::system_error);
