@@ -241,31 +241,27 @@ void pipeline::connect_to(const std::string& address, std::uint16_t port)
     // Up only once the server answered: a listener that accepts but never speaks must count
     // as a failed connect, not as a link whose first command times out. With Sentinel, up
     // only once ROLE says master on this link too: the discovery checked on another
-    // connection, and a failover may have come in between.
-    std::vector<std::string> hello{"PING"};
-    if (!cfg_.password.empty()) hello = {"AUTH", cfg_.password};
-    else if (sentinel_) hello = sentinel_fsm::role_command();
-    const bool role_next = sentinel_ && !cfg_.password.empty();
+    // connection, and a failover may have come in between (on_reply refuses another role).
+    std::vector<std::vector<std::string>> hello;
+    if (!cfg_.password.empty()) hello.push_back({"AUTH", cfg_.password});
+    if (sentinel_) hello.push_back(sentinel_fsm::role_command());
+    if (hello.empty()) hello.push_back({"PING"});
     const auto before = queue_.size();
-    submit_internal(std::move(hello), [w = weak_from_this(), gen = gen_, last = !role_next,
-                                       role = sentinel_ && !role_next](error_code ec, reply r) {
-        if (auto self = w.lock()) self->on_handshake(gen, ec, r, last, role);
-    });
-    if (role_next)
-        submit_internal(sentinel_fsm::role_command(),
-                        [w = weak_from_this(), gen = gen_](error_code ec, reply r) {
-                            if (auto self = w.lock()) self->on_handshake(gen, ec, r, true, true);
-                        });
+    for (std::size_t i = 0; i < hello.size(); ++i)
+        submit_internal(std::move(hello[i]), [w = weak_from_this(), gen = gen_,
+                                              last = i + 1 == hello.size()](error_code ec, reply r) {
+            if (auto self = w.lock()) self->on_handshake(gen, ec, r, last);
+        });
     // The last command of the handshake: the link's replies count only if it succeeds.
     if (queue_.size() > before) queue_.mark_handshake();
     arm_connect_timeout();
 }
 
-// A reply of the handshake; `last` brings the link up, `role` must say master.
-void pipeline::on_handshake(std::uint64_t gen, error_code ec, const reply& r, bool last, bool role)
+// A reply of the handshake; `last` brings the link up.
+void pipeline::on_handshake(std::uint64_t gen, error_code ec, const reply& r, bool last)
 {
     if (gen != gen_ || state_ != state::connecting) return;
-    if (ec || r.is_error() || (role && !sentinel_fsm::is_master_role(r))) return reset_link();
+    if (ec || r.is_error()) return reset_link();
     if (!last) return;
     state_ = state::connected;
     connected_ = true;

@@ -91,8 +91,7 @@ private:
     void discover();
     void cancel_discovery();
     void connect_to(const std::string& address, std::uint16_t port);
-    void on_handshake(std::uint64_t gen, boost::system::error_code ec, const reply& r, bool last,
-                      bool role);
+    void on_handshake(std::uint64_t gen, boost::system::error_code ec, const reply& r, bool last);
     void arm_connect_timeout();
     void free_link(error e);
     void reset_link();
