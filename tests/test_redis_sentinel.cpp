@@ -303,6 +303,12 @@ TEST_CASE("connection through Sentinels: commands go to the master" * doctest::t
     auto wrong = cfg;
     wrong.sentinel.master_name = "no-such-master";
     redis::connection nowhere(io, wrong);
+    auto failed = std::make_shared<std::optional<error_code>>();
+    nowhere.async_exec({"PING"}, [failed](error_code ec, redis::reply) { *failed = ec; });
+    // Held while the first discovery runs, failed once it finds nothing: well within the
+    // connect timeout.
+    REQUIRE(run_until(io, [&] { return failed->has_value(); }, cfg.connect_timeout));
+    CHECK(**failed == sluice::error::backend_unavailable);
     run_for(io, 300ms);
     CHECK_FALSE(nowhere.connected());
 
@@ -473,8 +479,12 @@ TEST_CASE("failover: a token bucket under load follows the Sentinels to the new 
         fallback_last = clock::now();
     }
     auto back = tb.stats();
+    // The bucket's state on the new master (replicated before the kill, so that it exists
+    // says little): it moves while Redis decides there.
+    const auto state_back = g.replica().command({"GET", tb.redis_key("k")}).str;
     run_for(io, 500ms);
     auto after = tb.stats();
+    CHECK(g.replica().command({"GET", tb.redis_key("k")}).str != state_back);
     CHECK_FALSE(after.degraded);
     CHECK(after.fallback_decisions == back.fallback_decisions);
     CHECK(after.decisions > back.decisions);
