@@ -5,6 +5,7 @@
 //   auto cfg = srv.config();                // a connection_config for it
 //   srv.command({"SET", "k", "v"});         // a synchronous command (hiredis, blocking)
 //   srv.restart(); srv.kill(); srv.pause(); srv.resume();
+//   sluice_test::redis_server s({"--sentinel"}, "sentinel monitor ...\n");   // a Sentinel
 //
 //   sluice_test::redis_cluster cl;          // 3 masters, cluster_state:ok
 //
@@ -177,8 +178,10 @@ inline pid_t start_redis_process(std::vector<std::string> args, std::uint16_t po
 
 class redis_server {
 public:
-    explicit redis_server(std::vector<std::string> extra_args = {})
-        : extra_(std::move(extra_args))
+    /// `conf`, when not empty: the text of a configuration file given first, written anew
+    /// at every start (Sentinel needs one, and rewrites it); `extra_args` come last.
+    explicit redis_server(std::vector<std::string> extra_args = {}, std::string conf = {})
+        : extra_(std::move(extra_args)), conf_(std::move(conf))
     {
         char tmpl[] = "/tmp/sluice-redis-XXXXXX";
         if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
@@ -288,10 +291,18 @@ public:
 private:
     bool try_start()
     {
-        std::vector<std::string> args{"redis-server", "--port", std::to_string(port_),
-                                      "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                      "--daemonize", "no", "--dir", dir_,
-                                      "--logfile", dir_ + "/log"};
+        std::vector<std::string> args{"redis-server"};
+        if (!conf_.empty()) {
+            const std::string file = dir_ + "/redis.conf";
+            FILE* f = std::fopen(file.c_str(), "w");
+            if (!f) throw std::runtime_error("cannot write " + file);
+            std::fwrite(conf_.data(), 1, conf_.size(), f);
+            std::fclose(f);
+            args.push_back(file);
+        }
+        args.insert(args.end(), {"--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--daemonize", "no", "--dir", dir_,
+                                 "--logfile", dir_ + "/log"});
         args.insert(args.end(), extra_.begin(), extra_.end());
         pid_ = start_redis_process(std::move(args), port_);
         paused_ = false;
@@ -311,6 +322,7 @@ private:
     }
 
     std::vector<std::string> extra_;
+    std::string conf_;
     std::string dir_;
     std::uint16_t port_ = 0;
     pid_t pid_ = -1;

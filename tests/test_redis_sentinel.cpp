@@ -58,17 +58,25 @@ auto recorder(std::shared_ptr<resolved> r)
 }
 
 // A listener that answers every connection with one canned reply (whatever was asked),
-// then closes it: a Sentinel that names whatever the test wants.
+// then closes it: a Sentinel that names whatever the test wants. With several replies, the
+// n-th connection gets the n-th (the last one from then on).
 class fake_sentinel {
 public:
     fake_sentinel(asio::io_context& io, std::string canned)
+        : fake_sentinel(io, std::vector<std::string>{std::move(canned)})
+    {
+    }
+
+    fake_sentinel(asio::io_context& io, std::vector<std::string> canned)
         : acceptor_(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)), canned_(std::move(canned))
     {
         accept();
     }
 
     redis::sentinel_address address() const { return {"127.0.0.1", acceptor_.local_endpoint().port()}; }
-    int served() const noexcept { return served_; }
+    int served() const noexcept { return static_cast<int>(received_.size()); }
+    /// What connection `i` sent in its first read.
+    const std::string& received(std::size_t i) const { return *received_.at(i); }
 
     // A get-master-addr-by-name answer.
     static std::string naming(std::uint16_t port)
@@ -82,20 +90,23 @@ private:
     {
         acceptor_.async_accept([this](error_code ec, tcp::socket s) {
             if (ec) return;
-            ++served_;
+            const std::string& reply = canned_.at(std::min(received_.size(), canned_.size() - 1));
+            auto got = std::make_shared<std::string>();
+            received_.push_back(got);
             auto sock = std::make_shared<tcp::socket>(std::move(s));
             auto buf = std::make_shared<std::array<char, 512>>();
-            sock->async_read_some(asio::buffer(*buf), [this, sock, buf](error_code ec, std::size_t) {
+            sock->async_read_some(asio::buffer(*buf), [sock, buf, got, &reply](error_code ec, std::size_t n) {
                 if (ec) return;
-                asio::async_write(*sock, asio::buffer(canned_), [sock](error_code, std::size_t) {});
+                got->assign(buf->data(), n);
+                asio::async_write(*sock, asio::buffer(reply), [sock](error_code, std::size_t) {});
             });
             accept();
         });
     }
 
     tcp::acceptor acceptor_;
-    std::string canned_;
-    int served_ = 0;
+    std::vector<std::string> canned_;
+    std::vector<std::shared_ptr<std::string>> received_;
 };
 
 // The group of the tests that kill nothing, started once (Sentinels take seconds to find
@@ -242,6 +253,26 @@ TEST_CASE("sentinel resolver: a failed round says why" * doctest::timeout(60))
         REQUIRE(run_until(io, [&] { return res->calls == 1; }, 1000ms));
         CHECK(res->ec == asio::error::operation_aborted);
     }
+    SUBCASE("terminal cancellation while a Sentinel's name resolves")
+    {
+        // The resolver cannot be cancelled: the step goes on once the name is resolved, and
+        // the round must then end with operation_aborted, not an exception out of run().
+        redis::sentinel_config cfg;
+        cfg.sentinels = {{"localhost", g.addresses()[0].port}};
+        cfg.master_name = g.name();
+        redis::sentinel_resolver r(io, cfg);
+        asio::cancellation_signal sig;
+        auto res = std::make_shared<resolved>();
+        r.async_resolve(asio::bind_cancellation_slot(sig.slot(), recorder(res)));
+        // The dispatch, which starts the coroutine: it suspends in the name resolution.
+        io.run_one();
+        REQUIRE(res->calls == 0);
+        sig.emit(asio::cancellation_type::terminal);
+        bool finished = false;
+        CHECK_NOTHROW(finished = run_until(io, [&] { return res->calls == 1; }, 1000ms));
+        REQUIRE(finished);
+        CHECK(res->ec == asio::error::operation_aborted);
+    }
     SUBCASE("bad configuration")
     {
         CHECK_THROWS_AS(redis::sentinel_resolver(io, redis::sentinel_config{}), boost::system::system_error);
@@ -272,6 +303,12 @@ TEST_CASE("connection through Sentinels: commands go to the master" * doctest::t
     auto wrong = cfg;
     wrong.sentinel.master_name = "no-such-master";
     redis::connection nowhere(io, wrong);
+    auto failed = std::make_shared<std::optional<error_code>>();
+    nowhere.async_exec({"PING"}, [failed](error_code ec, redis::reply) { *failed = ec; });
+    // Held while the first discovery runs, failed once it finds nothing: well within the
+    // connect timeout.
+    REQUIRE(run_until(io, [&] { return failed->has_value(); }, cfg.connect_timeout));
+    CHECK(**failed == sluice::error::backend_unavailable);
     run_for(io, 300ms);
     CHECK_FALSE(nowhere.connected());
 
@@ -280,6 +317,38 @@ TEST_CASE("connection through Sentinels: commands go to the master" * doctest::t
     unnamed.sentinel.master_name.clear();
     CHECK_THROWS_AS(redis::connection(io, unnamed), boost::system::system_error);
     CHECK_THROWS_AS(redis::cluster(io, cfg), boost::system::system_error);
+}
+
+TEST_CASE("connection through Sentinels: a link whose ROLE is not master counts for nothing" * doctest::timeout(60))
+{
+    asio::io_context io;
+    // The instance says master to the discovery's check, then slave on the link (a failover
+    // in between), and answers the command that waited for the discovery in the same write.
+    const std::string master_role = "*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n";
+    const std::string slave_role = "*1\r\n$5\r\nslave\r\n";
+    fake_sentinel instance(io, std::vector<std::string>{master_role, slave_role + "+OK\r\n"});
+    fake_sentinel sentinel(io, fake_sentinel::naming(instance.address().port));
+
+    redis::connection_config cfg;
+    cfg.port = 1;
+    cfg.sentinel.sentinels = {sentinel.address()};
+    cfg.sentinel.master_name = "mymaster";
+    cfg.reconnect_min = 5000ms;   // one attempt within the test
+    cfg.reconnect_max = 5000ms;
+    redis::connection conn(io, cfg);
+    auto result = std::make_shared<std::optional<error_code>>();
+    auto answer = std::make_shared<redis::reply>();
+    conn.async_exec({"SET", "k", "v"}, [result, answer](error_code ec, redis::reply r) {
+        *result = ec;
+        *answer = std::move(r);
+    });
+    REQUIRE(run_until(io, [&] { return result->has_value(); }, 3000ms));
+    REQUIRE(instance.served() == 2);   // the discovery's check, then the link
+    CHECK(instance.received(1).find("ROLE") != std::string::npos);
+    CHECK(instance.received(1).find("SET") != std::string::npos);   // sent, and answered +OK
+    CHECK(**result == sluice::error::backend_unavailable);
+    CHECK(answer->str.empty());
+    CHECK_FALSE(conn.connected());
 }
 
 namespace {
@@ -410,8 +479,12 @@ TEST_CASE("failover: a token bucket under load follows the Sentinels to the new 
         fallback_last = clock::now();
     }
     auto back = tb.stats();
+    // The bucket's state on the new master (replicated before the kill, so that it exists
+    // says little): it moves while Redis decides there.
+    const auto state_back = g.replica().command({"GET", tb.redis_key("k")}).str;
     run_for(io, 500ms);
     auto after = tb.stats();
+    CHECK(g.replica().command({"GET", tb.redis_key("k")}).str != state_back);
     CHECK_FALSE(after.degraded);
     CHECK(after.fallback_decisions == back.fallback_decisions);
     CHECK(after.decisions > back.decisions);

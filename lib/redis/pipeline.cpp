@@ -238,9 +238,7 @@ void pipeline::connect_to(const std::string& address, std::uint16_t port)
     // Up only once the server answered: a listener that accepts but never speaks must count
     // as a failed connect, not as a link whose first command times out. With Sentinel, up
     // only once ROLE says master on this link too: the discovery checked on another
-    // connection, and a failover may have come in between.
-    // The ROLE reply is judged in on_reply, where a refusal also refuses the replies read
-    // with it; its handler then sees an error.
+    // connection, and a failover may have come in between (on_reply refuses another role).
     std::vector<std::vector<std::string>> hello;
     if (!cfg_.password.empty()) hello.push_back({"AUTH", cfg_.password});
     if (sentinel_) hello.push_back(sentinel_fsm::role_command());

@@ -190,22 +190,29 @@ asio::awaitable<resolution> run(std::shared_ptr<sentinel_impl> self)
     sentinel_fsm fsm(self->order(), cfg.master_name);
     tcp::endpoint master;
     auto a = fsm.start();
-    while (a.what != sentinel_fsm::step::done) {
-        const bool asking = a.what == sentinel_fsm::step::ask_sentinel;
-        std::vector<std::vector<std::string>> commands;
-        const std::string& password = asking ? cfg.password : self->master_password();
-        if (!password.empty()) commands.push_back({"AUTH", password});
-        commands.push_back(asking ? fsm.sentinel_command() : sentinel_fsm::role_command());
-        auto x = co_await exchange(a.target, std::move(commands), cfg.timeout);
-        auto cs = co_await asio::this_coro::cancellation_state;
-        if (cs.cancelled() != asio::cancellation_type::none)
-            co_return resolution{asio::error::operation_aborted, {}};
-        if (asking) {
-            a = fsm.on_sentinel_reply(x.ec, x.answer);
-        } else {
-            master = x.peer;
-            a = fsm.on_role_reply(x.ec, x.answer);
+    try {
+        while (a.what != sentinel_fsm::step::done) {
+            const bool asking = a.what == sentinel_fsm::step::ask_sentinel;
+            std::vector<std::vector<std::string>> commands;
+            const std::string& password = asking ? cfg.password : self->master_password();
+            if (!password.empty()) commands.push_back({"AUTH", password});
+            commands.push_back(asking ? fsm.sentinel_command() : sentinel_fsm::role_command());
+            auto x = co_await exchange(a.target, std::move(commands), cfg.timeout);
+            auto cs = co_await asio::this_coro::cancellation_state;
+            if (cs.cancelled() != asio::cancellation_type::none)
+                co_return resolution{asio::error::operation_aborted, {}};
+            if (asking) {
+                a = fsm.on_sentinel_reply(x.ec, x.answer);
+            } else {
+                master = x.peer;
+                a = fsm.on_role_reply(x.ec, x.answer);
+            }
         }
+    } catch (const boost::system::system_error& e) {
+        // Once cancelled, a co_await throws instead of starting an operation: the connect
+        // after a name resolution (which Asio 1.81 cannot cancel), or the next endpoint's.
+        if (e.code() != asio::error::operation_aborted) throw;
+        co_return resolution{asio::error::operation_aborted, {}};
     }
     if (a.ec) co_return resolution{a.ec, {}};
     self->set_order(fsm.sentinels());
@@ -226,7 +233,8 @@ void resolve_master(const std::shared_ptr<sentinel_impl>& s, resolve_master_hand
 {
     asio::dispatch(s->executor(), [s, h = std::move(h)]() mutable {
         auto slot = h.get_cancellation_slot();
-        // co_spawn starts the coroutine through a post: never inside the initiating call.
+        // Never completes inside the initiating call: co_spawn posts the completion of a
+        // coroutine that never suspended.
         asio::co_spawn(s->executor(), run(s),
                        asio::bind_cancellation_slot(
                            slot, [s, h = std::move(h)](std::exception_ptr e, resolution r) mutable {

@@ -18,8 +18,11 @@ struct connection_config {
     /// The TCP port.
     std::uint16_t port = 6379;
 
-    /// TCP connect plus the handshake (PING, or AUTH when a password is set); with
-    /// Sentinels, the discovery too (each of its steps bounded by sentinel.timeout).
+    /// TCP connect plus the handshake (PING, or AUTH when a password is set; with
+    /// Sentinels, ROLE instead of PING, after AUTH). With Sentinels, the discovery before
+    /// it is bounded by this too, separately (each of its steps by sentinel.timeout): keep
+    /// it above sentinel.timeout times the Sentinels that may not answer, or those behind
+    /// them in the list are never asked.
     std::chrono::milliseconds connect_timeout{1000};
 
     /// A reply later than this fails its command with error::timed_out and resets the

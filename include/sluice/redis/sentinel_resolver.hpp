@@ -41,7 +41,7 @@ public:
 
     /// `master_password` authenticates the ROLE check on the master (the Sentinels' own
     /// password is cfg.password). Throws boost::system::system_error(error::invalid_option)
-    /// when cfg has no Sentinels or no master name.
+    /// when cfg has no Sentinels, no master name or a timeout that is not positive.
     basic_sentinel_resolver(const executor_type& ex, sentinel_config cfg,
                             std::string master_password = {})
         : ex_(ex), impl_(detail::make_sentinel(ex, std::move(cfg), std::move(master_password)))
