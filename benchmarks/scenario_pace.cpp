@@ -1,13 +1,15 @@
 // Scenario `pace` (protocol v1): one waiter (a coroutine) acquires --n N times in a row
 // from ONE leaky bucket at --rate R per second (burst 1, the default slack of 1 ms), after
-// one initial acquire. The time of each release is the steady_clock read right after the
+// one initial acquire (--slack-us N: another slack, to see what catch-up buys on a machine
+// that stalls). The time of each release is the steady_clock read right after the
 // completion resumes the coroutine. Exactly as the Go peer:
 //   achieved_rate = N / (last release - release of the initial acquire)
 //   gap_err_p50/p99 = percentiles (index len/2 and len*99/100 of the sorted list) of
 //                     |gap - 1/R| / (1/R) over the N gaps
 // --strict: limiter_options{.strict = true} (the last strict_threshold of each wait is
 // spent re-posting to the executor until the exact time). One io_context, one thread
-// (concurrency hint 1). Extra keys: strict, io_uring, gap_p50_us, gap_min_us, gap_max_us.
+// (concurrency hint 1). Extra keys: strict, slack_us, io_uring, gap_p50_us, gap_min_us,
+// gap_max_us.
 #include "bench_common.hpp"
 
 #include <sluice/leaky_bucket.hpp>
@@ -61,16 +63,21 @@ asio::awaitable<void> pace_loop(sluice::leaky_bucket<>& bucket, std::int64_t n,
 
 } // namespace
 
+std::int64_t pace_slack_us = -1;   // the leaky bucket's default_slack
+
 int run_pace(const options& o)
 {
-    if (o.n < 1 || !(o.rate > 0)) {
-        std::fprintf(stderr, "sluice-bench: pace needs --n >= 1 and --rate > 0\n");
+    if (o.n < 1 || !(o.rate > 0) || pace_slack_us < -1) {
+        std::fprintf(stderr, "sluice-bench: pace needs --n >= 1, --rate > 0 and --slack-us >= 0\n");
         return 2;
     }
     asio::io_context io(1);
     sluice::limiter_options opts;
     opts.strict = o.strict;
-    sluice::leaky_bucket<> bucket(io, sluice::rate::per_second(o.rate), opts);
+    const std::chrono::nanoseconds slack =
+        pace_slack_us < 0 ? sluice::leaky_bucket<>::default_slack
+                          : std::chrono::nanoseconds(std::chrono::microseconds(pace_slack_us));
+    sluice::leaky_bucket<> bucket(io, sluice::rate::per_second(o.rate), slack, opts);
 
     std::vector<std::int64_t> times;
     times.reserve(static_cast<std::size_t>(o.n) + 1);
@@ -106,6 +113,7 @@ int run_pace(const options& o)
         .add("gap_err_p50", errs[errs.size() / 2])
         .add("gap_err_p99", errs[errs.size() * 99 / 100])
         .add("strict", o.strict)
+        .add("slack_us", static_cast<long long>(slack.count() / 1000))
         .add("io_uring", pace_uses_io_uring)
         .add("gap_p50_us", gaps[gaps.size() / 2] / 1e3)
         .add("gap_min_us", gaps.front() / 1e3)

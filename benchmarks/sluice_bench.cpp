@@ -19,6 +19,7 @@
 namespace sluice_bench {
 int run_fanout(const options& o);   // scenario_fanout.cpp
 int run_pace(const options& o);     // scenario_pace.cpp
+extern std::int64_t pace_slack_us;  // scenario_pace.cpp: --slack-us N
 extern std::string fanout_waiter;   // scenario_fanout.cpp: --waiter coroutine|callback
 extern std::int64_t fanout_coalesce_us;   // scenario_fanout.cpp: --coalesce-us N
 int run_keyed(const options& o);    // scenario_keyed.cpp
@@ -48,7 +49,7 @@ struct scenario_entry {
 constexpr scenario_entry scenarios[] = {
     {"try", run_try, "--threads T --ops N --admitting=true|false --policy P"},
     {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor] [--coalesce-us N] [--trace FILE]"},
-    {"pace", run_pace, "--n N --rate R [--strict] [--trace FILE: each grant, ns after the first]"},
+    {"pace", run_pace, "--n N --rate R [--strict] [--slack-us N] [--trace FILE: each grant, ns after the first]"},
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --key string|u64|ipv4|ipv6 --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
 #ifdef SLUICE_BENCH_REDIS
@@ -187,6 +188,7 @@ options parse(int argc, char** argv)
         else if (key == "trace") o.trace = value;
         else if (key == "waiter") fanout_waiter = value;   // fanout (not in options)
         else if (key == "coalesce-us") parse_int(key, value, fanout_coalesce_us);
+        else if (key == "slack-us") parse_int(key, value, pace_slack_us);
         else if (key == "keys") parse_int(key, value, keyed_keys);
         else if (key == "connections") parse_int(key, value, bandwidth_connections);
         else if (key == "dist") keyed_dist = value;
