@@ -9,6 +9,11 @@
 //   --policy floor: the same W waiters with NO limiter: waiter k awaits its own
 //       steady_timer set to gate + k/R (the schedule the limiter would give it). What
 //       Asio itself costs for W timed waits: the floor of CPU and memory per waiter.
+//   --policy queue: the same W waiters with NO limiter on ONE timer: each parks its
+//       handler in a FIFO, and a timer that wakes at most every --coalesce-us (200 us)
+//       resumes, in order, every waiter whose slot (first park + k/R) has come, calling
+//       its handler directly. No arithmetic, no lock, no cancellation, no statistics:
+//       the least any one-timer engine (sluice's among them) can cost a waiter on Asio.
 //
 // Start gate: every coroutine is spawned first and parks at the gate; opening it lets the
 // first 256 waiters go, and the last of them lets the next 256 go before it acquires, so
@@ -154,11 +159,79 @@ private:
     std::size_t passed_ = 0;   // of which this many have passed
 };
 
+// --policy queue: waiters resumed in order at their slots by one timer (see the top).
+class ideal_queue {
+public:
+    ideal_queue(asio::io_context& io, double rate, std::chrono::nanoseconds coalesce)
+        : timer_(io), interval_(1e9 / rate), coalesce_(coalesce.count())
+    {
+    }
+
+    template <class Token>
+    auto async_wait(Token&& token)
+    {
+        return asio::async_initiate<Token, void(boost::system::error_code)>(
+            [this](auto h) {
+                if (parked_.empty()) start_ = now_ns();
+                parked_.push_back(std::make_unique<parked<decltype(h)>>(std::move(h)));
+                if (!armed_) arm();
+            },
+            token);
+    }
+
+private:
+    struct parked_base {
+        virtual ~parked_base() = default;
+        virtual void resume() = 0;
+    };
+
+    template <class Handler>
+    struct parked final : parked_base {
+        explicit parked(Handler&& h) : handler(std::move(h)) {}
+        void resume() override { std::move(handler)(boost::system::error_code{}); }
+        Handler handler;
+    };
+
+    std::int64_t slot(std::size_t k) const noexcept
+    {
+        return start_ + static_cast<std::int64_t>(static_cast<double>(k) * interval_);
+    }
+
+    void arm()
+    {
+        armed_ = true;
+        timer_.expires_at(asio::steady_timer::time_point(
+            std::chrono::nanoseconds(std::max(slot(next_), last_wake_ + coalesce_))));
+        timer_.async_wait([this](boost::system::error_code) { on_timer(); });
+    }
+
+    void on_timer()
+    {
+        armed_ = false;
+        last_wake_ = now_ns();
+        while (next_ < parked_.size() && slot(next_) <= last_wake_) {
+            auto p = std::move(parked_[next_++]);
+            p->resume();
+        }
+        if (next_ < parked_.size() && !armed_) arm();
+    }
+
+    asio::steady_timer timer_;
+    double interval_;
+    std::int64_t coalesce_;
+    std::vector<std::unique_ptr<parked_base>> parked_;
+    std::size_t next_ = 0;   // parked_[0, next_) resumed
+    std::int64_t start_ = 0;
+    std::int64_t last_wake_ = 0;
+    bool armed_ = false;
+};
+
 template <class Clock>
 struct run_ctx {
     using bucket_type = sluice::leaky_bucket<Clock>;
     asio::io_context& io;
-    bucket_type* bucket = nullptr;   // null for the floor
+    bucket_type* bucket = nullptr;   // null for the floor and the queue
+    ideal_queue* queue = nullptr;    // --policy queue
     chain_gate gate;
     stats st;
     std::int64_t gate_ns = 0;
@@ -197,6 +270,15 @@ asio::awaitable<void> coro_floor(run_ctx<Clock>& c, std::int64_t k)
 }
 
 template <class Clock>
+asio::awaitable<void> coro_queue(run_ctx<Clock>& c)
+{
+    co_await c.gate.async_wait(asio::use_awaitable);
+    c.passed();
+    auto [ec] = co_await c.queue->async_wait(asio::as_tuple(asio::use_awaitable));
+    c.st.record(!ec);
+}
+
+template <class Clock>
 struct callback_handler {
     run_ctx<Clock>* c;
     void operator()(boost::system::error_code ec) const { c->st.record(!ec); }
@@ -208,10 +290,13 @@ struct floor_callback_handler {
     void operator()(boost::system::error_code ec) const { c->st.record(!ec); }
 };
 
+enum class engine { leaky, floor, queue };
+
 template <class Clock>
-int run_fanout_on(const options& o, bool callback, bool floor)
+int run_fanout_on(const options& o, bool callback, engine e)
 {
     const std::int64_t W = o.waiters;
+    const bool floor = e == engine::floor;
 
     asio::io_context io(1);
     run_ctx<Clock> c(io);
@@ -222,11 +307,15 @@ int run_fanout_on(const options& o, bool callback, bool floor)
     }
     c.rate = o.rate;
     std::optional<typename run_ctx<Clock>::bucket_type> bucket;
-    if (!floor) {
-        sluice::limiter_options lo;
-        if (fanout_coalesce_us >= 0) lo.coalesce = std::chrono::microseconds(fanout_coalesce_us);
+    std::optional<ideal_queue> queue;
+    sluice::limiter_options lo;
+    if (fanout_coalesce_us >= 0) lo.coalesce = std::chrono::microseconds(fanout_coalesce_us);
+    if (e == engine::leaky) {
         bucket.emplace(io, sluice::rate::per_second(o.rate), std::chrono::nanoseconds(0), lo);
         c.bucket = &*bucket;
+    } else if (e == engine::queue) {
+        queue.emplace(io, o.rate, lo.coalesce);
+        c.queue = &*queue;
     }
     std::vector<asio::steady_timer> floor_timers;   // callback floor: one timer per waiter
 
@@ -239,6 +328,8 @@ int run_fanout_on(const options& o, bool callback, bool floor)
         for (std::int64_t k = 0; k < W; ++k) {
             if (floor)
                 asio::co_spawn(io, coro_floor(c, k), asio::detached);
+            else if (e == engine::queue)
+                asio::co_spawn(io, coro_queue(c), asio::detached);
             else
                 asio::co_spawn(io, coro_waiter(c), asio::detached);
         }
@@ -262,6 +353,8 @@ int run_fanout_on(const options& o, bool callback, bool floor)
                     t.expires_at(asio::steady_timer::time_point(std::chrono::nanoseconds(
                         c.gate_ns + static_cast<std::int64_t>(static_cast<double>(k) * 1e9 / c.rate))));
                     t.async_wait(floor_callback_handler<Clock>{&c});
+                } else if (e == engine::queue) {
+                    c.queue->async_wait(callback_handler<Clock>{&c});
                 } else {
                     c.bucket->async_acquire(1, sluice::wait_forever, callback_handler<Clock>{&c});
                 }
@@ -288,7 +381,7 @@ int run_fanout_on(const options& o, bool callback, bool floor)
 
     json_line j;
     j.add("scenario", "fanout")
-        .add("policy", floor ? "floor" : "leaky")
+        .add("policy", floor ? "floor" : e == engine::queue ? "queue" : "leaky")
         .add("waiter", callback ? "callback" : "coroutine")
         .add("clock", o.clock)
         .add("coalesce_us", static_cast<long long>(fanout_coalesce_us < 0 ? sluice::limiter_options{}.coalesce.count() / 1000
@@ -320,21 +413,21 @@ int run_fanout_on(const options& o, bool callback, bool floor)
 int run_fanout(const options& o)
 {
     const bool callback = fanout_waiter == "callback";
-    const bool floor = o.policy == "floor";
+    const engine e = o.policy == "floor" ? engine::floor : o.policy == "queue" ? engine::queue : engine::leaky;
     if (!callback && fanout_waiter != "coroutine") {
         std::fprintf(stderr, "sluice-bench: fanout: --waiter coroutine|callback, got '%s'\n", fanout_waiter.c_str());
         return 2;
     }
-    if (!floor && o.policy != "leaky" && o.policy != "gcra") {
+    if (e == engine::leaky && o.policy != "leaky" && o.policy != "gcra") {
         // "gcra" is the default of --policy for `try`; fanout's limiter is the leaky bucket.
-        std::fprintf(stderr, "sluice-bench: fanout: --policy leaky (default) or floor, got '%s'\n", o.policy.c_str());
+        std::fprintf(stderr, "sluice-bench: fanout: --policy leaky (default), floor or queue, got '%s'\n", o.policy.c_str());
         return 2;
     }
     if (o.waiters < 2 || !(o.rate > 0)) {
         std::fprintf(stderr, "sluice-bench: fanout needs --waiters >= 2 and --rate > 0\n");
         return 2;
     }
-    return with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) { return run_fanout_on<Clock>(o, callback, floor); });
+    return with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) { return run_fanout_on<Clock>(o, callback, e); });
 }
 
 } // namespace sluice_bench
