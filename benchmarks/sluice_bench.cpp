@@ -187,8 +187,12 @@ options parse(int argc, char** argv)
         }
         else if (key == "trace") o.trace = value;
         else if (key == "waiter") fanout_waiter = value;   // fanout (not in options)
-        else if (key == "coalesce-us") parse_int(key, value, fanout_coalesce_us);
-        else if (key == "slack-us") parse_int(key, value, pace_slack_us);
+        else if (key == "coalesce-us" || key == "slack-us") {
+            // -1 inside means "the library's default"; a user's value is a duration.
+            std::int64_t& dst = key == "coalesce-us" ? fanout_coalesce_us : pace_slack_us;
+            parse_int(key, value, dst);
+            if (dst < 0) usage_error("--" + std::string(key) + " wants microseconds >= 0, got '" + std::string(value) + "'");
+        }
         else if (key == "keys") parse_int(key, value, keyed_keys);
         else if (key == "connections") parse_int(key, value, bandwidth_connections);
         else if (key == "dist") keyed_dist = value;
