@@ -165,7 +165,7 @@ public:
         auto it = map_.find(Key(key));
         if (it == map_.end())
             it = map_.emplace(Key(key), std::make_unique<sluice::policy::gcra>(rate_, burst_)).first;
-        return it->second->try_acquire(1, now).allowed;
+        return it->second->try_acquire(1, now).admitted;
     }
 
 private:
@@ -240,7 +240,7 @@ result measure(const options& o, std::size_t keys, const std::vector<std::vector
         sluice::keyed<sluice::token_bucket<Clock>, key_type> k(io, r, burst, ko);
         fill(k);
         auto s0 = k.stats();
-        auto [wall, adm] = run<Keys>(o, seqs, [&](const auto& key) { return k.try_acquire(key).allowed; });
+        auto [wall, adm] = run<Keys>(o, seqs, [&](const auto& key) { return k.try_acquire(key).admitted; });
         auto s1 = k.stats();
         res.ns_per_op = wall / static_cast<double>(o.ops);
         res.admitted = adm;

@@ -197,14 +197,14 @@ child_result run_child_on(const options& o, Limiter& tb, asio::io_context& io, s
             tb.async_acquire("shared", 1, std::chrono::seconds(1), [&](boost::system::error_code ec) {
                 --inflight;
                 if (!ec) admit();
-                else if (ec == sluice::error::would_exceed_timeout) ++timeouts;
+                else if (ec == sluice::error::timed_out) ++timeouts;
                 if (steady::now() < end) issue();
             });
             return;
         }
         tb.async_try_acquire("shared", 1, [&](boost::system::error_code ec, sluice::decision d) {
             --inflight;
-            if (!ec && d.allowed) admit();
+            if (!ec && d.admitted) admit();
             if (steady::now() < end) issue();
         });
     };

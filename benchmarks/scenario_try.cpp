@@ -13,11 +13,11 @@
 #include "bench_common.hpp"
 
 #include <sluice/manual_clock.hpp>
-#include <sluice/policy/all_of.hpp>
-#include <sluice/policy/fixed_window.hpp>
+#include <sluice/policy/composite.hpp>
+#include <sluice/policy/fixed_counter.hpp>
 #include <sluice/policy/gcra.hpp>
 #include <sluice/policy/sliding_log.hpp>
-#include <sluice/policy/sliding_window_counter.hpp>
+#include <sluice/policy/weighted_counter.hpp>
 #include <sluice/rate.hpp>
 
 #include <chrono>
@@ -39,7 +39,7 @@ try_result hammer(const options& o, Policy& p)
 {
     return with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
         return run_threads(o.threads, o.ops, [&p]() noexcept {
-            return p.try_acquire(1, sluice::detail::now_ns<Clock>()).allowed;
+            return p.try_acquire(1, sluice::detail::now_ns<Clock>()).admitted;
         });
     });
 }
@@ -69,7 +69,7 @@ try_result run_leaky(const options& o)
 try_result run_fixed_window(const options& o)
 {
     // max_limit (2^31 - 1) per 1 ms window: would need 2 billion checks a ms to reject.
-    auto p = std::make_unique<pol::fixed_window>(o.admitting ? pol::fixed_window::max_limit : 1, 1ms);
+    auto p = std::make_unique<pol::fixed_counter>(o.admitting ? pol::fixed_counter::max_limit : 1, 1ms);
     return hammer(o, *p);
 }
 
@@ -84,19 +84,19 @@ try_result run_sliding_log(const options& o)
 
 try_result run_sliding_window_counter(const options& o)
 {
-    auto p = std::make_unique<pol::sliding_window_counter>(
-        o.admitting ? pol::sliding_window_counter::max_limit : 1, 1ms);
+    auto p = std::make_unique<pol::weighted_counter>(
+        o.admitting ? pol::weighted_counter::max_limit : 1, 1ms);
     return hammer(o, *p);
 }
 
 try_result run_all_of(const options& o)
 {
     // A token bucket AND a fixed-window cap, the composite's typical use.
-    using composite = pol::all_of<pol::gcra, pol::fixed_window>;
+    using both = pol::composite<pol::gcra, pol::fixed_counter>;
     auto p = o.admitting
-                 ? std::make_unique<composite>(std::tuple{rate::per_second(1e9), 1'000'000'000},
-                                               std::tuple{pol::fixed_window::max_limit, 1ms})
-                 : std::make_unique<composite>(std::tuple{rate::per_second(1000), 1},
+                 ? std::make_unique<both>(std::tuple{rate::per_second(1e9), 1'000'000'000},
+                                               std::tuple{pol::fixed_counter::max_limit, 1ms})
+                 : std::make_unique<both>(std::tuple{rate::per_second(1000), 1},
                                                std::tuple{std::uint64_t{1}, 1ms});
     return hammer(o, *p);
 }

@@ -49,7 +49,7 @@ int main()
     int flood_ok = 0;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
         for (int i = 0; i < 40; ++i)
-            flood_ok += per_host.try_acquire("random-" + std::to_string(i) + ".example").allowed;
+            flood_ok += per_host.try_acquire("random-" + std::to_string(i) + ".example").admitted;
         co_return;
     }, asio::detached);
 

@@ -192,7 +192,7 @@ struct sliding_window_counter_of {
 template <class Clock>
 struct all_of_of {
     using type = sluice::basic_all_of<Clock, boost::asio::any_io_executor, sluice::policy::gcra,
-                                      sluice::policy::fixed_window>;
+                                      sluice::policy::fixed_counter>;
     static constexpr const char* name = "all_of";
     static type make(boost::asio::io_context& io, std::uint64_t limit, const sluice::limiter_options& o = {})
     {
@@ -205,7 +205,7 @@ struct all_of_of {
             p.set_burst(limit, now);
             p.set_rate(sluice::rate::per(limit, std::chrono::seconds(1)), now);
         });
-        l.template update<1>([&](sluice::policy::fixed_window& p, std::int64_t) { p.set_limit(limit); });
+        l.template update<1>([&](sluice::policy::fixed_counter& p, std::int64_t) { p.set_limit(limit); });
     }
 };
 

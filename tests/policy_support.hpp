@@ -36,12 +36,12 @@ i128 floor_div(i128 a, i128 b) { return a / b - ((a % b != 0 && a < 0) ? 1 : 0);
 
 void check_same(const sluice::decision& got, const sluice::decision& want)
 {
-    CHECK(got.allowed == want.allowed);
+    CHECK(got.admitted == want.admitted);
     CHECK(got.retry_after.count() == want.retry_after.count());
     CHECK(got.remaining == want.remaining);
     CHECK(got.reset_after.count() == want.reset_after.count());
     CHECK(got.error == want.error);
-    if (!got.allowed) CHECK(got.retry_after.count() > 0);
+    if (!got.admitted) CHECK(got.retry_after.count() > 0);
 }
 
 template <class F>

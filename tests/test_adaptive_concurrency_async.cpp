@@ -137,7 +137,7 @@ TEST_CASE("adaptive_concurrency: deadlines, cancellation, close and stats follow
     }));
     auto closed = acquire(cap, 10s);
     drain(io);
-    CHECK(now_fail->ec == sluice::error::would_exceed_timeout);
+    CHECK(now_fail->ec == sluice::error::timed_out);
     CHECK(now_fail->p.timed_out());
     CHECK(deadline->calls == 0);
 

@@ -55,9 +55,9 @@ TEST_CASE("the bucket runs at the controller's rate, and follows it")
     boost::asio::io_context io;
     clk::set(t0);
     sluice::adaptive_rate<clk> l(io, options(10));
-    CHECK(l.get_rate() == sluice::rate::per_second(10));
-    CHECK(l.try_acquire().allowed);
-    CHECK_FALSE(l.try_acquire().allowed);
+    CHECK(l.rate() == sluice::rate::per_second(10));
+    CHECK(l.try_acquire().admitted);
+    CHECK_FALSE(l.try_acquire().admitted);
     auto o = start(l);
     drain(io);
     CHECK_FALSE(o->done()); // never inside the call, and not before its slot
@@ -69,7 +69,7 @@ TEST_CASE("the bucket runs at the controller's rate, and follows it")
     // A policy of 100/s found half full: 100/s.
     auto fb = l.on_response({200, "\"default\";q=100;w=1;sluice-burst=10", "\"default\";r=4;t=1", {}}, clk::now(), wall);
     CHECK(fb.rate_changed);
-    CHECK(l.get_rate() == sluice::rate::per_second(100));
+    CHECK(l.rate() == sluice::rate::per_second(100));
     CHECK(l.stats().with_fields == 1);
 }
 
@@ -82,13 +82,13 @@ TEST_CASE("a 429 with Retry-After holds every request until the pause ends")
     CHECK(fb.paused);
     CHECK(l.paused());
     auto d = l.try_acquire();
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after == 2s);
     auto a = start(l), b = start(l);
     auto c = start(l, 1s); // the pause alone outlasts its max_wait
     drain(io);
     REQUIRE(c->done());
-    CHECK(c->ec == sluice::error::would_exceed_timeout);
+    CHECK(c->ec == sluice::error::timed_out);
     advance<clk>(io, 1999ms);
     CHECK_FALSE(a->done());
     CHECK_FALSE(b->done());
@@ -135,7 +135,7 @@ TEST_CASE("a request waiting in the bucket when a pause begins gives up its perm
     boost::asio::io_context io;
     clk::set(t0);
     sluice::adaptive_rate<clk> l(io, options(10));
-    CHECK(l.try_acquire().allowed);
+    CHECK(l.try_acquire().admitted);
     auto a = start(l); // its slot: +100 ms
     drain(io);
     advance<clk>(io, 50ms);

@@ -52,7 +52,7 @@ TEST_CASE_TEMPLATE("cancel: a GCRA waiter is aborted, its slot refunded, later w
             boost::asio::io_context io;
             clk::set(t0);
             auto l = F::make(io, 10);
-            REQUIRE(l.try_acquire().allowed);
+            REQUIRE(l.try_acquire().admitted);
             boost::asio::cancellation_signal sig[3];
             std::shared_ptr<outcome> q[3];
             for (int i = 0; i < 3; ++i)
@@ -126,7 +126,7 @@ TEST_CASE("cancel: cancelling waiters in reverse order or interleaved with grant
     boost::asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     constexpr int count = 8;
     boost::asio::cancellation_signal sig[count];
     std::shared_ptr<outcome> q[count];
@@ -162,7 +162,7 @@ std::vector<std::int64_t> window_cancel_scenario(int victim, ct type, bool ask_v
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 1);
-    REQUIRE(l.try_acquire(1).allowed);
+    REQUIRE(l.try_acquire(1).admitted);
     boost::asio::cancellation_signal sig[3];
     std::shared_ptr<outcome> q[3];
     for (int i = 0; i < 3; ++i)
@@ -215,7 +215,7 @@ TEST_CASE("cancel: a cancelled fixed_window head lets the next waiter go in the 
     boost::asio::io_context io;
     clk::set(t0);
     sluice::fixed_window<clk> l(io, 3, 1s);
-    REQUIRE(l.try_acquire(2).allowed);
+    REQUIRE(l.try_acquire(2).admitted);
     boost::asio::cancellation_signal sig;
     auto big = cancellable(l, sig, 2);   // does not fit (2 + 2 > 3)
     auto small = request<clk>(l, 1, 10s);   // would fit, but FIFO keeps it behind
@@ -260,7 +260,7 @@ TEST_CASE("cancel: a waiter released by the timer but not yet run is not aborted
     boost::asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     boost::asio::cancellation_signal sig;
     // Bound to another context, the handler is posted by the timer pass, not run in it.
     boost::asio::io_context other;
@@ -288,7 +288,7 @@ TEST_CASE("cancel: a cancellation type without terminal/partial/total bits is ig
     boost::asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     boost::asio::cancellation_signal sig;
     auto w = cancellable(b, sig);
     sig.emit(ct::none);

@@ -52,7 +52,7 @@ TEST_CASE_TEMPLATE("fifo: GCRA requests complete in the order made; a large one 
             return F::make(io, 10);
     }();
     const std::uint64_t big = is_token ? 5 : 1;
-    REQUIRE(l.try_acquire(big).allowed);   // empty
+    REQUIRE(l.try_acquire(big).admitted);   // empty
 
     order_log log;
     tagged(l, log, 1, 1);
@@ -82,7 +82,7 @@ TEST_CASE_TEMPLATE("fifo: window requests complete in order; a large one is not 
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 5);
-    REQUIRE(l.try_acquire(5).allowed);   // full
+    REQUIRE(l.try_acquire(5).admitted);   // full
 
     order_log log;
     tagged(l, log, 1, 1);
@@ -111,11 +111,11 @@ TEST_CASE("fifo: try_acquire does not barge ahead of a GCRA waiter")
     boost::asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     auto w = request<clk>(b, 1, 1s);   // slot +100 ms
     clk::advance(100ms);               // the slot has come but the timer has not run yet
     auto d = b.try_acquire();
-    CHECK_FALSE(d.allowed);            // the permit is the waiter's
+    CHECK_FALSE(d.admitted);            // the permit is the waiter's
     CHECK(d.retry_after == 100ms);
     drain(io);
     CHECK(w->ok());
@@ -129,13 +129,13 @@ TEST_CASE_TEMPLATE("fifo: try_acquire does not barge ahead of window waiters", F
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 2);
-    REQUIRE(l.try_acquire(2).allowed);
+    REQUIRE(l.try_acquire(2).admitted);
     auto w = request<clk>(l, 2, 100s);
     // Time passes far enough for the window to have room, but the waiter's timer has not
     // run yet: try_acquire must not take the room in front of it.
     clk::advance(5s);
     auto d = l.try_acquire(1);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after > 0ns);
     CHECK_FALSE(d.error);
     drain(io);
@@ -143,7 +143,7 @@ TEST_CASE_TEMPLATE("fifo: try_acquire does not barge ahead of window waiters", F
     CHECK(w->at == ns(t0 + 5s));
     // With nobody queued, try_acquire works again (after the window frees up).
     clk::advance(5s);
-    CHECK(l.try_acquire(1).allowed);
+    CHECK(l.try_acquire(1).admitted);
 }
 
 TEST_CASE("fifo: an immediate async request does not barge ahead of a window waiter either")
@@ -151,7 +151,7 @@ TEST_CASE("fifo: an immediate async request does not barge ahead of a window wai
     boost::asio::io_context io;
     clk::set(t0);
     sluice::sliding_window<clk> l(io, 2, 1s);
-    REQUIRE(l.try_acquire(2).allowed);
+    REQUIRE(l.try_acquire(2).admitted);
     order_log log;
     tagged(l, log, 1, 2);
     clk::advance(1s);   // room for 2 now, timer not yet run
@@ -172,7 +172,7 @@ TEST_CASE_TEMPLATE("gcra: each of 5 waiters completes exactly at its slot", F, s
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 10);
-    REQUIRE(l.try_acquire().allowed);
+    REQUIRE(l.try_acquire().admitted);
     sluice_test::outcomes q;
     for (int i = 0; i < 5; ++i)
         q.push_back(request<clk>(l, 1, 10s));
@@ -195,7 +195,7 @@ TEST_CASE_TEMPLATE("gcra: a late wake-up releases every due waiter in one pass a
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 10);
-    REQUIRE(l.try_acquire().allowed);
+    REQUIRE(l.try_acquire().admitted);
     sluice_test::outcomes q;
     for (int i = 0; i < 5; ++i)
         q.push_back(request<clk>(l, 1, 10s));
@@ -229,7 +229,7 @@ TEST_CASE("gcra: reservations are committed at enqueue (visible in the bucket st
     boost::asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     CHECK(b.policy().empty_at() == ns(t0));   // empty from now
     auto w1 = request<clk>(b, 1, 10s);
     auto w2 = request<clk>(b, 1, 10s);

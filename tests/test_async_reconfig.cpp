@@ -42,7 +42,7 @@ TEST_CASE_TEMPLATE("set_rate: 10 waiters at 1/s, set_rate(10/s): they complete 1
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 1);
-    REQUIRE(l.try_acquire().allowed);
+    REQUIRE(l.try_acquire().admitted);
     sluice_test::outcomes q;
     for (int i = 0; i < 10; ++i)
         q.push_back(request<clk>(l, 1, 100s));   // +1 s .. +10 s
@@ -65,7 +65,7 @@ TEST_CASE_TEMPLATE("set_rate: mid-way, and slower: every waiter is rescheduled, 
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 1);
-    REQUIRE(l.try_acquire().allowed);
+    REQUIRE(l.try_acquire().admitted);
     sluice_test::outcomes q;
     for (int i = 0; i < 6; ++i)
         q.push_back(request<clk>(l, 1, 1000s));   // +1 s .. +6 s
@@ -88,7 +88,7 @@ TEST_CASE("set_rate: refunds of cancelled waiters not yet passed on are rescaled
     boost::asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(1), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     boost::asio::cancellation_signal sig;
     auto w0 = request<clk>(b, 1, 100s);   // +1 s
     auto [w1, h1] = sluice_test::make_recorder<clk>();
@@ -111,7 +111,7 @@ TEST_CASE("set_burst with waiters queued keeps them and their order")
     boost::asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     sluice_test::outcomes q;
     for (int i = 0; i < 3; ++i)
         q.push_back(request<clk>(b, 1, 100s));
@@ -133,7 +133,7 @@ TEST_CASE_TEMPLATE("set_limit: raising the limit releases the waiters that now f
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 1);
-    REQUIRE(l.try_acquire().allowed);
+    REQUIRE(l.try_acquire().admitted);
     sluice_test::outcomes q;
     for (int i = 0; i < 4; ++i)
         q.push_back(request<clk>(l, 1, 100s));
@@ -157,7 +157,7 @@ TEST_CASE_TEMPLATE("set_limit: lowering the limit spaces the waiters out, none i
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 4);
-    REQUIRE(l.try_acquire(4).allowed);
+    REQUIRE(l.try_acquire(4).admitted);
     sluice_test::outcomes q;
     for (int i = 0; i < 4; ++i)
         q.push_back(request<clk>(l, 1, 100s));
@@ -176,7 +176,7 @@ TEST_CASE("set_limit: a sliding_window_counter waiter survives lowering the limi
     boost::asio::io_context io;
     clk::set(t0);
     sluice::sliding_window_counter<clk> l(io, 4, 1s);
-    REQUIRE(l.try_acquire(4).allowed);
+    REQUIRE(l.try_acquire(4).admitted);
     sluice_test::outcomes q;
     for (int i = 0; i < 4; ++i)
         q.push_back(request<clk>(l, 1, 100s));
@@ -193,13 +193,13 @@ TEST_CASE("all_of: update<I>() with waiters queued reschedules them")
 {
     boost::asio::io_context io;
     clk::set(t0);
-    sluice::basic_all_of<clk, boost::asio::any_io_executor, sluice::policy::gcra, sluice::policy::fixed_window> l(
+    sluice::basic_all_of<clk, boost::asio::any_io_executor, sluice::policy::gcra, sluice::policy::fixed_counter> l(
         io, std::tuple{sluice::rate::per_second(100), 100}, std::tuple{1, 1s});
-    REQUIRE(l.try_acquire().allowed);
+    REQUIRE(l.try_acquire().admitted);
     auto a = request<clk>(l, 1, 100s);
     auto b = request<clk>(l, 1, 100s);
     advance<clk>(io, 10ms);
-    l.update<1>([](sluice::policy::fixed_window& p, std::int64_t) { p.set_limit(3); });
+    l.update<1>([](sluice::policy::fixed_counter& p, std::int64_t) { p.set_limit(3); });
     drain(io);
     CHECK(a->ok());
     CHECK(b->ok());
@@ -225,7 +225,7 @@ TEST_CASE("acquire_blocking: from plain threads, with a generous rate")
     CHECK(ok == 1000);
 }
 
-TEST_CASE("acquire_blocking: a wait beyond max_wait fails at once with would_exceed_timeout")
+TEST_CASE("acquire_blocking: a wait beyond max_wait fails at once with timed_out")
 {
     boost::asio::io_context io;
     sluice::token_bucket<> b(io, sluice::rate::per(1, std::chrono::hours(1)), 1);
@@ -233,15 +233,15 @@ TEST_CASE("acquire_blocking: a wait beyond max_wait fails at once with would_exc
     auto start = std::chrono::steady_clock::now();
     auto ec = b.acquire_blocking(1, 1s);
     auto took = std::chrono::steady_clock::now() - start;
-    CHECK(ec == sluice::error::would_exceed_timeout);
+    CHECK(ec == sluice::error::timed_out);
     CHECK(took < 500ms);   // did not wait
     CHECK(b.acquire_blocking(0) == sluice::error::invalid_count);
-    CHECK(b.acquire_blocking(2) == sluice::error::exceeds_burst);
+    CHECK(b.acquire_blocking(2) == sluice::error::exceeds_limit);
 
     sluice::fixed_window<> w(io, 1, std::chrono::hours(1));
     CHECK_FALSE(w.acquire_blocking(1, 1s));
     start = std::chrono::steady_clock::now();
-    CHECK(w.acquire_blocking(1, 1s) == sluice::error::would_exceed_timeout);
+    CHECK(w.acquire_blocking(1, 1s) == sluice::error::timed_out);
     CHECK(std::chrono::steady_clock::now() - start < 500ms);
 }
 
@@ -249,7 +249,7 @@ TEST_CASE("acquire_blocking: close() wakes a blocked thread with closed and refu
 {
     boost::asio::io_context io;
     sluice::token_bucket<> b(io, sluice::rate::per(1, std::chrono::hours(1)), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     const std::int64_t empty = b.policy().empty_at();
     std::optional<boost::system::error_code> result;
     std::thread t([&] { result = b.acquire_blocking(1); });
@@ -269,7 +269,7 @@ TEST_CASE("acquire_blocking: close() wakes a thread blocked on a window limiter"
 {
     boost::asio::io_context io;
     sluice::sliding_window<> w(io, 1, std::chrono::hours(1));
-    REQUIRE(w.try_acquire().allowed);
+    REQUIRE(w.try_acquire().admitted);
     std::optional<boost::system::error_code> result;
     std::atomic<bool> started{false};
     std::thread t([&] {

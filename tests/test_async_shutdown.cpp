@@ -77,7 +77,7 @@ TEST_CASE("queue: a request that can be granted at once is not refused by a full
         // Bad input is still reported as such, not as queue_full.
         auto bad = request<clk>(b, 4, 10s);
         drain(io);
-        CHECK(bad->ec == sluice::error::exceeds_burst);
+        CHECK(bad->ec == sluice::error::exceeds_limit);
     }
     SUBCASE("max_queued_permits smaller than an immediate request")
     {
@@ -106,7 +106,7 @@ TEST_CASE("queue: max_queued_permits bounds the permits waiting, summed over req
     boost::asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 5, {.max_queued_permits = 4});
-    REQUIRE(b.try_acquire(5).allowed);
+    REQUIRE(b.try_acquire(5).admitted);
     auto w1 = request<clk>(b, 3, 10s);
     auto over = request<clk>(b, 2, 10s);   // 3 + 2 > 4
     auto w2 = request<clk>(b, 1, 10s);     // 3 + 1 fits
@@ -129,7 +129,7 @@ TEST_CASE_TEMPLATE("queue: max_queued on window limiters", F, sluice_test::fixed
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 2, {.max_queued = 1});
-    REQUIRE(l.try_acquire(2).allowed);
+    REQUIRE(l.try_acquire(2).admitted);
     auto w = request<clk>(l, 1, 100s);
     auto full = request<clk>(l, 1, 100s);
     drain(io);
@@ -150,7 +150,7 @@ TEST_CASE_TEMPLATE("close: every pending waiter completes with closed exactly on
     boost::asio::io_context io;
     clk::set(t0);
     auto l = F::make(io, 1);
-    REQUIRE(l.try_acquire(1).allowed);
+    REQUIRE(l.try_acquire(1).admitted);
     sluice_test::outcomes q;
     for (int i = 0; i < 5; ++i)
         q.push_back(request<clk>(l, 1, 100s));
@@ -188,7 +188,7 @@ TEST_CASE_TEMPLATE("close: destroying the limiter completes its waiters with clo
     sluice_test::outcomes q;
     {
         auto l = F::make(io, 1);
-        REQUIRE(l.try_acquire(1).allowed);
+        REQUIRE(l.try_acquire(1).admitted);
         for (int i = 0; i < 5; ++i)
             q.push_back(request<clk>(l, 1, 100s));
         for (int i = 0; i < 5; ++i)
@@ -216,7 +216,7 @@ TEST_CASE("close: a moved-to limiter closes the one it replaces")
     clk::set(t0);
     sluice::token_bucket<clk> a(io, sluice::rate::per_second(10), 1);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
-    REQUIRE(a.try_acquire().allowed);
+    REQUIRE(a.try_acquire().admitted);
     auto w = request<clk>(a, 1, 10s);
     a = std::move(b);
     drain(io);

@@ -260,7 +260,7 @@ TEST_CASE("threads: a keyed limiter shared by threads: per-key bounds hold throu
                 std::mt19937 rng(static_cast<unsigned>(t));
                 for (int i = 0; i < 20000; ++i) {
                     int key = static_cast<int>(rng() % keys);
-                    if (k.try_acquire(key).allowed) granted[static_cast<std::size_t>(key)].fetch_add(1);
+                    if (k.try_acquire(key).admitted) granted[static_cast<std::size_t>(key)].fetch_add(1);
                     if (i % 20 == 0) {
                         k.async_acquire(key, 1, 2ms, asio::bind_executor(asio::make_strand(io),
                             [&, key](boost::system::error_code ec) {

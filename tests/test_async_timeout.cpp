@@ -35,7 +35,7 @@ TEST_CASE_TEMPLATE("max_wait: a GCRA request fails fast, counted behind the queu
     boost::asio::io_context io;
     reset_clock();
     auto l = F::make(io, 10);            // one permit every 100 ms, burst 1
-    REQUIRE(l.try_acquire(1).allowed);   // empty now: next slot at +100 ms
+    REQUIRE(l.try_acquire(1).admitted);   // empty now: next slot at +100 ms
 
     // Three queued: slots +100, +200, +300 ms.
     sluice_test::outcomes q;
@@ -48,7 +48,7 @@ TEST_CASE_TEMPLATE("max_wait: a GCRA request fails fast, counted behind the queu
     CHECK(l.queued() == 3);
     drain(io);
     REQUIRE(late->done());
-    CHECK(late->ec == sluice::error::would_exceed_timeout);
+    CHECK(late->ec == sluice::error::timed_out);
     CHECK(late->at == ns(t0));   // at once, without waiting for time to pass
 
     // Nothing consumed: the next request gets the fourth slot, +400 ms, and a wait of
@@ -63,7 +63,7 @@ TEST_CASE_TEMPLATE("max_wait: a GCRA request fails fast, counted behind the queu
     CHECK(late->calls == 1);
 }
 
-TEST_CASE_TEMPLATE("max_wait: zero max_wait on an empty GCRA bucket is would_exceed_timeout, never queued", F,
+TEST_CASE_TEMPLATE("max_wait: zero max_wait on an empty GCRA bucket is timed_out, never queued", F,
                    sluice_test::token_bucket_of<clk>, sluice_test::leaky_bucket_of<clk>)
 {
     boost::asio::io_context io;
@@ -76,7 +76,7 @@ TEST_CASE_TEMPLATE("max_wait: zero max_wait on an empty GCRA bucket is would_exc
     CHECK(l.queued() == 0);
     drain(io);
     CHECK(first->ok());
-    CHECK(second->ec == sluice::error::would_exceed_timeout);
+    CHECK(second->ec == sluice::error::timed_out);
     // The refused request left the slot free.
     auto third = request<clk>(l, 1, 1s);
     advance<clk>(io, 100ms);
@@ -98,7 +98,7 @@ std::vector<std::int64_t> window_timeout_scenario(bool with_refused, std::shared
     boost::asio::io_context io;
     reset_clock();
     auto l = F::make(io, 2);
-    REQUIRE(l.try_acquire(2).allowed);
+    REQUIRE(l.try_acquire(2).admitted);
     sluice_test::outcomes q;
     q.push_back(request<clk>(l, 1, 10s));
     q.push_back(request<clk>(l, 1, 10s));
@@ -107,7 +107,7 @@ std::vector<std::int64_t> window_timeout_scenario(bool with_refused, std::shared
         CHECK_FALSE(r->done());   // not inline
         drain(io);
         REQUIRE(r->done());
-        CHECK(r->ec == sluice::error::would_exceed_timeout);
+        CHECK(r->ec == sluice::error::timed_out);
         CHECK(r->at == ns(t0));
         CHECK(l.queued() == 2);
         *refused = r;
@@ -147,7 +147,7 @@ TEST_CASE("max_wait: a queued window waiter whose (lower-bound) prediction was t
     boost::asio::io_context io;
     reset_clock();
     sluice::fixed_window<clk> l(io, 3, 1s);
-    REQUIRE(l.try_acquire(3).allowed);
+    REQUIRE(l.try_acquire(3).admitted);
     auto a = request<clk>(l, 2, 10s);
     auto b = request<clk>(l, 2, 10s);
     auto c = request<clk>(l, 2, 2500ms);   // predicted t0 + 2 s: accepted
@@ -164,7 +164,7 @@ TEST_CASE("max_wait: a queued window waiter whose (lower-bound) prediction was t
     CHECK_FALSE(c->done());
     advance<clk>(io, 1ms);
     REQUIRE(c->done());
-    CHECK(c->ec == sluice::error::would_exceed_timeout);
+    CHECK(c->ec == sluice::error::timed_out);
     CHECK(c->at == ns(t0 + 2500ms));
     // c consumed nothing: d, now at the front, fits in the current window at once.
     REQUIRE(d->ok());
@@ -185,7 +185,7 @@ void check_bad_input(boost::asio::io_context& io, L& l, std::uint64_t too_many)
     CHECK_FALSE(big->done());
     drain(io);
     CHECK(zero->ec == sluice::error::invalid_count);
-    CHECK(big->ec == sluice::error::exceeds_burst);
+    CHECK(big->ec == sluice::error::exceeds_limit);
     CHECK(l.queued() == 0);
 
     // acquire() reports both (never throws for an error_code).
@@ -196,7 +196,7 @@ void check_bad_input(boost::asio::io_context& io, L& l, std::uint64_t too_many)
     }, boost::asio::detached);
     drain(io);
     CHECK(e0 == sluice::error::invalid_count);
-    CHECK(e1 == sluice::error::exceeds_burst);
+    CHECK(e1 == sluice::error::exceeds_limit);
 
     // Still usable.
     auto fine = request<clk>(l, 1, 10s);
@@ -206,7 +206,7 @@ void check_bad_input(boost::asio::io_context& io, L& l, std::uint64_t too_many)
 
 } // namespace
 
-TEST_CASE("bad input: token_bucket reports invalid_count / exceeds_burst through the handler")
+TEST_CASE("bad input: token_bucket reports invalid_count / exceeds_limit through the handler")
 {
     boost::asio::io_context io;
     reset_clock();
@@ -237,11 +237,11 @@ TEST_CASE("bad input: errors are reported even when waiters are queued, and to a
     boost::asio::io_context io;
     reset_clock();
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     auto w = request<clk>(b, 1, 1s);
     auto bad = request<clk>(b, 2, 1s);
     drain(io);
-    CHECK(bad->ec == sluice::error::exceeds_burst);
+    CHECK(bad->ec == sluice::error::exceeds_limit);
     CHECK_FALSE(w->done());
     CHECK(b.queued() == 1);
     advance<clk>(io, 100ms);

@@ -53,7 +53,7 @@ TEST_CASE("tokens: use_awaitable: acquire() is true when granted, timed out past
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
         auto record = [&](sluice::acquire_result r) {
             results.emplace_back(static_cast<bool>(r), sluice_test::now_ns<clk>());
-            if (!r) timed_out = r.timed_out() && r.error() == sluice::error::would_exceed_timeout;
+            if (!r) timed_out = r.timed_out() && r.error() == sluice::error::timed_out;
         };
         record(co_await b.acquire(250ms));      // at once
         record(co_await b.acquire(250ms));      // waits 100 ms
@@ -85,7 +85,7 @@ TEST_CASE("tokens: use_awaitable: a cancelled acquire() reports operation_aborte
     asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
-    REQUIRE(b.try_acquire().allowed);
+    REQUIRE(b.try_acquire().admitted);
     asio::cancellation_signal sig;
     std::optional<boost::system::error_code> thrown;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
@@ -108,13 +108,13 @@ TEST_CASE("tokens: deferred: nothing starts until the deferred operation is laun
     auto op = b.async_acquire(1, 1s, asio::deferred);
     drain(io);
     CHECK(b.queued() == 0);
-    CHECK(b.policy().check(1, ns(t0)).allowed);   // nothing consumed yet
+    CHECK(b.policy().check(1, ns(t0)).admitted);   // nothing consumed yet
     auto [o, h] = sluice_test::make_recorder<clk>();
     std::move(op)(h);
     CHECK_FALSE(o->done());
     drain(io);
     CHECK(o->ok());
-    CHECK_FALSE(b.policy().check(1, ns(t0)).allowed);
+    CHECK_FALSE(b.policy().check(1, ns(t0)).admitted);
 
     // Composed with deferred's continuation, and awaited in a coroutine.
     std::optional<boost::system::error_code> got;
@@ -142,7 +142,7 @@ TEST_CASE("tokens: as_tuple with a callback and with use_awaitable")
     }, asio::detached);
     drain(io);
     CHECK(cb == boost::system::error_code{});
-    CHECK(aw == sluice::error::would_exceed_timeout);
+    CHECK(aw == sluice::error::timed_out);
 }
 
 TEST_CASE("tokens: plain use_awaitable on async_acquire throws the error")
@@ -163,7 +163,7 @@ TEST_CASE("tokens: plain use_awaitable on async_acquire throws the error")
     }, asio::detached);
     drain(io);
     CHECK(ok);
-    CHECK(thrown == sluice::error::would_exceed_timeout);
+    CHECK(thrown == sluice::error::timed_out);
 }
 
 TEST_CASE("tokens: awaitable operators: a timer that wins cancels the acquire, which is refunded")
@@ -172,7 +172,7 @@ TEST_CASE("tokens: awaitable operators: a timer that wins cancels the acquire, w
     asio::io_context io;
     clk::set(t0);
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(1), 1);
-    REQUIRE(b.try_acquire().allowed);   // next slot at +1 s
+    REQUIRE(b.try_acquire().admitted);   // next slot at +1 s
     std::optional<std::size_t> winner;
     std::int64_t at = 0;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
@@ -207,7 +207,7 @@ TEST_CASE("tokens: awaitable operators: the acquire wins over a later timer")
     asio::io_context io;
     clk::set(t0);
     sluice::sliding_window<clk> w(io, 1, 1s);
-    REQUIRE(w.try_acquire().allowed);
+    REQUIRE(w.try_acquire().admitted);
     std::optional<std::size_t> winner;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
         asio::basic_waitable_timer<clk> timer(co_await asio::this_coro::executor);
@@ -220,7 +220,7 @@ TEST_CASE("tokens: awaitable operators: the acquire wins over a later timer")
     advance<clk>(io, 1s);
     REQUIRE(winner);
     CHECK(*winner == 0);
-    CHECK_FALSE(w.try_acquire().allowed);   // consumed by the winner
+    CHECK_FALSE(w.try_acquire().admitted);   // consumed by the winner
 }
 
 TEST_CASE("tokens: use_future from a plain thread, the io_context run by another (real clock)")
@@ -243,13 +243,13 @@ TEST_CASE("tokens: use_future from a plain thread, the io_context run by another
             CHECK(e.code() == sluice::error::invalid_count);
         }
         sluice::token_bucket<> slow(io, sluice::rate::per_second(0.001), 1);
-        REQUIRE(slow.try_acquire().allowed);
+        REQUIRE(slow.try_acquire().admitted);
         std::future<void> late = slow.async_acquire(1, 1s, asio::use_future);
         try {
             late.get();
             FAIL("no exception");
         } catch (const boost::system::system_error& e) {
-            CHECK(e.code() == sluice::error::would_exceed_timeout);
+            CHECK(e.code() == sluice::error::timed_out);
         }
         // A pending future is answered by close().
         std::future<void> pending = slow.async_acquire(1, sluice::wait_forever, asio::use_future);
@@ -267,7 +267,7 @@ TEST_CASE("tokens: use_future from a plain thread, the io_context run by another
     CHECK(io.stopped());   // nothing was left pending
 }
 
-TEST_CASE("tokens: acquire() reports exceeds_burst, neither timed out nor closed")
+TEST_CASE("tokens: acquire() reports exceeds_limit, neither timed out nor closed")
 {
     asio::io_context io;
     clk::set(t0);
@@ -277,10 +277,10 @@ TEST_CASE("tokens: acquire() reports exceeds_burst, neither timed out nor closed
     drain(io);
     REQUIRE(r);
     CHECK_FALSE(static_cast<bool>(*r));
-    CHECK(r->error() == sluice::error::exceeds_burst);
+    CHECK(r->error() == sluice::error::exceeds_limit);
     CHECK_FALSE(r->timed_out());
     CHECK_FALSE(r->closed());
-    CHECK(b.try_acquire(2).allowed);   // nothing consumed
+    CHECK(b.try_acquire(2).admitted);   // nothing consumed
 }
 
 TEST_CASE("tokens: keyed acquire() reports granted, timed out, closed and cancelled")
@@ -314,7 +314,7 @@ TEST_CASE("tokens: keyed acquire() reports granted, timed out, closed and cancel
     CHECK_FALSE(results[0].error());
     CHECK_FALSE(static_cast<bool>(results[1]));
     CHECK(results[1].timed_out());
-    CHECK(results[1].error() == sluice::error::would_exceed_timeout);
+    CHECK(results[1].error() == sluice::error::timed_out);
     CHECK_FALSE(static_cast<bool>(results[2]));
     CHECK(results[2].error() == asio::error::operation_aborted);
     CHECK_FALSE(results[2].timed_out());
@@ -354,7 +354,7 @@ TEST_CASE("tokens: concurrency_limit acquire() gives an empty permit that tells 
     CHECK(static_cast<bool>(got[0]));
     CHECK_FALSE(got[0].error());
     CHECK_FALSE(static_cast<bool>(got[1]));
-    CHECK(got[1].error() == sluice::error::exceeds_burst);
+    CHECK(got[1].error() == sluice::error::exceeds_limit);
     CHECK_FALSE(static_cast<bool>(got[2]));
     CHECK(got[2].timed_out());
     CHECK(got[2].error() == sluice::error::timed_out);
@@ -395,7 +395,7 @@ TEST_CASE("tokens: a limiter rebound to a use_awaitable executor needs no token"
     advance<clk>(io, 100ms);
     drain(io);
     CHECK(granted == std::vector<std::int64_t>{ns(t0), ns(t0 + 100ms)});
-    CHECK(thrown == sluice::error::would_exceed_timeout);
+    CHECK(thrown == sluice::error::timed_out);
 }
 
 TEST_CASE("tokens: keyed and concurrency_limit rebound to a use_awaitable executor need no token")

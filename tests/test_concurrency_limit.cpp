@@ -109,9 +109,9 @@ TEST_CASE("concurrency_limit: deadlines, fail fast, bad input")
     auto huge = enqueue(cap, {2});
     drain(io);
     CHECK(held[0]->p);
-    CHECK(now0[0]->ec == sluice::error::would_exceed_timeout);
+    CHECK(now0[0]->ec == sluice::error::timed_out);
     CHECK(zero[0]->ec == sluice::error::invalid_count);
-    CHECK(huge[0]->ec == sluice::error::exceeds_burst);
+    CHECK(huge[0]->ec == sluice::error::exceeds_limit);
     sluice_test::advance<clk>(io, 99ms);
     CHECK(late[0]->calls == 0);
     sluice_test::advance<clk>(io, 1ms);
@@ -173,7 +173,7 @@ TEST_CASE("concurrency_limit: close, queue bound, set_limit, coroutine API")
     }, boost::asio::detached);
     drain(io);
     CHECK(empty);
-    CHECK(why == sluice::error::would_exceed_timeout);
+    CHECK(why == sluice::error::timed_out);
     CHECK(got);
     auto pending = enqueue(cap, {2});
     drain(io);

@@ -41,8 +41,8 @@ TEST_CASE("error converts implicitly to error_code and compares")
     CHECK(ec == error::parse_error);
     CHECK(ec != error::invalid_rate);
     CHECK(ec.category() == sluice::error_category());
-    boost::system::system_error se(error::invalid_burst);
-    CHECK(se.code() == error::invalid_burst);
+    boost::system::system_error se(error::invalid_limit);
+    CHECK(se.code() == error::invalid_limit);
 }
 
 TEST_SUITE_END();

@@ -95,7 +95,7 @@ struct fixed_window_kind {
     {
         return sluice::keyed<limiter>(io, 7, 100ms, o);
     }
-    static auto policy() { return std::make_unique<sluice::policy::fixed_window>(7, 100ms); }
+    static auto policy() { return std::make_unique<sluice::policy::fixed_counter>(7, 100ms); }
 };
 
 struct sliding_window_kind {
@@ -115,7 +115,7 @@ struct sliding_window_counter_kind {
     {
         return sluice::keyed<limiter>(io, 7, 100ms, o);
     }
-    static auto policy() { return std::make_unique<sluice::policy::sliding_window_counter>(7, 100ms); }
+    static auto policy() { return std::make_unique<sluice::policy::weighted_counter>(7, 100ms); }
 };
 
 struct time_wheel_kind {
@@ -125,12 +125,12 @@ struct time_wheel_kind {
     {
         return sluice::keyed<limiter>(io, 7, 20ms, 5u, o);
     }
-    static auto policy() { return std::make_unique<sluice::policy::time_wheel>(7, 20ms, 5); }
+    static auto policy() { return std::make_unique<sluice::policy::slot_ring>(7, 20ms, 5); }
 };
 
 void check_same(const sluice::decision& got, const sluice::decision& want)
 {
-    CHECK(got.allowed == want.allowed);
+    CHECK(got.admitted == want.admitted);
     CHECK(got.retry_after == want.retry_after);
     CHECK(got.remaining == want.remaining);
     CHECK(got.reset_after == want.reset_after);
@@ -212,8 +212,8 @@ TEST_CASE("keyed: long string keys (beyond 15 characters) are stored apart and b
     std::string long_key(100, 'x'), fifteen(15, 'y'), sixteen(16, 'y');
     for (const std::string& key : {long_key, fifteen, sixteen}) {
         CAPTURE(key);
-        CHECK(k.try_acquire(key, 2).allowed);
-        CHECK(!k.try_acquire(std::string_view(key)).allowed);
+        CHECK(k.try_acquire(key, 2).admitted);
+        CHECK(!k.try_acquire(std::string_view(key)).admitted);
         CHECK(k.contains(key));
     }
     CHECK(!k.contains(std::string(99, 'x')));   // a prefix is another key
@@ -221,7 +221,7 @@ TEST_CASE("keyed: long string keys (beyond 15 characters) are stored apart and b
     CHECK(k.stats().keys == 3);
     k.set_override(long_key, sluice::rate::per_second(100), 1);
     clk::advance(10ms);
-    CHECK(k.try_acquire(long_key).allowed);   // the override refilled it
+    CHECK(k.try_acquire(long_key).admitted);   // the override refilled it
     clk::advance(2s);
     k.sweep();
     CHECK(k.stats().keys == 0);
@@ -234,8 +234,8 @@ TEST_CASE("keyed: keys of equal hashes are told apart and each is evicted once i
     sluice::keyed<sluice::token_bucket<clk>, std::uint64_t, four_hashes> k(io, sluice::rate::per_second(1), 2,
                                                                            small_wheel(1000, 1));
     for (std::uint64_t i = 0; i < 100; ++i) {
-        CHECK(k.try_acquire(i, 2).allowed);
-        CHECK(!k.try_acquire(i).allowed);
+        CHECK(k.try_acquire(i, 2).admitted);
+        CHECK(!k.try_acquire(i).admitted);
     }
     CHECK(k.stats().keys == 100);
     // Half the keys stay throttled (each permit taken as it comes: never full again); the
@@ -312,7 +312,7 @@ TEST_CASE("keyed: a compact key that has to wait moves to a whole policy with th
     boost::asio::io_context io;
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(10), 4, small_wheel());
-    REQUIRE(k.try_acquire("a", 3).allowed);   // 1 left, 3 owed: full again 300 ms on
+    REQUIRE(k.try_acquire("a", 3).admitted);   // 1 left, 3 owed: full again 300 ms on
     auto [o1, h1] = sluice_test::make_recorder<clk>();
     auto [o2, h2] = sluice_test::make_recorder<clk>();
     k.async_acquire("a", 1, 1s, h1);   // the last permit, now
@@ -326,7 +326,7 @@ TEST_CASE("keyed: a compact key that has to wait moves to a whole policy with th
     advance<clk>(io, 1ms);
     CHECK(o2->ok());
     CHECK(o2->at == ns(t0 + 200ms));
-    CHECK(!k.try_acquire("a").allowed);   // empty, as one bucket would be
+    CHECK(!k.try_acquire("a").admitted);   // empty, as one bucket would be
     advance<clk>(io, 2s);
     k.sweep();
     CHECK(!k.contains("a"));
@@ -347,7 +347,7 @@ TEST_CASE("keyed: threads racing over shared keys at the cap: exact totals, no k
             for (int round = 0; round < 3; ++round)
                 for (int i = 0; i < keys; ++i) {
                     std::uint64_t key = static_cast<std::uint64_t>((i * 7 + t * 13) % keys);
-                    granted[t][key] += k.try_acquire(key).allowed;
+                    granted[t][key] += k.try_acquire(key).admitted;
                 }
         });
     for (auto& th : pool) th.join();
@@ -471,17 +471,17 @@ TEST_CASE("keyed: bad options and bad configurations are refused at construction
     invalid([&] { kb(io, sluice::rate::per_second(1), 1, o); }, sluice::error::invalid_option);
     o.wheel_slots = (1u << 20) + 1;
     invalid([&] { kb(io, sluice::rate::per_second(1), 1, o); }, sluice::error::invalid_option);
-    invalid([&] { kb(io, sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
-    invalid([&] { sluice::keyed<sluice::fixed_window<clk>>(io, 1, 0s); }, sluice::error::invalid_rate);
+    invalid([&] { kb(io, sluice::rate::per_second(1), 0); }, sluice::error::invalid_limit);
+    invalid([&] { sluice::keyed<sluice::fixed_window<clk>>(io, 1, 0s); }, sluice::error::invalid_duration);
     kb k(io, sluice::rate::per_second(1), 1);
-    invalid([&] { k.set_override("a", sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
-    invalid([&] { k.set_overflow(sluice::rate::per_second(1), 0); }, sluice::error::invalid_burst);
+    invalid([&] { k.set_override("a", sluice::rate::per_second(1), 0); }, sluice::error::invalid_limit);
+    invalid([&] { k.set_overflow(sluice::rate::per_second(1), 0); }, sluice::error::invalid_limit);
     sluice::keyed<sluice::fixed_window<clk>> f(io, 5, 1s);
-    CHECK(f.try_acquire("a").allowed);
+    CHECK(f.try_acquire("a").admitted);
     invalid([&] { f.set_override("a", 5, 2s); }, sluice::error::invalid_option);   // a tracked key's window
     f.set_override("b", 5, 2s);   // an untracked key takes any window
     CHECK(f.try_acquire("a", 0).error == sluice::error::invalid_count);
-    CHECK(f.try_acquire("a", 6).error == sluice::error::exceeds_burst);
+    CHECK(f.try_acquire("a", 6).error == sluice::error::exceeds_limit);
     o = {};
     o.max_keys = 3;
     CHECK(kb(io, sluice::rate::per_second(1), 1, o).shards() == 3);   // never more shards than keys
@@ -530,13 +530,13 @@ TEST_CASE("keyed: a throttled key is never evicted; it goes once it is back to f
     boost::asio::io_context io;
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1), 3, small_wheel());
-    REQUIRE(k.try_acquire("a", 3).allowed);   // empty: full again 3 s from now
+    REQUIRE(k.try_acquire("a", 3).admitted);   // empty: full again 3 s from now
     for (int i = 0; i < 2999; ++i) {
         clk::advance(1ms);
         k.sweep();
         REQUIRE(k.contains("a"));
     }
-    CHECK(!k.try_acquire("a", 3).allowed);     // 2.999 s: still throttled, still tracked
+    CHECK(!k.try_acquire("a", 3).admitted);     // 2.999 s: still throttled, still tracked
     clk::advance(1ms);                         // 3 s: full, fresh again
     k.sweep();
     CHECK(k.contains("a"));                    // its slot's tick has not passed yet
@@ -544,7 +544,7 @@ TEST_CASE("keyed: a throttled key is never evicted; it goes once it is back to f
     k.sweep();
     CHECK(!k.contains("a"));
     CHECK(k.stats().evicted == 1);
-    CHECK(k.try_acquire("a", 3).allowed);      // a new key is what the old one was: full
+    CHECK(k.try_acquire("a", 3).admitted);      // a new key is what the old one was: full
 }
 
 TEST_CASE("keyed: eviction happens by itself as requests come, a little at a time")
@@ -553,7 +553,7 @@ TEST_CASE("keyed: eviction happens by itself as requests come, a little at a tim
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(100), 1, small_wheel());
     for (int i = 0; i < 1000; ++i)
-        REQUIRE(k.try_acquire("cold" + std::to_string(i)).allowed);
+        REQUIRE(k.try_acquire("cold" + std::to_string(i)).admitted);
     CHECK(k.stats().keys == 1000);
     // Idle 10 ms later; a hot key's requests alone drive the wheels of its shard.
     for (int i = 0; i < 5000; ++i) {
@@ -576,13 +576,13 @@ TEST_CASE("keyed: a flood of 1,000,000 new keys keeps the store at its cap; the 
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(10), 10, o);
     k.set_overflow(sluice::rate::per_second(100), 100);
     k.set_override("victim", sluice::rate::per_second(1), 10);
-    REQUIRE(k.try_acquire("victim", 10).allowed);   // a real client, throttled for 10 s
+    REQUIRE(k.try_acquire("victim", 10).admitted);   // a real client, throttled for 10 s
     std::uint64_t admitted = 0;
     std::size_t most = 0;
     const int total = 1'000'000;
     for (int i = 0; i < total; ++i) {
         clk::advance(1us);   // 1,000,000 new keys a second for one second
-        admitted += k.try_acquire("attacker-" + std::to_string(i)).allowed;
+        admitted += k.try_acquire("attacker-" + std::to_string(i)).admitted;
         if (i % 1000 == 0) most = std::max(most, k.stats().keys);
     }
     auto st = k.stats();
@@ -594,9 +594,9 @@ TEST_CASE("keyed: a flood of 1,000,000 new keys keeps the store at its cap; the 
     CHECK(st.overflow_admitted <= 100 + 100 + 1);
     CHECK(admitted == st.overflow_admitted + (st.created - 1));
     CHECK(k.contains("victim"));                    // never evicted while throttled,
-    CHECK(!k.try_acquire("victim", 2).allowed);     // and still throttled (1/s, 1 s on)...
+    CHECK(!k.try_acquire("victim", 2).admitted);     // and still throttled (1/s, 1 s on)...
     clk::advance(1s);
-    CHECK(k.try_acquire("victim", 2).allowed);      // ...refilled at its own rate only
+    CHECK(k.try_acquire("victim", 2).admitted);      // ...refilled at its own rate only
 }
 
 TEST_CASE("keyed: a string_view of a tracked key is looked up without allocating")
@@ -605,7 +605,7 @@ TEST_CASE("keyed: a string_view of a tracked key is looked up without allocating
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1e6), 1000);
     std::string key(64, 'x');   // long enough that a std::string would allocate
-    REQUIRE(k.try_acquire(key).allowed);
+    REQUIRE(k.try_acquire(key).admitted);
     std::string_view view(key);
     counting = true;
     allocations = 0;
@@ -653,22 +653,22 @@ TEST_CASE("keyed: a per-key override applies at once, survives eviction and can 
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(10), 10, small_wheel());
     k.set_override("slow", sluice::rate::per_second(1), 1);
-    CHECK(k.try_acquire("slow").allowed);
-    CHECK(!k.try_acquire("slow").allowed);
-    CHECK(k.try_acquire("fast", 10).allowed);
+    CHECK(k.try_acquire("slow").admitted);
+    CHECK(!k.try_acquire("slow").admitted);
+    CHECK(k.try_acquire("fast", 10).admitted);
     clk::advance(5s);
     k.sweep();
     CHECK(!k.contains("slow"));                    // idle: evicted...
-    CHECK(k.try_acquire("slow").allowed);
-    CHECK(!k.try_acquire("slow").allowed);          // ...and the override still holds
+    CHECK(k.try_acquire("slow").admitted);
+    CHECK(!k.try_acquire("slow").admitted);          // ...and the override still holds
     k.set_override("fast", sluice::rate::per_second(1), 2);   // a tracked key changes at once
-    CHECK(k.try_acquire("fast", 2).allowed);
-    CHECK(!k.try_acquire("fast").allowed);
+    CHECK(k.try_acquire("fast", 2).admitted);
+    CHECK(!k.try_acquire("fast").admitted);
     k.clear_override("slow");
-    CHECK(!k.try_acquire("slow").allowed);       // what it consumed stays consumed
+    CHECK(!k.try_acquire("slow").admitted);       // what it consumed stays consumed
     clk::advance(1s);
-    CHECK(k.try_acquire("slow", 10).allowed);    // back to 10/s, burst 10
-    CHECK(!k.try_acquire("slow").allowed);
+    CHECK(k.try_acquire("slow", 10).admitted);    // back to 10/s, burst 10
+    CHECK(!k.try_acquire("slow").admitted);
 }
 
 TEST_CASE("keyed: each key waits in its own FIFO; slots per key are exact; keys do not block each other")
@@ -702,9 +702,9 @@ TEST_CASE("keyed: each key waits in its own FIFO; slots per key are exact; keys 
     auto [oc, hc] = sluice_test::make_recorder<clk>();
     k.async_acquire("a", 1, 50ms, hc);
     drain(io);
-    CHECK(oc->ec == sluice::error::would_exceed_timeout);
+    CHECK(oc->ec == sluice::error::timed_out);
     advance<clk>(io, 100ms);
-    CHECK(k.try_acquire("a").allowed);   // the failed request took nothing
+    CHECK(k.try_acquire("a").admitted);   // the failed request took nothing
     // Once nobody waits, the wheel frees the key's queue, then the key.
     advance<clk>(io, 1s);
     k.sweep();
@@ -717,7 +717,7 @@ TEST_CASE("keyed: a key with waiters is never evicted; cancelling a waiter gives
     boost::asio::io_context io;
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1), 1, small_wheel());
-    REQUIRE(k.try_acquire("a").allowed);
+    REQUIRE(k.try_acquire("a").admitted);
     boost::asio::cancellation_signal sig;
     auto [o1, h1] = sluice_test::make_recorder<clk>();
     auto [o2, h2] = sluice_test::make_recorder<clk>();
@@ -745,15 +745,15 @@ TEST_CASE("keyed: window policies wait per key too, and try_acquire does not bar
     clk::set(t0);
     sluice::keyed<sluice::fixed_window<clk>> k(io, 2, 1s, small_wheel());
     clk::set(t0);
-    REQUIRE(k.try_acquire("a", 2).allowed);
+    REQUIRE(k.try_acquire("a", 2).admitted);
     auto [o, h] = sluice_test::make_recorder<clk>();
     k.async_acquire("a", 2, 5s, h);
     drain(io);
     CHECK(!o->done());
     advance<clk>(io, 1s);
     CHECK(o->ok());
-    CHECK(!k.try_acquire("a").allowed);   // the waiter took the new window
-    CHECK(k.try_acquire("b", 2).allowed);
+    CHECK(!k.try_acquire("a").admitted);   // the waiter took the new window
+    CHECK(k.try_acquire("b", 2).admitted);
 }
 
 TEST_CASE("keyed: requests beyond the cap wait on the overflow limiter with the same contract")
@@ -762,8 +762,8 @@ TEST_CASE("keyed: requests beyond the cap wait on the overflow limiter with the 
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(1), 1, small_wheel(2, 1));
     k.set_overflow(sluice::rate::per_second(10), 1);
-    REQUIRE(k.try_acquire("a").allowed);
-    REQUIRE(k.try_acquire("b").allowed);
+    REQUIRE(k.try_acquire("a").admitted);
+    REQUIRE(k.try_acquire("b").admitted);
     auto [o1, h1] = sluice_test::make_recorder<clk>();
     auto [o2, h2] = sluice_test::make_recorder<clk>();
     k.async_acquire("c", 1, 1s, h1);

@@ -45,7 +45,7 @@ struct pacer_model {
             d.retry_after = std::chrono::nanoseconds{s >= i64_max ? i64_max : clamp64(s - t)};
             return d;
         }
-        d.allowed = true;
+        d.admitted = true;
         if (consume) slot = s;
         return d;
     }
@@ -56,10 +56,10 @@ struct pacer_model {
         i128 s = next(t);
         r.at = clamp64(s);
         if (s >= i64_max || s - t > max_wait) {
-            r.error = sluice::error::would_exceed_timeout;
+            r.error = sluice::error::timed_out;
             return r;
         }
-        r.allowed = true;
+        r.admitted = true;
         r.at = clamp64(s > t ? s : i128(t));
         slot = s;
         return r;
@@ -94,7 +94,7 @@ TEST_CASE("leaky bucket: after idleness grants are exactly one interval apart, a
         std::vector<std::int64_t> grants;
         const std::int64_t start = 5'000'000'000;
         for (std::int64_t t = start; grants.size() < 20; t += (grants.empty() || t + 1000 < grants.back() + T) ? 1000 : 1)
-            if (g.try_acquire(1, t).allowed) grants.push_back(t);
+            if (g.try_acquire(1, t).admitted) grants.push_back(t);
         CHECK(grants.front() == start);
         for (std::size_t i = 1; i < grants.size(); ++i) {
             CAPTURE(i);
@@ -107,24 +107,24 @@ TEST_CASE("leaky bucket: slack lets a late caller catch up on its schedule, and 
 {
     const std::int64_t T = 1000, slack = 2500;
     gcra g(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{slack});
-    CHECK(g.try_acquire(1, 0).allowed);           // schedule: 0, 1000, 2000, ...
+    CHECK(g.try_acquire(1, 0).admitted);           // schedule: 0, 1000, 2000, ...
     auto d = g.try_acquire(1, 999);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after.count() == 1);
     // Late on slot 1000 by 2499 (less than the slack): slots 1000, 2000, 3000 back to back.
-    CHECK(g.try_acquire(1, 3499).allowed);
-    CHECK(g.try_acquire(1, 3499).allowed);
-    CHECK(g.try_acquire(1, 3499).allowed);
+    CHECK(g.try_acquire(1, 3499).admitted);
+    CHECK(g.try_acquire(1, 3499).admitted);
+    CHECK(g.try_acquire(1, 3499).admitted);
     d = g.try_acquire(1, 3499);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after.count() == 4000 - 3499);
-    CHECK(g.try_acquire(1, 4000).allowed);
+    CHECK(g.try_acquire(1, 4000).admitted);
     // Late on slot 5000 by exactly the slack: a new schedule from 7500.
-    CHECK(g.try_acquire(1, 7500).allowed);
+    CHECK(g.try_acquire(1, 7500).admitted);
     d = g.try_acquire(1, 7500);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after.count() == T);
-    CHECK(g.try_acquire(1, 8500).allowed);
+    CHECK(g.try_acquire(1, 8500).admitted);
 }
 
 TEST_CASE("leaky bucket matches the schedule model on random arrivals")
@@ -148,18 +148,18 @@ TEST_CASE("leaky bucket matches the schedule model on random arrivals")
                     if (op < 6) {
                         sluice::decision got = g.try_acquire(1, now);
                         sluice::decision want = m.decide(now, true);
-                        CHECK(got.allowed == want.allowed);
-                        if (!got.allowed) CHECK(got.retry_after.count() == want.retry_after.count());
+                        CHECK(got.admitted == want.admitted);
+                        if (!got.admitted) CHECK(got.retry_after.count() == want.retry_after.count());
                     } else if (op < 8) {
                         sluice::decision got = g.check(1, now);
                         sluice::decision want = m.decide(now, false);
-                        CHECK(got.allowed == want.allowed);
-                        if (!got.allowed) CHECK(got.retry_after.count() == want.retry_after.count());
+                        CHECK(got.admitted == want.admitted);
+                        if (!got.admitted) CHECK(got.retry_after.count() == want.retry_after.count());
                     } else {
                         std::int64_t max_wait = r.in(0, 3 * sh.T);
                         sluice::reservation got = g.reserve(1, now, max_wait);
                         sluice::reservation want = m.reserve(now, max_wait);
-                        CHECK(got.allowed == want.allowed);
+                        CHECK(got.admitted == want.admitted);
                         CHECK(got.at == want.at);
                         CHECK(got.error == want.error);
                     }

@@ -67,9 +67,9 @@ TEST_CASE("stats: every outcome of a token bucket's requests, and exact waits")
     auto f = start(b, 1, 1s);     // two already wait: queue full
     drain(io);
     REQUIRE(a->ok());
-    CHECK(t->ec == sluice::error::would_exceed_timeout);
+    CHECK(t->ec == sluice::error::timed_out);
     CHECK(f->ec == sluice::error::queue_full);
-    CHECK(x->ec == sluice::error::exceeds_burst);
+    CHECK(x->ec == sluice::error::exceeds_limit);
 
     auto s = b.stats();
     CHECK(s.admitted == 1);
@@ -229,7 +229,7 @@ TEST_CASE("stats: all_of and leaky_bucket count like the rest")
     boost::asio::io_context io;
     clk::set(clk::duration{0});
     sluice::leaky_bucket<clk> lb(io, sluice::rate::per_second(10));
-    sluice::basic_all_of<clk, boost::asio::any_io_executor, sluice::policy::gcra, sluice::policy::fixed_window> both(
+    sluice::basic_all_of<clk, boost::asio::any_io_executor, sluice::policy::gcra, sluice::policy::fixed_counter> both(
         io, std::tuple{sluice::rate::per_second(10), 1}, std::tuple{5, 1s});
     std::vector<std::shared_ptr<outcome>> out;
     for (int i = 0; i < 3; ++i) {
@@ -255,8 +255,8 @@ TEST_CASE("stats: acquire_blocking counts once per call, waits included")
     clk::set(clk::duration{0});
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
     CHECK_FALSE(b.acquire_blocking(1, 0s));
-    CHECK(b.acquire_blocking(1, 10ms) == sluice::error::would_exceed_timeout);
-    CHECK(b.acquire_blocking(2) == sluice::error::exceeds_burst);
+    CHECK(b.acquire_blocking(1, 10ms) == sluice::error::timed_out);
+    CHECK(b.acquire_blocking(2) == sluice::error::exceeds_limit);
 
     // A thread blocks for the next slot (100 ms of manual time); it is seen waiting, then
     // the clock moves and it is granted with a wait of exactly 100 ms.
@@ -334,7 +334,7 @@ TEST_CASE("stats: random requests, cancellations and clock steps agree with the 
                     total_wait += w;
                     max_wait = std::max(max_wait, w);
                 }
-            } else if (ec == sluice::error::would_exceed_timeout) {
+            } else if (ec == sluice::error::timed_out) {
                 ++want.timed_out;
             } else if (ec == boost::asio::error::operation_aborted) {
                 ++want.cancelled;
@@ -379,9 +379,9 @@ TEST_CASE("stats: a keyed limiter sums its keys, those evicted and the overflow 
     req("a", 1s);     // waits 100 ms in a's queue
     req("a", 0s);     // timed out at once
     req("b", 1s);     // at once
-    CHECK(k.try_acquire("c").allowed);   // counted by the shard
-    CHECK_FALSE(k.try_acquire("c").allowed);
-    CHECK_FALSE(k.try_acquire("a").allowed);   // counted by a's queue
+    CHECK(k.try_acquire("c").admitted);   // counted by the shard
+    CHECK_FALSE(k.try_acquire("c").admitted);
+    CHECK_FALSE(k.try_acquire("a").admitted);   // counted by a's queue
     drain(io);
     auto s = k.stats().requests;
     CHECK(s.admitted == 2);
@@ -407,7 +407,7 @@ TEST_CASE("stats: a keyed limiter sums its keys, those evicted and the overflow 
 
     // Past max_keys, with every key busy: the overflow limiter answers, and is counted.
     for (std::string key : {"w", "x", "y", "z"})
-        CHECK(k.try_acquire(key).allowed);
+        CHECK(k.try_acquire(key).admitted);
     req("over", 1s);
     drain(io);
     CHECK(k.stats().overflow_requests == 1);

@@ -1,8 +1,8 @@
-#include <sluice/policy/all_of.hpp>
-#include <sluice/policy/fixed_window.hpp>
+#include <sluice/policy/composite.hpp>
+#include <sluice/policy/fixed_counter.hpp>
 #include <sluice/policy/gcra.hpp>
 #include <sluice/policy/sliding_log.hpp>
-#include <sluice/policy/sliding_window_counter.hpp>
+#include <sluice/policy/weighted_counter.hpp>
 
 #include <doctest/doctest.h>
 
@@ -51,7 +51,7 @@ run_result hammer(P& p)
             while (!go.load(std::memory_order_acquire)) {}
             std::uint64_t mine = 0;
             for (std::uint64_t k = 0; k < calls_per_thread; ++k)
-                mine += p.try_acquire(1, steady_ns()).allowed ? 1 : 0;
+                mine += p.try_acquire(1, steady_ns()).admitted ? 1 : 0;
             admitted.fetch_add(mine, std::memory_order_relaxed);
         });
     }
@@ -96,10 +96,10 @@ TEST_CASE("gcra leaky bucket never exceeds 1 + slack / interval + elapsed / inte
     report(r, 1 + 5 + static_cast<std::uint64_t>((r.t1 - r.t0) / T));
 }
 
-TEST_CASE("fixed_window never exceeds limit per window touched")
+TEST_CASE("fixed_counter never exceeds limit per window touched")
 {
     const std::int64_t w = 1'000'000;
-    fixed_window f(100, std::chrono::nanoseconds{w});
+    fixed_counter f(100, std::chrono::nanoseconds{w});
     run_result r = hammer(f);
     report(r, 100 * windows_touched(r, w));
 }
@@ -126,7 +126,7 @@ void race_after_gaps(std::uint64_t limit, std::int64_t w)
                 sync.arrive_and_wait();
                 std::uint64_t mine = 0;
                 for (std::int64_t k = 0; k < calls; ++k)
-                    mine += p.try_acquire(1, epochs[e] * w + (k * 7 + i) % w).allowed ? 1 : 0;
+                    mine += p.try_acquire(1, epochs[e] * w + (k * 7 + i) % w).admitted ? 1 : 0;
                 admitted[e].fetch_add(mine, std::memory_order_relaxed);
             }
         });
@@ -138,16 +138,16 @@ void race_after_gaps(std::uint64_t limit, std::int64_t w)
     }
 }
 
-TEST_CASE("fixed_window: a window opened by racing threads after a long idle gap admits exactly limit")
+TEST_CASE("fixed_counter: a window opened by racing threads after a long idle gap admits exactly limit")
 {
     for (int round = 0; round < 20; ++round)
-        race_after_gaps<fixed_window>(50, 1000);
+        race_after_gaps<fixed_counter>(50, 1000);
 }
 
-TEST_CASE("sliding_window_counter: a window opened by racing threads after a long idle gap admits exactly limit")
+TEST_CASE("weighted_counter: a window opened by racing threads after a long idle gap admits exactly limit")
 {
     for (int round = 0; round < 20; ++round)
-        race_after_gaps<sliding_window_counter>(50, 1000);
+        race_after_gaps<weighted_counter>(50, 1000);
 }
 
 TEST_CASE("sliding_log never exceeds limit per window length")
@@ -159,10 +159,10 @@ TEST_CASE("sliding_log never exceeds limit per window length")
     report(r, 100 * static_cast<std::uint64_t>((r.t1 - r.t0) / w + 1));
 }
 
-TEST_CASE("sliding_window_counter never exceeds limit per window touched")
+TEST_CASE("weighted_counter never exceeds limit per window touched")
 {
     const std::int64_t w = 1'000'000;
-    sliding_window_counter c(100, std::chrono::nanoseconds{w});
+    weighted_counter c(100, std::chrono::nanoseconds{w});
     run_result r = hammer(c);
     // The estimate includes the current window's count at full weight.
     report(r, 100 * windows_touched(r, w));
@@ -171,7 +171,7 @@ TEST_CASE("sliding_window_counter never exceeds limit per window touched")
 TEST_CASE("all_of never exceeds the tightest part")
 {
     const std::int64_t T = 10'000, w = 1'000'000;
-    all_of<gcra, fixed_window> p{std::tuple{rate::every(std::chrono::nanoseconds{T}), 100},
+    composite<gcra, fixed_counter> p{std::tuple{rate::every(std::chrono::nanoseconds{T}), 100},
                                  std::tuple{50, std::chrono::nanoseconds{w}}};
     run_result r = hammer(p);
     std::uint64_t bound = std::min<std::uint64_t>(100 + static_cast<std::uint64_t>((r.t1 - r.t0) / T),
@@ -186,9 +186,9 @@ TEST_CASE("a generous limit admits every call: nothing lost")
         gcra g(rate::every(1ns), 1'000'000'000);
         CHECK(hammer(g).admitted == total_calls);
     }
-    SUBCASE("fixed_window")
+    SUBCASE("fixed_counter")
     {
-        fixed_window f(fixed_window::max_limit, 1h);
+        fixed_counter f(fixed_counter::max_limit, 1h);
         CHECK(hammer(f).admitted == total_calls);
     }
     SUBCASE("sliding_log")
@@ -196,15 +196,15 @@ TEST_CASE("a generous limit admits every call: nothing lost")
         sliding_log l(total_calls, 1h);
         CHECK(hammer(l).admitted == total_calls);
     }
-    SUBCASE("sliding_window_counter")
+    SUBCASE("weighted_counter")
     {
-        sliding_window_counter c(sliding_window_counter::max_limit, 1h);
+        weighted_counter c(weighted_counter::max_limit, 1h);
         CHECK(hammer(c).admitted == total_calls);
     }
     SUBCASE("all_of")
     {
-        all_of<gcra, sliding_window_counter> p{std::tuple{rate::every(1ns), 1'000'000'000},
-                                               std::tuple{sliding_window_counter::max_limit, 1h}};
+        composite<gcra, weighted_counter> p{std::tuple{rate::every(1ns), 1'000'000'000},
+                                               std::tuple{weighted_counter::max_limit, 1h}};
         CHECK(hammer(p).admitted == total_calls);
     }
 }

@@ -123,7 +123,7 @@ TEST_CASE("fake client: try sends one GCRA call with both keys and completes wit
     f.client.answer({}, ints({1, 0, 8, 200'000, 1'000'000, 5, 2, 100'000, 10}));
     f.run();
     REQUIRE(got);
-    CHECK(got->allowed);
+    CHECK(got->admitted);
     CHECK(got->remaining == 8);
     auto s = tb.stats();
     CHECK(s.commands == 1);
@@ -187,15 +187,15 @@ TEST_CASE("fake client: Redis unreachable, the fallback decides, one probe per i
         CHECK_FALSE(ec);
         d1 = d;
     });
-    f.client.answer(make_error_code(sluice::error::timed_out));
+    f.client.answer(make_error_code(sluice::error::backend_unavailable));
     f.run();
     REQUIRE(d1);
-    CHECK(d1->allowed);   // the local fallback (5/s, burst 5)
+    CHECK(d1->admitted);   // the local fallback (5/s, burst 5)
     CHECK(tb.stats().degraded);
     // Degraded: nothing goes to Redis until the probe interval has passed.
     int local = 0;
     for (int i = 0; i < 10; ++i)
-        tb.async_try_acquire("k", 1, [&](error_code, sluice::decision d) { local += d.allowed; });
+        tb.async_try_acquire("k", 1, [&](error_code, sluice::decision d) { local += d.admitted; });
     f.run();
     CHECK(f.client.calls.empty());
     CHECK(local == 4);   // burst 5 of the fallback, one taken before
@@ -207,11 +207,11 @@ TEST_CASE("fake client: Redis unreachable, the fallback decides, one probe per i
     f.client.answer({}, gcra_granted(0));
     f.run();
     REQUIRE(probe);
-    CHECK(probe->allowed);
+    CHECK(probe->admitted);
     CHECK_FALSE(tb.stats().degraded);
 }
 
-TEST_CASE("fake client: a request beyond the burst in force is error::exceeds_burst after its round trip")
+TEST_CASE("fake client: a request beyond the burst in force is error::exceeds_limit after its round trip")
 {
     fixture f;
     redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10);
@@ -220,7 +220,7 @@ TEST_CASE("fake client: a request beyond the burst in force is error::exceeds_bu
     f.client.answer({}, ints({0, 0, 10, 0, 1'000'000, 0, 0, 100'000, 10}));
     f.run();
     REQUIRE(got);
-    CHECK(*got == sluice::error::exceeds_burst);
+    CHECK(*got == sluice::error::exceeds_limit);
 }
 
 TEST_CASE("fake client: the window's waiter keeps its ticket across retries and leaves the queue when cancelled")
@@ -267,11 +267,11 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     ask();   // refused locally while the run is on its way
     f.run();
     REQUIRE(got.size() == 1);
-    CHECK_FALSE(got[0].allowed);
+    CHECK_FALSE(got[0].admitted);
     f.client.answer({}, ints({1, 0, 0, 0, 1'000'000, 9, 1, 100, 10}));
     f.run();
     REQUIRE(got.size() == 2);
-    CHECK(got[1].allowed);
+    CHECK(got[1].admitted);
     // The run doubles (requests found it used up); the next is reserved in the background.
     REQUIRE(f.client.calls.size() == 1);
     CHECK(f.client.calls[0].args[2] == "2");
@@ -283,8 +283,8 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     ask();
     f.run();
     REQUIRE(got.size() == 4);
-    CHECK(got[2].allowed);
-    CHECK_FALSE(got[3].allowed);
+    CHECK(got[2].admitted);
+    CHECK_FALSE(got[3].admitted);
     CHECK(got[3].retry_after == 100us);
     // The one slot held ends within a spacing (plus two round trips) of now: the next run
     // is on its way already.

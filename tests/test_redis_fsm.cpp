@@ -37,7 +37,7 @@ constexpr std::int64_t us = 1'000;
 verdict granted(std::int64_t wait_us, std::int64_t state = 42, std::int64_t taken = 1)
 {
     verdict v;
-    v.allowed = true;
+    v.admitted = true;
     v.wait_us = wait_us;
     v.state = state;
     v.taken = taken;
@@ -84,7 +84,7 @@ struct fake_core {
     sluice::decision fallback_try(const std::string&, std::uint64_t)
     {
         sluice::decision d;
-        d.allowed = fallback_grants;
+        d.admitted = fallback_grants;
         return d;
     }
     bool leasing() const { return opts.lease_size > 0; }
@@ -151,7 +151,7 @@ TEST_CASE("bucket acquire: a slot due now completes at once; a refusal consumes 
     redis::detail::bucket_acquire_fsm f("k", 1, 1 * ms);
     f.start(c, 0);
     CHECK(f.on_reply(c, {}, p(refused(3'000)), false, rt, 0).next == op_step::kind::complete);
-    CHECK(f.error() == sluice::error::would_exceed_timeout);
+    CHECK(f.error() == sluice::error::timed_out);
     CHECK(c.rejected == 1);
     CHECK(c.refunds.empty());
 }
@@ -289,7 +289,7 @@ TEST_CASE("window acquire: sleep until retry_after, ask again, give up past the 
     s = f.on_wake(c, {}, false, 109 * ms);
     REQUIRE(s.next == op_step::kind::eval);
     CHECK(f.on_reply(c, {}, p(refused(1'001)), false, rt, 109 * ms).next == op_step::kind::complete);
-    CHECK(f.error() == sluice::error::would_exceed_timeout);
+    CHECK(f.error() == sluice::error::timed_out);
     CHECK(c.rejected == 1);
     // Giving up leaves the queue.
     REQUIRE(c.left_queue.size() == 1);
@@ -302,7 +302,7 @@ TEST_CASE("window acquire: a wait longer than the deadline fails fast; a grant a
     redis::detail::window_acquire_fsm f("k", 1, 10 * ms);
     f.start(c, 0);
     CHECK(f.on_reply(c, {}, p(refused(10'001)), false, rt, 0).next == op_step::kind::complete);
-    CHECK(f.error() == sluice::error::would_exceed_timeout);
+    CHECK(f.error() == sluice::error::timed_out);
     CHECK(c.rejected == 1);
 
     redis::detail::window_acquire_fsm g("k", 1, 10 * ms);
@@ -339,7 +339,7 @@ TEST_CASE("try: one script call, cancellable; errors and the fallback")
     CHECK(s.request.n == 3);
     CHECK(s.cancellable);
     f.on_reply(c, {}, p(refused(2'000)), false, rt, 0);
-    CHECK_FALSE(f.result().allowed);
+    CHECK_FALSE(f.result().admitted);
     CHECK(f.result().retry_after == std::chrono::milliseconds(2));
     CHECK(c.rejected == 1);
 
@@ -347,7 +347,7 @@ TEST_CASE("try: one script call, cancellable; errors and the fallback")
     g.start(c, 0);
     g.on_reply(c, unreachable_ec, nullptr, false, rt, 0);
     CHECK_FALSE(g.error());
-    CHECK(g.result().allowed);   // the local fallback granted
+    CHECK(g.result().admitted);   // the local fallback granted
     CHECK(c.by_fallback == 1);
 
     c.opts.on_failure = redis::failure_policy::fail_closed;
@@ -374,12 +374,12 @@ TEST_CASE("try with leasing: the book answers locally, fetches a run when empty,
     for (int i = 0; i < 2; ++i) {
         redis::detail::try_fsm b("k", 1);
         CHECK(b.start(c, c.now_ns).next == op_step::kind::post);
-        CHECK_FALSE(b.result().allowed);
+        CHECK_FALSE(b.result().admitted);
         CHECK(b.result().retry_after == std::chrono::nanoseconds(c.lim.spacing_ns));
     }
     c.now_ns += 200 * us;
     a.on_reply(c, {}, p(granted(0, 500, 1)), false, {0, 200}, c.now_ns);
-    CHECK(a.result().allowed);
+    CHECK(a.result().admitted);
     CHECK(c.book.run() == 2);
     REQUIRE(c.prefetches.size() == 1);   // nothing held, demand is steady: reserve ahead
     CHECK(c.prefetches[0] == 2);
@@ -397,9 +397,9 @@ TEST_CASE("try with leasing: the book answers locally, fetches a run when empty,
     // The first slot is due now, the second in 100 us: not before.
     redis::detail::try_fsm d1("k", 1), d2("k", 1);
     d1.start(c, c.now_ns);
-    CHECK(d1.result().allowed);
+    CHECK(d1.result().admitted);
     d2.start(c, c.now_ns);
-    CHECK_FALSE(d2.result().allowed);
+    CHECK_FALSE(d2.result().admitted);
     CHECK(d2.result().retry_after == std::chrono::microseconds(100));
 }
 
@@ -411,7 +411,7 @@ TEST_CASE("lease book: a refused run holds refusals locally; slots expire unused
     REQUIRE(t.next == lease_book::step::fetch);
     // Not even one slot within the horizon: 80 ms away, 50 ms allowed.
     auto d = b.fill(lim, 1, refused(80'000), 0, 100 * us).d;
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after == std::chrono::milliseconds(30));
     t = b.take(lim, 1, 29 * ms);
     CHECK(t.next == lease_book::step::local);   // no round trip while the refusal holds
@@ -422,9 +422,9 @@ TEST_CASE("lease book: a refused run holds refusals locally; slots expire unused
     // A run of 4, the last 3 ms ahead: slots at +0, +1, +2, +3 ms.
     b.fill(lim, 0, granted(3'000, 900, 4), 30 * ms, 100 * us);
     CHECK(b.held(lim, 30 * ms) == 4);
-    CHECK(b.take(lim, 1, 30 * ms).d.allowed);
+    CHECK(b.take(lim, 1, 30 * ms).d.admitted);
     t = b.take(lim, 1, 30 * ms + 999'999);
-    CHECK_FALSE(t.d.allowed);
+    CHECK_FALSE(t.d.admitted);
     CHECK(t.d.retry_after == std::chrono::nanoseconds(1));
     // Nobody asks for a while: the other three expire 50 ms after their slots.
     CHECK(b.held(lim, 83 * ms) == 1);
@@ -482,7 +482,7 @@ struct gcra_server {
         }
         for (std::int64_t i = 1; i <= k; ++i) out.push_back(zz + i * interval);
         z = zz + k * interval;
-        v.allowed = true;
+        v.admitted = true;
         v.wait_us = std::max<std::int64_t>(0, z - now);
         v.state = z;
         v.taken = k;
@@ -494,7 +494,7 @@ struct sim_result {
     std::int64_t granted = 0;
     std::int64_t commands = 0;
     std::int64_t early = 0;        // a slot handed out before its time on the server
-    double allowed = 0;
+    double allowed = 0;   // what the rate allows over the run
 };
 
 // P processes, each asking for one permit every `poll_ns` (saturating demand), with its
@@ -545,8 +545,8 @@ sim_result simulate(std::int64_t interval_us, int procs, std::int64_t seconds_ms
                 for (auto s : f.slots) p.slots.push_back(s);
                 auto fr = p.book.fill(lim, f.n, f.v, t, p.rtt);
                 const auto& d = fr.d;
-                drop_expired(p, static_cast<std::int64_t>(p.book.held(lim, t)) + (d.allowed ? static_cast<std::int64_t>(f.n) : 0));
-                if (d.allowed) {
+                drop_expired(p, static_cast<std::int64_t>(p.book.held(lim, t)) + (d.admitted ? static_cast<std::int64_t>(f.n) : 0));
+                if (d.admitted) {
                     if (p.slots.front() * us > t) ++r.early;
                     p.slots.pop_front();
                     ++r.granted;
@@ -559,12 +559,12 @@ sim_result simulate(std::int64_t interval_us, int procs, std::int64_t seconds_ms
             p.next_poll = t + poll_ns;
             auto held_before = p.book.held(lim, t);
             auto k = p.book.take(lim, 1, t);
-            drop_expired(p, static_cast<std::int64_t>(std::min<std::uint64_t>(held_before, p.book.held(lim, t) + (k.d.allowed ? 1 : 0))));
+            drop_expired(p, static_cast<std::int64_t>(std::min<std::uint64_t>(held_before, p.book.held(lim, t) + (k.d.admitted ? 1 : 0))));
             if (k.next == lease_book::step::fetch) {
                 p.flying.push_back({t + p.rtt / 2, t + p.rtt, 1, k.count, {}, {}, false});
                 continue;
             }
-            if (k.d.allowed) {
+            if (k.d.admitted) {
                 if (p.slots.front() * us > t) ++r.early;
                 p.slots.pop_front();
                 ++r.granted;

@@ -70,11 +70,11 @@ TEST_CASE("redis token bucket: try, acquire and acquire() on a live server" * do
     REQUIRE(run_until(l.io, [&] { return tries[3]->calls == 1; }));
     for (int i = 0; i < 3; ++i) {
         CHECK_FALSE(tries[i]->ec);
-        CHECK(tries[i]->d.allowed);
+        CHECK(tries[i]->d.admitted);
         CHECK(tries[i]->d.remaining == static_cast<std::uint64_t>(2 - i));
     }
     CHECK_FALSE(tries[3]->ec);
-    CHECK_FALSE(tries[3]->d.allowed);
+    CHECK_FALSE(tries[3]->d.admitted);
     CHECK(tries[3]->d.retry_after > 0ns);
     CHECK(tries[3]->d.retry_after <= 50ms);
 
@@ -82,7 +82,7 @@ TEST_CASE("redis token bucket: try, acquire and acquire() on a live server" * do
     auto other = std::make_shared<try_result>();
     tb.async_try_acquire("other", 3, try_recorder(other));
     REQUIRE(run_until(l.io, [&] { return other->calls == 1; }));
-    CHECK(other->d.allowed);
+    CHECK(other->d.admitted);
 
     // A waiting acquire: about one interval (50 ms), never less than the slot.
     auto start = std::chrono::steady_clock::now();
@@ -93,7 +93,7 @@ TEST_CASE("redis token bucket: try, acquire and acquire() on a live server" * do
     CHECK(a->at - start >= 30ms);
     CHECK(a->at - start < 500ms);
 
-    // The coroutine form, and its false on would_exceed_timeout.
+    // The coroutine form, and its false on timed_out.
     std::optional<bool> got, refused;
     asio::co_spawn(l.io, [&]() -> asio::awaitable<void> {
         got = co_await tb.acquire("api", 1s);
@@ -110,7 +110,7 @@ TEST_CASE("redis token bucket: try, acquire and acquire() on a live server" * do
     tb.async_acquire("api", 4, 1s, acq_recorder(big));
     REQUIRE(run_until(l.io, [&] { return zero->calls == 1 && big->calls == 1; }));
     CHECK(zero->ec == sluice::error::invalid_count);
-    CHECK(big->ec == sluice::error::exceeds_burst);
+    CHECK(big->ec == sluice::error::exceeds_limit);
 
     // The key is hash-tagged and expires once the bucket is full again.
     CHECK(tb.redis_key("api") == "{sluice:api}");
@@ -163,7 +163,7 @@ TEST_CASE("redis token bucket: fail fast consumes nothing" * doctest::timeout(60
     auto late = std::make_shared<acq_result>();
     tb.async_acquire("ff", 1, 20ms, acq_recorder(late));
     REQUIRE(run_until(l.io, [&] { return late->calls == 1; }));
-    CHECK(late->ec == sluice::error::would_exceed_timeout);
+    CHECK(late->ec == sluice::error::timed_out);
     CHECK(l.server.command({"GET", "{sluice:ff}"}).str == before);
 
     // The next slot is still the one right after `first`.
@@ -277,7 +277,7 @@ TEST_CASE("redis token bucket: several processes share one quota" * doctest::tim
                     ++inflight;
                     tb.async_try_acquire("shared", 1, [&](error_code ec, sluice::decision d) {
                         --inflight;
-                        if (!ec && d.allowed) ++ok;
+                        if (!ec && d.admitted) ++ok;
                         if (std::chrono::steady_clock::now() < end) issue();
                     });
                 };
@@ -333,7 +333,7 @@ TEST_CASE("redis token bucket: Redis killed and restarted mid-run, local fallbac
         tb.async_try_acquire("kr", 1, [&](error_code ec, sluice::decision d) {
             ++completed;
             CHECK_FALSE(ec);
-            if (d.allowed) ++admitted;
+            if (d.admitted) ++admitted;
             if (!stop) {
                 // Paced, so that the fallback is not just spinning.
                 auto t = std::make_shared<asio::steady_timer>(io, 1ms);
@@ -401,13 +401,13 @@ TEST_CASE("redis token bucket: failure policies while Redis is away" * doctest::
     CHECK(c2->ec == sluice::error::backend_unavailable);
     for (int i = 0; i < 3; ++i) {
         CHECK_FALSE(o[i]->ec);
-        CHECK(o[i]->d.allowed);
+        CHECK(o[i]->d.admitted);
     }
     // The local share: burst 2, then refusals.
-    CHECK(f[0]->d.allowed);
-    CHECK(f[1]->d.allowed);
-    CHECK_FALSE(f[2]->d.allowed);
-    CHECK(fa->ec == sluice::error::would_exceed_timeout);
+    CHECK(f[0]->d.admitted);
+    CHECK(f[1]->d.admitted);
+    CHECK_FALSE(f[2]->d.admitted);
+    CHECK(fa->ec == sluice::error::timed_out);
     CHECK(open.stats().fallback_decisions == 3);
     CHECK(local.stats().fallback_decisions == 4);
     CHECK(local.stats().degraded);
@@ -431,7 +431,7 @@ TEST_CASE("redis token bucket: a server that stops answering is timed out, then 
     REQUIRE(run_until(io, [&] { return t->calls && a->calls; }, 3000ms));
     CHECK(std::chrono::steady_clock::now() - start < 1500ms);
     CHECK_FALSE(t->ec);
-    CHECK(t->d.allowed);   // the local share
+    CHECK(t->d.admitted);   // the local share
     CHECK_FALSE(a->ec);
     CHECK(tb.stats().degraded);
     CHECK(tb.stats().fallback_decisions == 2);
@@ -451,10 +451,10 @@ TEST_CASE("redis token bucket: bad construction parameters throw" * doctest::tim
         }
         return error_code{};
     };
-    CHECK(code([&] { tb(conn, sluice::rate::per_second(1), 0); }) == sluice::error::invalid_burst);
+    CHECK(code([&] { tb(conn, sluice::rate::per_second(1), 0); }) == sluice::error::invalid_limit);
     // One permit in 100 years: beyond the scripts' 2^51 us.
     CHECK(code([&] { tb(conn, sluice::rate::every(std::chrono::hours(24 * 365 * 100)), 1); }) == sluice::error::invalid_rate);
-    CHECK(code([&] { tb(conn, sluice::rate::every(std::chrono::hours(24 * 365)), 100); }) == sluice::error::invalid_burst);
+    CHECK(code([&] { tb(conn, sluice::rate::every(std::chrono::hours(24 * 365)), 100); }) == sluice::error::invalid_limit);
     redis::shared_options o;
     o.expected_nodes = 0;
     CHECK(code([&] { tb(conn, sluice::rate::per_second(1), 1, o); }) == sluice::error::invalid_option);
@@ -472,7 +472,7 @@ TEST_CASE("redis token bucket: a wrong-type key is backend_error" * doctest::tim
     tb.async_acquire("list", 1, 1s, acq_recorder(a));
     REQUIRE(run_until(l.io, [&] { return t->calls && a->calls; }));
     CHECK(t->ec == sluice::error::backend_error);
-    CHECK_FALSE(t->d.allowed);
+    CHECK_FALSE(t->d.admitted);
     CHECK(a->ec == sluice::error::backend_error);
     CHECK(tb.stats().redis_errors == 2);
     CHECK_FALSE(tb.stats().degraded);   // Redis is there: not a reason to fall back
@@ -550,7 +550,7 @@ TEST_CASE("redis token bucket: leasing reserves runs of slots beyond the burst, 
         leasing.async_try_acquire("lk", 1, [&](error_code ec, sluice::decision d) {
             --inflight;
             CHECK_FALSE(ec);
-            if (d.allowed) ++admitted;
+            if (d.admitted) ++admitted;
             if (std::chrono::steady_clock::now() < end) issue();
         });
     };
@@ -599,7 +599,7 @@ TEST_CASE("redis token bucket: leasing never admits more than the rate over the 
         tb.async_try_acquire("lr", 1, [&](error_code ec, sluice::decision d) {
             --inflight;
             CHECK_FALSE(ec);
-            if (d.allowed) ++admitted;
+            if (d.admitted) ++admitted;
             if (std::chrono::steady_clock::now() < end) issue(tb);
         });
     };
@@ -627,26 +627,26 @@ TEST_CASE("redis token bucket: set_rate and set_burst from one process, every pr
     redis::token_bucket<redis::connection> b(conn2, sluice::rate::per_second(1), 10);
     auto try_n = [&](auto& lim, std::uint64_t n) { return sluice_test::try_now(l.io, lim, "cfg", n); };
     auto done = [&](auto&& start) { return sluice_test::run_to_end(l.io, start); };
-    CHECK(try_n(a, 6)->d.allowed);
+    CHECK(try_n(a, 6)->d.admitted);
     // b slows the key to one permit every 10 s: a's 4 remaining permits stay 4, and the
     // fifth comes at the new rate (up to 10 s, where the old one would take at most 1 s).
     CHECK_FALSE(done([&](auto h) { b.async_set_rate("cfg", sluice::rate::every(10s), h); }));
     auto r = try_n(a, 5);
-    CHECK_FALSE(r->d.allowed);
+    CHECK_FALSE(r->d.admitted);
     CHECK(r->d.remaining == 4);
     CHECK(r->d.retry_after > 1s);
-    CHECK(try_n(a, 4)->d.allowed);
+    CHECK(try_n(a, 4)->d.admitted);
     // b speeds it up to 1000/s: the empty bucket stays empty (no permits from the change).
     CHECK_FALSE(done([&](auto h) { b.async_set_rate("cfg", sluice::rate::per_second(1000), h); }));
     auto after = try_n(b, 10);
-    CHECK_FALSE(after->d.allowed);
+    CHECK_FALSE(after->d.admitted);
     CHECK(after->d.retry_after <= 10ms);   // the new rate
     // b lowers the burst to 2: a follows (3 can never be granted now).
     CHECK_FALSE(done([&](auto h) { b.async_set_burst("cfg", 2, h); }));
     auto big = try_n(a, 3);
-    CHECK(big->ec == sluice::error::exceeds_burst);
+    CHECK(big->ec == sluice::error::exceeds_limit);
     run_for(l.io, 5ms);
-    CHECK(try_n(a, 2)->d.allowed);
+    CHECK(try_n(a, 2)->d.admitted);
     // ... and raises it beyond a's own: a asks for 15 at once and is refused only for now.
     CHECK_FALSE(done([&](auto h) { b.async_set_burst("cfg", 20, h); }));
     auto wide = try_n(a, 15);
@@ -658,7 +658,7 @@ TEST_CASE("redis token bucket: set_rate and set_burst from one process, every pr
     CHECK(cfg.elements[3].str == "20");
 
     // Bad values: an error of their own, nothing sent.
-    CHECK(done([&](auto h) { b.async_set_burst("cfg", 0, h); }) == sluice::error::invalid_burst);
+    CHECK(done([&](auto h) { b.async_set_burst("cfg", 0, h); }) == sluice::error::invalid_limit);
     CHECK(done([&](auto h) { b.async_set_rate("cfg", sluice::rate::every(std::chrono::hours(24 * 365 * 100)), h); }) ==
           sluice::error::invalid_rate);
     b.close();
@@ -696,9 +696,9 @@ TEST_CASE("redis token bucket over a Redis Cluster: hash-tagged keys routed to t
     }, 10000ms));
     for (int k = 0; k < keys; ++k) {
         CHECK_FALSE(r[k * 3]->ec);
-        CHECK(r[k * 3]->d.allowed);
-        CHECK(r[k * 3 + 1]->d.allowed);
-        CHECK_FALSE(r[k * 3 + 2]->d.allowed);
+        CHECK(r[k * 3]->d.admitted);
+        CHECK(r[k * 3 + 1]->d.admitted);
+        CHECK_FALSE(r[k * 3 + 2]->d.admitted);
     }
     int masters_used = 0;
     for (std::size_t i = 0; i < cl.size(); ++i)

@@ -57,7 +57,7 @@ reply_ptr eval(redisContext* c, std::string_view script, const std::string& key,
 }
 
 struct verdict {
-    bool allowed = false;
+    bool admitted = false;
     std::int64_t wait = 0, remaining = 0, reset = 0, now = 0, state = 0, taken = 0, interval = 0, burst = 0;
 };
 
@@ -131,12 +131,12 @@ void gcra_equality(redisContext* c, const std::string& key, std::int64_t interva
             auto d = local.try_acquire(n, now_ns);
             INFO("step ", i, " try n ", n, " now ", now);
             REQUIRE(!d.error);
-            REQUIRE(v.allowed == d.allowed);
+            REQUIRE(v.admitted == d.admitted);
             CHECK(v.now == now);
             CHECK(v.wait * 1000 == d.retry_after.count());
             CHECK(static_cast<std::uint64_t>(v.remaining) == d.remaining);
             CHECK(v.reset * 1000 == d.reset_after.count());
-            if (v.allowed) {
+            if (v.admitted) {
                 CHECK(v.state * 1000 == local.empty_at());
                 refundable.push_back({n, v.state});
                 ++granted;
@@ -149,14 +149,14 @@ void gcra_equality(redisContext* c, const std::string& key, std::int64_t interva
                                 {num(interval_us), num(static_cast<std::int64_t>(burst)), num(static_cast<std::int64_t>(n)), num(max_wait), "reserve", num(now)}));
             auto res = local.reserve(n, now_ns, max_wait * 1000);
             INFO("step ", i, " reserve n ", n, " now ", now, " max_wait ", max_wait);
-            REQUIRE(v.allowed == res.allowed);
+            REQUIRE(v.admitted == res.admitted);
             CHECK(v.wait * 1000 == std::max<std::int64_t>(res.at - now_ns, 0));
-            if (v.allowed) {
+            if (v.admitted) {
                 CHECK(v.state * 1000 == local.empty_at());
                 refundable.push_back({n, v.state});
                 ++granted;
             } else {
-                CHECK(res.error == sluice::error::would_exceed_timeout);
+                CHECK(res.error == sluice::error::timed_out);
                 ++refused;
             }
         } else if (!refundable.empty()) {
@@ -171,9 +171,9 @@ void gcra_equality(redisContext* c, const std::string& key, std::int64_t interva
             if (local.empty_at() == rz * 1000)
                 moved = local.refund(rn, now_ns);
             INFO("step ", i, " refund n ", rn, " z ", rz, " now ", now);
-            CHECK(v.allowed == (moved > 0));
+            CHECK(v.admitted == (moved > 0));
             CHECK(v.wait * 1000 == moved);
-            if (v.allowed) ++refunds;
+            if (v.admitted) ++refunds;
         }
     }
     // The walk exercised both outcomes (and refunds where it could).
@@ -190,7 +190,7 @@ TEST_CASE("scripts may read TIME before writing, and the GCRA state expires once
 {
     server_fixture f;
     auto v = parse(eval(f.ctx.get(), sluice::redis::lua::gcra, "t:time", {"1000", "5", "1", "0", "try"}));
-    CHECK(v.allowed);
+    CHECK(v.admitted);
     CHECK(v.remaining == 4);
     CHECK(v.reset == 1000);
     auto t = command(f.ctx.get(), {"TIME"});
@@ -236,26 +236,26 @@ TEST_CASE("GCRA reservation: FIFO slots, max_wait, refund only while nothing dep
     std::int64_t t = 10'000;
     CHECK(reserve(2, 0, t).wait == 0);   // the burst
     auto a = reserve(1, 1000, t);
-    CHECK(a.allowed);
+    CHECK(a.admitted);
     CHECK(a.wait == 100);
     auto b = reserve(1, 1000, t);
     CHECK(b.wait == 200);
     // Too far: refused, nothing consumed.
     auto no = reserve(2, 399, t);
-    CHECK_FALSE(no.allowed);
+    CHECK_FALSE(no.admitted);
     CHECK(no.wait == 400);
     CHECK(reserve(1, 1000, t).wait == 300);
     // `a` is no longer the latest: its refund changes nothing.
-    CHECK_FALSE(refund(1, a.state, t).allowed);
+    CHECK_FALSE(refund(1, a.state, t).admitted);
     // The latest one can go back, and then `b` (now the latest) too.
     auto c3 = reserve(1, 1000, t);
     CHECK(c3.wait == 400);
-    CHECK(refund(1, c3.state, t).allowed);
+    CHECK(refund(1, c3.state, t).admitted);
     auto c4 = reserve(1, 1000, t);
     CHECK(c4.wait == 400);   // the slot was given back
     // A refund never fills the bucket beyond its burst.
     auto late = refund(1, c4.state, t + 1'000'000);
-    CHECK_FALSE(late.allowed);   // the key expired or the bucket is full already
+    CHECK_FALSE(late.admitted);   // the key expired or the bucket is full already
 }
 
 TEST_CASE("GCRA lease: runs of consecutive slots beyond the burst, as a model of the bucket, over random arrivals" * doctest::timeout(120))
@@ -280,13 +280,13 @@ TEST_CASE("GCRA lease: runs of consecutive slots beyond the burst, as a model of
         std::int64_t k = std::min(n, (t + horizon - zz) / interval);
         CAPTURE(i);
         if (k < 1) {
-            CHECK_FALSE(v.allowed);
+            CHECK_FALSE(v.admitted);
             CHECK(v.wait == zz + interval - t);
             CHECK(v.taken == 0);
             continue;
         }
         z = zz + k * interval;
-        REQUIRE(v.allowed);
+        REQUIRE(v.admitted);
         CHECK(v.taken == k);
         CHECK(v.state == z);
         CHECK(v.wait == std::max<std::int64_t>(0, z - t));
@@ -297,7 +297,7 @@ TEST_CASE("GCRA lease: runs of consecutive slots beyond the burst, as a model of
     }
     // The other modes refuse n beyond the burst for good: a refusal with no wait.
     auto big = parse(eval(c, sluice::redis::lua::gcra, "lease", {num(interval), num(burst), "4", "0", "try", num(t)}));
-    CHECK_FALSE(big.allowed);
+    CHECK_FALSE(big.admitted);
     CHECK(big.wait == 0);
     CHECK(big.interval == interval);
     CHECK(big.burst == burst);
@@ -343,7 +343,7 @@ TEST_CASE("GCRA configure: permits kept across a change of rate or burst, any pr
         return parse(command(c, argv));
     };
     // The key's configuration from the start: the processes' own differ.
-    REQUIRE(call(sluice::redis::lua::gcra_configure, {"100", "10", "100", "10", num(t)}).allowed);
+    REQUIRE(call(sluice::redis::lua::gcra_configure, {"100", "10", "100", "10", num(t)}).admitted);
     int changes = 0, grants = 0;
     for (int i = 0; i < 4000; ++i) {
         t += (rng() % 100 == 0) ? static_cast<std::int64_t>(rng() % 5'000'000) : static_cast<std::int64_t>(rng() % 400);
@@ -358,7 +358,7 @@ TEST_CASE("GCRA configure: permits kept across a change of rate or burst, any pr
             z = reconfigured(z, t, oi, ob, wi, wb);
             oi = wi;
             ob = wb;
-            REQUIRE(v.allowed);
+            REQUIRE(v.admitted);
             CHECK(v.interval == oi);
             CHECK(v.burst == ob);
             CHECK(v.state == z);
@@ -371,17 +371,17 @@ TEST_CASE("GCRA configure: permits kept across a change of rate or burst, any pr
         CHECK(v.burst == ob);
         std::int64_t zz = std::max(z, t - oi * ob);
         if (n > ob) {
-            CHECK_FALSE(v.allowed);
+            CHECK_FALSE(v.admitted);
             CHECK(v.wait == 0);
             continue;
         }
         bool ok = zz + n * oi <= t;
-        CHECK(v.allowed == ok);
+        CHECK(v.admitted == ok);
         if (ok) {
             z = zz + n * oi;
             ++grants;
         }
-        if (v.allowed) CHECK(v.state == z);
+        if (v.admitted) CHECK(v.state == z);
     }
     MESSAGE("changes ", changes, " grants ", grants);
     CHECK(changes > 300);
@@ -401,24 +401,24 @@ TEST_CASE("GCRA configure: examples of issue 12's rule, and the window's limit" 
     // 10/s burst 10, 5 taken: 5 left. At 20/s still 5 (not a full bucket again), at 5/s 5.
     CHECK(call(sluice::redis::lua::gcra, "a", {"100000", "10", "5", "0", "try", num(t)}).remaining == 5);
     CHECK(call(sluice::redis::lua::gcra_configure, "a", {"100000", "10", "50000", "0", num(t)}).remaining == 5);
-    CHECK_FALSE(call(sluice::redis::lua::gcra, "a", {"100000", "10", "6", "0", "try", num(t)}).allowed);
-    CHECK(call(sluice::redis::lua::gcra, "a", {"100000", "10", "5", "0", "try", num(t)}).allowed);
+    CHECK_FALSE(call(sluice::redis::lua::gcra, "a", {"100000", "10", "6", "0", "try", num(t)}).admitted);
+    CHECK(call(sluice::redis::lua::gcra, "a", {"100000", "10", "5", "0", "try", num(t)}).admitted);
     // Now empty; 1 permit back after 50 ms at the new rate (the old one would need 100).
-    CHECK(call(sluice::redis::lua::gcra, "a", {"100000", "10", "1", "0", "try", num(t + 50'000)}).allowed);
+    CHECK(call(sluice::redis::lua::gcra, "a", {"100000", "10", "1", "0", "try", num(t + 50'000)}).admitted);
     CHECK(call(sluice::redis::lua::gcra_configure, "b", {"100000", "10", "200000", "0", num(t)}).remaining == 10);
     // A full bucket that shrinks holds the new burst.
     CHECK(call(sluice::redis::lua::gcra_configure, "b", {"100000", "10", "0", "4", num(t)}).remaining == 4);
-    CHECK_FALSE(call(sluice::redis::lua::gcra, "b", {"100000", "10", "5", "0", "try", num(t)}).allowed);
+    CHECK_FALSE(call(sluice::redis::lua::gcra, "b", {"100000", "10", "5", "0", "try", num(t)}).admitted);
 
     // The window: the new limit applies to what is in the log.
     for (int i = 0; i < 3; ++i)
-        CHECK(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).allowed);
+        CHECK(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).admitted);
     auto w = call(sluice::redis::lua::sliding_log_configure, "w", {"5", "1000000", "2", "0"});
     CHECK(w.burst == 2);
-    CHECK_FALSE(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).allowed);
+    CHECK_FALSE(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).admitted);
     call(sluice::redis::lua::sliding_log_configure, "w", {"5", "1000000", "4", "0"});
-    CHECK(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).allowed);
-    CHECK_FALSE(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).allowed);
+    CHECK(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).admitted);
+    CHECK_FALSE(call(sluice::redis::lua::sliding_log, "w", {"5", "1000000", "1", num(t)}).admitted);
 }
 
 TEST_CASE("sliding log queue: waiters first come first served across processes, tries never overtake them, dead tickets dropped" * doctest::timeout(60))
@@ -431,34 +431,34 @@ TEST_CASE("sliding log queue: waiters first come first served across processes, 
         return parse(command(c, argv));
     };
     const std::int64_t t = 50'000'000;   // limit 5 per 1 s
-    CHECK(call({"5", "1000000", "3", num(t)}).allowed);
+    CHECK(call({"5", "1000000", "3", num(t)}).admitted);
     // A waiter for 4 (process A) is refused and queued; told when 2 entries leave.
     const std::string a = num(t + 10'000'000) + ":4:a";
     auto ra = call({"5", "1000000", "4", num(t + 1), a});
-    CHECK_FALSE(ra.allowed);
+    CHECK_FALSE(ra.admitted);
     CHECK(ra.wait == 1'000'000 - 1);
     // There is room for 2, but a try for 1 and a waiter for 2 (process B) come after A.
-    CHECK_FALSE(call({"5", "1000000", "1", num(t + 2)}).allowed);
+    CHECK_FALSE(call({"5", "1000000", "1", num(t + 2)}).admitted);
     const std::string b = num(t + 10'000'000) + ":2:b";
     auto rb = call({"5", "1000000", "2", num(t + 3), b});
-    CHECK_FALSE(rb.allowed);
+    CHECK_FALSE(rb.admitted);
     CHECK(rb.remaining == 0);   // A's 4 are spoken for
     CHECK(command(c, {"ZCARD", "fq:q"})->integer == 2);
     // B asks again first, once the log is empty: still behind A, which has room for its 4.
-    CHECK_FALSE(call({"5", "1000000", "2", num(t + 1'000'001), b}).allowed);
-    CHECK(call({"5", "1000000", "4", num(t + 1'000'002), a}).allowed);
+    CHECK_FALSE(call({"5", "1000000", "2", num(t + 1'000'001), b}).admitted);
+    CHECK(call({"5", "1000000", "4", num(t + 1'000'002), a}).admitted);
     // Now B's turn (4 + 2 > 5: after A's entries leave).
     auto rb2 = call({"5", "1000000", "2", num(t + 1'000'003), b});
-    CHECK_FALSE(rb2.allowed);
+    CHECK_FALSE(rb2.admitted);
     CHECK(rb2.wait == 1'000'000 - 1);
-    CHECK(call({"5", "1000000", "2", num(t + 2'000'002), b}).allowed);
+    CHECK(call({"5", "1000000", "2", num(t + 2'000'002), b}).admitted);
     CHECK(command(c, {"ZCARD", "fq:q"})->integer == 0);
 
     // A waiter that died holds its place until its deadline only.
     const std::string dead = num(t + 2'500'000) + ":5:dead";
-    CHECK(call({"5", "1000000", "5", num(t + 2'000'003), dead}).allowed == false);
-    CHECK_FALSE(call({"5", "1000000", "1", num(t + 2'400'000)}).allowed);
-    CHECK(call({"5", "1000000", "1", num(t + 3'100'000)}).allowed);
+    CHECK(call({"5", "1000000", "5", num(t + 2'000'003), dead}).admitted == false);
+    CHECK_FALSE(call({"5", "1000000", "1", num(t + 2'400'000)}).admitted);
+    CHECK(call({"5", "1000000", "1", num(t + 3'100'000)}).admitted);
     CHECK(command(c, {"ZCARD", "fq:q"})->integer == 0);
     // Leaving: the script removes the ticket.
     const std::string gone = num(t + 9'000'000) + ":5:gone";
@@ -483,7 +483,7 @@ TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * d
     CHECK(err("k", {"10", "0", "1", "0", "try"}).find("burst") != std::string::npos);
     // n beyond the burst is a refusal with no wait (it can never be granted), not an error.
     auto big = parse(eval(c, sluice::redis::lua::gcra, "k", {"10", "2", "3", "0", "try"}));
-    CHECK_FALSE(big.allowed);
+    CHECK_FALSE(big.admitted);
     CHECK(big.wait == 0);
     CHECK(err("k", {"10", "2", "1", "-1", "reserve"}).find("max_wait_us") != std::string::npos);
     CHECK(err("k", {"10", "2", "1", "0", "later"}).find("mode") != std::string::npos);
@@ -527,11 +527,11 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
                                 {num(static_cast<std::int64_t>(k.limit)), num(k.window_us), num(static_cast<std::int64_t>(n)), num(now)}));
             auto d = local.try_acquire(n, now * 1000);
             INFO("step ", i, " n ", n, " now ", now);
-            REQUIRE(v.allowed == d.allowed);
+            REQUIRE(v.admitted == d.admitted);
             CHECK(v.wait * 1000 == d.retry_after.count());
             CHECK(static_cast<std::uint64_t>(v.remaining) == d.remaining);
             CHECK(v.reset * 1000 == d.reset_after.count());
-            if (v.allowed) {
+            if (v.admitted) {
                 ++granted;
                 for (std::uint64_t j = 0; j < n; ++j) admitted.push_back(now);
                 // Permits in (now - window, now]: at most limit.
@@ -551,12 +551,12 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
 
     // Many permits at one instant: every one is its own member.
     for (int i = 0; i < 10; ++i)
-        CHECK(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "2", "7000000"})).allowed);
+        CHECK(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "2", "7000000"})).admitted);
     CHECK(command(c, {"ZCARD", "same"})->integer == 20);
-    CHECK_FALSE(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "1", "7000000"})).allowed);
+    CHECK_FALSE(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "1", "7000000"})).admitted);
     CHECK(error_text(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "0", "1"})).find("window_us") != std::string::npos);
     auto big = parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "10", "21"}));
-    CHECK_FALSE(big.allowed);
+    CHECK_FALSE(big.admitted);
     CHECK(big.wait == 0);   // beyond the limit: never
 }
 

@@ -69,11 +69,11 @@ TEST_CASE("redis sliding window: try, acquire and acquire() on a live server" * 
         REQUIRE(run_until(l.io, [&] { return r.back()->calls == 1; }));
         CHECK_FALSE(r.back()->ec);
     }
-    CHECK(r[0]->d.allowed);
-    CHECK(r[1]->d.allowed);
-    CHECK(r[2]->d.allowed);
+    CHECK(r[0]->d.admitted);
+    CHECK(r[1]->d.admitted);
+    CHECK(r[2]->d.admitted);
     CHECK(r[2]->d.remaining == 0);
-    CHECK_FALSE(r[3]->d.allowed);
+    CHECK_FALSE(r[3]->d.admitted);
     CHECK(r[3]->d.retry_after > 0ns);
     CHECK(r[3]->d.retry_after <= 300ms);
     CHECK(l.zcard("{sluice:a}") == 3);
@@ -85,7 +85,7 @@ TEST_CASE("redis sliding window: try, acquire and acquire() on a live server" * 
     w.async_acquire("a", 4, 1s, acq_recorder(big));
     REQUIRE(run_until(l.io, [&] { return zero->calls == 1 && big->calls == 1; }));
     CHECK(zero->ec == sluice::error::invalid_count);
-    CHECK(big->ec == sluice::error::exceeds_burst);
+    CHECK(big->ec == sluice::error::exceeds_limit);
 
     // The coroutine form: another key has room; this one does not within 10 ms.
     bool got = false, refused = true, done = false;
@@ -114,19 +114,19 @@ TEST_CASE("redis sliding window: set_limit and set_window from one process, ever
     window b(conn2, 5, 10s);
     auto try_n = [&](auto& lim, std::uint64_t n) { return sluice_test::try_now(l.io, lim, "wcfg", n); };
     auto done = [&](auto&& start) { return sluice_test::run_to_end(l.io, start); };
-    CHECK(try_n(a, 3)->d.allowed);
+    CHECK(try_n(a, 3)->d.admitted);
     CHECK_FALSE(done([&](auto h) { b.async_set_limit("wcfg", 2, h); }));
-    CHECK_FALSE(try_n(a, 1)->d.allowed);   // 3 in the window, limit 2
-    CHECK(try_n(a, 3)->ec == sluice::error::exceeds_burst);
+    CHECK_FALSE(try_n(a, 1)->d.admitted);   // 3 in the window, limit 2
+    CHECK(try_n(a, 3)->ec == sluice::error::exceeds_limit);
     CHECK_FALSE(done([&](auto h) { b.async_set_limit("wcfg", 8, h); }));
-    CHECK(try_n(a, 5)->d.allowed);          // 3 + 5
-    CHECK_FALSE(try_n(b, 1)->d.allowed);
+    CHECK(try_n(a, 5)->d.admitted);          // 3 + 5
+    CHECK_FALSE(try_n(b, 1)->d.admitted);
     // A window of 1 ms: the entries leave it at once.
     CHECK_FALSE(done([&](auto h) { b.async_set_window("wcfg", 1ms, h); }));
     run_for(l.io, 5ms);
-    CHECK(try_n(a, 8)->d.allowed);
-    CHECK(done([&](auto h) { b.async_set_limit("wcfg", 0, h); }) == sluice::error::invalid_burst);
-    CHECK(done([&](auto h) { b.async_set_window("wcfg", 0ms, h); }) == sluice::error::invalid_rate);
+    CHECK(try_n(a, 8)->d.admitted);
+    CHECK(done([&](auto h) { b.async_set_limit("wcfg", 0, h); }) == sluice::error::invalid_limit);
+    CHECK(done([&](auto h) { b.async_set_window("wcfg", 0ms, h); }) == sluice::error::invalid_duration);
 }
 
 TEST_CASE("redis sliding window: fail fast consumes nothing" * doctest::timeout(60))
@@ -143,7 +143,7 @@ TEST_CASE("redis sliding window: fail fast consumes nothing" * doctest::timeout(
     auto start = std::chrono::steady_clock::now();
     w.async_acquire("ff", 1, 50ms, acq_recorder(late));
     REQUIRE(run_until(l.io, [&] { return late->calls == 1; }));
-    CHECK(late->ec == sluice::error::would_exceed_timeout);
+    CHECK(late->ec == sluice::error::timed_out);
     CHECK(late->at - start < 300ms);   // at once, not after waiting
     auto after = l.server.command({"ZRANGE", "{sluice:ff}", "0", "-1", "WITHSCORES"});
     REQUIRE(after.elements.size() == before.elements.size());
@@ -241,7 +241,7 @@ TEST_CASE("redis sliding window: use_future while another thread runs the io_con
     CHECK_NOTHROW(f.get());
     auto g = w.async_try_acquire("f", 1, asio::use_future);
     REQUIRE(g.wait_for(2s) == std::future_status::ready);
-    CHECK_FALSE(g.get().allowed);
+    CHECK_FALSE(g.get().admitted);
     l.io.stop();
     runner.join();
 }
@@ -283,7 +283,7 @@ TEST_CASE("redis sliding window: several processes never exceed the limit in any
                         if (!ec)
                             grants.push_back(std::chrono::duration_cast<std::chrono::microseconds>(
                                 std::chrono::system_clock::now().time_since_epoch()).count());
-                        else if (ec != sluice::error::would_exceed_timeout)
+                        else if (ec != sluice::error::timed_out)
                             ++errors;
                         if (std::chrono::steady_clock::now() < end) issue();
                     });
@@ -391,13 +391,13 @@ TEST_CASE("redis sliding window: failure policies with Redis killed, then back" 
     CHECK(c2->ec == sluice::error::backend_unavailable);
     for (int i = 0; i < 3; ++i) {
         CHECK_FALSE(o[i]->ec);
-        CHECK(o[i]->d.allowed);
+        CHECK(o[i]->d.admitted);
         CHECK_FALSE(f[i]->ec);
     }
     // The local share: 4 / 2 per window, then refusals.
-    CHECK(f[0]->d.allowed);
-    CHECK(f[1]->d.allowed);
-    CHECK_FALSE(f[2]->d.allowed);
+    CHECK(f[0]->d.admitted);
+    CHECK(f[1]->d.admitted);
+    CHECK_FALSE(f[2]->d.admitted);
     // A waiter on the fallback: refused fast within 10 ms, granted when the local window
     // frees.
     auto fast = std::make_shared<acq_result>();
@@ -406,7 +406,7 @@ TEST_CASE("redis sliding window: failure policies with Redis killed, then back" 
     local.async_acquire("k", 1, 10ms, acq_recorder(fast));
     local.async_acquire("k", 1, 2s, acq_recorder(slow));
     REQUIRE(run_until(io, [&] { return fast->calls && slow->calls; }, 3000ms));
-    CHECK(fast->ec == sluice::error::would_exceed_timeout);
+    CHECK(fast->ec == sluice::error::timed_out);
     CHECK_FALSE(slow->ec);
     CHECK(slow->at - start >= 150ms);
     auto down = local.stats();
@@ -425,7 +425,7 @@ TEST_CASE("redis sliding window: failure policies with Redis killed, then back" 
     again.async_try_acquire("k2", 1, try_recorder(probe));
     REQUIRE(run_until(io, [&] { return probe->calls == 1; }));
     CHECK_FALSE(probe->ec);
-    CHECK(probe->d.allowed);
+    CHECK(probe->d.admitted);
     CHECK_FALSE(again.stats().degraded);
     CHECK(server.command({"ZCARD", "{sluice:k2}"}).integer == 1);
 }
@@ -469,12 +469,12 @@ TEST_CASE("redis sliding window: bad construction parameters throw" * doctest::t
         }
         return error_code{};
     };
-    CHECK(code([&] { window(conn, 0, 1s); }) == sluice::error::invalid_burst);
-    CHECK(code([&] { window(conn, (std::uint64_t{1} << 24) + 1, 1s); }) == sluice::error::invalid_burst);
-    CHECK(code([&] { window(conn, 1, 0ns); }) == sluice::error::invalid_rate);
-    CHECK(code([&] { window(conn, 1, -1s); }) == sluice::error::invalid_rate);
+    CHECK(code([&] { window(conn, 0, 1s); }) == sluice::error::invalid_limit);
+    CHECK(code([&] { window(conn, (std::uint64_t{1} << 24) + 1, 1s); }) == sluice::error::invalid_limit);
+    CHECK(code([&] { window(conn, 1, 0ns); }) == sluice::error::invalid_duration);
+    CHECK(code([&] { window(conn, 1, -1s); }) == sluice::error::invalid_duration);
     // 100 years: beyond the script's 2^51 us.
-    CHECK(code([&] { window(conn, 1, std::chrono::hours(24 * 365 * 100)); }) == sluice::error::invalid_rate);
+    CHECK(code([&] { window(conn, 1, std::chrono::hours(24 * 365 * 100)); }) == sluice::error::invalid_duration);
     redis::shared_options o;
     o.expected_nodes = 0;
     CHECK(code([&] { window(conn, 1, 1s, o); }) == sluice::error::invalid_option);

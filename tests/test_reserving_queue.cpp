@@ -33,7 +33,7 @@ constexpr std::int64_t forever = max_ns;
 struct fixture {
     explicit fixture(std::uint64_t burst = 1, sluice::limiter_options o = {}) : q(o, rate::per_second(10), burst)
     {
-        REQUIRE(q.try_acquire(burst, t0).allowed);
+        REQUIRE(q.try_acquire(burst, t0).admitted);
     }
 
     test_waiter* ask(std::uint64_t n, std::int64_t max_wait, std::int64_t now, bool expect_queued = true)
@@ -86,7 +86,7 @@ TEST_CASE("reserving_queue: answered at once: granted from the bucket, too long,
     {
         std::int64_t before = f.q.policy().empty_at();
         auto* w = f.ask(2, 199 * ms, t0, false);
-        CHECK(w->result == error::would_exceed_timeout);
+        CHECK(w->result == error::timed_out);
         CHECK(f.q.policy().empty_at() == before);
         auto* ok = f.ask(2, 200 * ms, t0);   // exactly as long as allowed
         CHECK(ok->queued);
@@ -94,7 +94,7 @@ TEST_CASE("reserving_queue: answered at once: granted from the bucket, too long,
     SUBCASE("bad input")
     {
         CHECK(f.ask(0, forever, t0, false)->result == error::invalid_count);
-        CHECK(f.ask(4, forever, t0, false)->result == error::exceeds_burst);
+        CHECK(f.ask(4, forever, t0, false)->result == error::exceeds_limit);
     }
 }
 
@@ -194,14 +194,14 @@ TEST_CASE("reserving_queue: queue bounds refuse with queue_full and consume noth
         CHECK(b->result == error::queue_full);
         auto* c = pool.make();
         CHECK_FALSE(q.enqueue(c, 3, forever, t0));
-        CHECK(c->result == error::exceeds_burst);
+        CHECK(c->result == error::exceeds_limit);
     }
 }
 
 TEST_CASE("reserving_queue: a rate change rescales queued slots and pending refunds around now")
 {
     queue q({}, rate::per_second(1), 1);
-    REQUIRE(q.try_acquire(1, t0).allowed);
+    REQUIRE(q.try_acquire(1, t0).admitted);
     sluice_test::waiter_pool pool;
     std::vector<test_waiter*> w;
     for (int i = 0; i < 4; ++i) {
@@ -251,14 +251,14 @@ TEST_CASE("reserving_queue: a blocking caller's reservation takes its place in t
     fixture f;
     f.ask(1, forever, t0);   // +100
     sluice::reservation r = f.q.reserve_blocking(1, t0, forever);
-    CHECK(r.allowed);
+    CHECK(r.admitted);
     CHECK(r.at == t0 + 200 * ms);
     auto* after = f.ask(1, forever, t0);
     CHECK(f.q.policy().empty_at() == t0 + 300 * ms);
     handed_out([&](auto& d) { f.q.cancel(after, t0, d); });
     f.q.unreserve_blocking(1, t0);
     CHECK(f.q.policy().empty_at() == t0 + 100 * ms);
-    CHECK(f.q.reserve_blocking(1, t0, 100 * ms).error == error::would_exceed_timeout);
+    CHECK(f.q.reserve_blocking(1, t0, 100 * ms).error == error::timed_out);
 }
 
 // ---- model -------------------------------------------------------------------------------
@@ -329,15 +329,15 @@ struct model {
                 return false;
             }
             if (fifo.empty() && n == 0) ec = error::invalid_count;
-            else if (fifo.empty() && n > burst) ec = error::exceeds_burst;
+            else if (fifo.empty() && n > burst) ec = error::exceeds_limit;
             else ec = error::queue_full;
             return false;
         }
         if (n == 0) { ec = error::invalid_count; return false; }
-        if (n > burst) { ec = error::exceeds_burst; return false; }
+        if (n > burst) { ec = error::exceeds_limit; return false; }
         i128 nz = t - credit(t) + static_cast<i128>(n) * interval;
         if (nz >= max_ns || nz - t > max_wait) {
-            ec = error::would_exceed_timeout;
+            ec = error::timed_out;
             return false;
         }
         take(n, t);

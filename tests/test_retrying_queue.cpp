@@ -1,7 +1,7 @@
 // The retrying queue (window policies' waiters) on its own: no io_context, no timer;
 // every `now` is passed by hand.
 #include <sluice/detail/retrying_queue.hpp>
-#include <sluice/policy/fixed_window.hpp>
+#include <sluice/policy/fixed_counter.hpp>
 #include <sluice/policy/sliding_log.hpp>
 
 #include <boost/asio/error.hpp>
@@ -22,7 +22,7 @@ using sluice::detail::max_ns;
 using sluice_test::handed_out;
 using sluice_test::ids;
 using sluice_test::test_waiter;
-using fixed = sluice::detail::retrying_queue<sluice::policy::fixed_window>;
+using fixed = sluice::detail::retrying_queue<sluice::policy::fixed_counter>;
 
 namespace {
 
@@ -37,7 +37,7 @@ TEST_SUITE_BEGIN("retrying_queue");
 TEST_CASE("retrying_queue: the head is retried when its window opens; only the head is granted")
 {
     fixed q({}, 3, 1s);
-    REQUIRE(q.try_acquire(3, t0).allowed);
+    REQUIRE(q.try_acquire(3, t0).admitted);
     sluice_test::waiter_pool pool;
     auto* a = pool.make();
     auto* b = pool.make();
@@ -57,29 +57,29 @@ TEST_CASE("retrying_queue: the head is retried when its window opens; only the h
 TEST_CASE("retrying_queue: try_acquire never passes a queued waiter, and says when to retry")
 {
     fixed q({}, 2, 1s);
-    REQUIRE(q.try_acquire(2, t0).allowed);
+    REQUIRE(q.try_acquire(2, t0).admitted);
     sluice_test::waiter_pool pool;
     auto* w = pool.make();
     REQUIRE(q.enqueue(w, 2, forever, t0));
     auto d = q.try_acquire(1, t0 + 5 * s);   // room now, but the waiter comes first
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after.count() > 0);
-    CHECK(q.try_acquire(3, t0 + 5 * s).error == error::exceeds_burst);
+    CHECK(q.try_acquire(3, t0 + 5 * s).error == error::exceeds_limit);
     handed_out([&](auto& dl) { q.release_due(t0 + 5 * s, dl); });
     CHECK_FALSE(w->queued);
-    CHECK_FALSE(q.try_acquire(1, t0 + 5 * s).allowed);   // the waiter took the window
-    CHECK(q.try_acquire(1, t0 + 6 * s).allowed);
+    CHECK_FALSE(q.try_acquire(1, t0 + 5 * s).admitted);   // the waiter took the window
+    CHECK(q.try_acquire(1, t0 + 6 * s).admitted);
 }
 
 TEST_CASE("retrying_queue: a request is refused when the queue ahead makes its wait too long, consuming nothing")
 {
     fixed q({}, 2, 1s);
-    REQUIRE(q.try_acquire(2, t0).allowed);
+    REQUIRE(q.try_acquire(2, t0).admitted);
     sluice_test::waiter_pool pool;
     REQUIRE(q.enqueue(pool.make(), 2, forever, t0));   // the next window
     auto* late = pool.make();
     CHECK_FALSE(q.enqueue(late, 1, s, t0));            // the one after: 2 s away
-    CHECK(late->result == error::would_exceed_timeout);
+    CHECK(late->result == error::timed_out);
     CHECK(q.queued_permits() == 2);
     auto* fits = pool.make();
     CHECK(q.enqueue(fits, 1, 2 * s, t0));
@@ -90,7 +90,7 @@ TEST_CASE("retrying_queue: a waiter past its deadline gives up; the one behind i
     // Limit 3: 2 + 2 + 2 is predicted to end in the second window (a lower bound) but
     // needs three; c's deadline comes first.
     fixed q({}, 3, 1s);
-    REQUIRE(q.try_acquire(3, t0).allowed);
+    REQUIRE(q.try_acquire(3, t0).admitted);
     sluice_test::waiter_pool pool;
     auto* a = pool.make();
     auto* b = pool.make();
@@ -105,14 +105,14 @@ TEST_CASE("retrying_queue: a waiter past its deadline gives up; the one behind i
     CHECK(q.wake_at() == t0 + 2 * s + s / 2);
     auto out = handed_out([&](auto& dl) { q.release_due(t0 + 2 * s + s / 2, dl); });
     CHECK(ids(out) == std::vector{c->id, d->id});
-    CHECK(c->result == error::would_exceed_timeout);
+    CHECK(c->result == error::timed_out);
     CHECK_FALSE(d->result);
 }
 
 TEST_CASE("retrying_queue: cancelling the head lets the next one go in the open window")
 {
     fixed q({}, 2, 1s);
-    REQUIRE(q.try_acquire(1, t0).allowed);
+    REQUIRE(q.try_acquire(1, t0).admitted);
     sluice_test::waiter_pool pool;
     auto* big = pool.make();
     auto* small = pool.make();
@@ -128,7 +128,7 @@ TEST_CASE("retrying_queue: cancelling the head lets the next one go in the open 
 TEST_CASE("retrying_queue: raising the limit releases who fits; lowering it under the head's request fails it")
 {
     fixed q({}, 4, 1s);
-    REQUIRE(q.try_acquire(4, t0).allowed);
+    REQUIRE(q.try_acquire(4, t0).admitted);
     sluice_test::waiter_pool pool;
     auto* a = pool.make();
     auto* b = pool.make();
@@ -139,14 +139,14 @@ TEST_CASE("retrying_queue: raising the limit releases who fits; lowering it unde
     // b can never be granted under a limit of 2: it fails now instead of waiting forever.
     out = handed_out([&](auto& dl) { q.reconfigure([&](std::int64_t) { q.policy().set_limit(2); }, t0, dl); });
     CHECK(ids(out) == std::vector{b->id});
-    CHECK(b->result == error::exceeds_burst);
+    CHECK(b->result == error::exceeds_limit);
     CHECK(q.size() == 0);
 }
 
 TEST_CASE("retrying_queue: queue bounds, close, and the blocking caller's turn")
 {
     fixed q({.max_queued = 1}, 1, 1s);
-    REQUIRE(q.try_acquire(1, t0).allowed);
+    REQUIRE(q.try_acquire(1, t0).admitted);
     sluice_test::waiter_pool pool;
     auto* a = pool.make();
     REQUIRE(q.enqueue(a, 1, forever, t0));
@@ -155,20 +155,20 @@ TEST_CASE("retrying_queue: queue bounds, close, and the blocking caller's turn")
     CHECK(full->result == error::queue_full);
     // A blocking caller counts the queued permits ahead of it.
     sluice::reservation r = q.reserve_blocking(1, t0 + s, forever);
-    CHECK_FALSE(r.allowed);
+    CHECK_FALSE(r.admitted);
     CHECK(r.at == t0 + 2 * s);
     auto out = handed_out([&](auto& dl) { q.close(make_error_code(error::closed), t0, dl); });
     CHECK(ids(out) == std::vector{a->id});
     CHECK(a->result == error::closed);
     CHECK(q.queued_permits() == 0);
-    CHECK(q.reserve_blocking(1, t0 + s, forever).allowed);
+    CHECK(q.reserve_blocking(1, t0 + s, forever).admitted);
 }
 
 TEST_CASE("retrying_queue: a sliding log waiter is retried when the oldest entry leaves the window")
 {
     sluice::detail::retrying_queue<sluice::policy::sliding_log> q({}, 2, 1s);
-    REQUIRE(q.try_acquire(1, t0).allowed);
-    REQUIRE(q.try_acquire(1, t0 + s / 2).allowed);
+    REQUIRE(q.try_acquire(1, t0).admitted);
+    REQUIRE(q.try_acquire(1, t0 + s / 2).admitted);
     sluice_test::waiter_pool pool;
     auto* a = pool.make();
     auto* b = pool.make();
@@ -234,7 +234,7 @@ struct model {
                 entry& h = fifo.front();
                 if (h.n > limit) {
                     out.push_back(h.w);
-                    ecs.push_back(error::exceeds_burst);
+                    ecs.push_back(error::exceeds_limit);
                 } else if (fits(h.n, t)) {
                     count[win(t)] += h.n;
                     out.push_back(h.w);
@@ -248,7 +248,7 @@ struct model {
                                          [](const entry& a, const entry& b) { return a.deadline < b.deadline; });
             if (late == fifo.end() || late->deadline > t) break;
             out.push_back(late->w);
-            ecs.push_back(error::would_exceed_timeout);
+            ecs.push_back(error::timed_out);
             fifo.erase(late);
         }
         return out;
@@ -300,7 +300,7 @@ void run_model(std::uint64_t seed, std::uint64_t limit, const sluice::limiter_op
             } else if (ahead == 0 && m.fits(n, t)) {
                 m.count[m.win(t)] += n;
             } else if (m.predict(ahead + n, t) - t > max_wait) {
-                want = error::would_exceed_timeout;
+                want = error::timed_out;
             } else {
                 want_queued = true;
                 m.fifo.push_back({w, n, max_wait == max_ns ? max_ns : t + max_wait});
@@ -313,7 +313,7 @@ void run_model(std::uint64_t seed, std::uint64_t limit, const sluice::limiter_op
             std::uint64_t n = 1 + g.next() % m.limit;
             bool want = m.fifo.empty() && m.fits(n, t);
             if (want) m.count[m.win(t)] += n;
-            CHECK(q.try_acquire(n, t).allowed == want);
+            CHECK(q.try_acquire(n, t).admitted == want);
         } else if (op < 60 && !live.empty()) {
             test_waiter* w = live[g.next() % live.size()];
             auto it = std::find_if(m.fifo.begin(), m.fifo.end(), [&](auto& e) { return e.w == w; });

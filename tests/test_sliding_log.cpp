@@ -36,13 +36,13 @@ struct log_model {
         sluice::decision d;
         if (n == 0 || n > limit) {
             d.retry_after = std::chrono::nanoseconds::max();
-            d.error = n == 0 ? error::invalid_count : error::exceeds_burst;
+            d.error = n == 0 ? error::invalid_count : error::exceeds_limit;
             return d;
         }
         std::uint64_t in_window = live(t);
         std::uint64_t free = in_window >= limit ? 0 : limit - in_window;
         if (in_window + n <= limit) {
-            d.allowed = true;
+            d.admitted = true;
             d.remaining = free - n;
             if (consume) {
                 i128 stamp = stamps.empty() ? i128(t) : std::max(stamps.back(), i128(t));
@@ -59,7 +59,7 @@ struct log_model {
             d.retry_after = std::chrono::nanoseconds{at >= i64_max ? i64_max : clamp64(at - t)};
         }
         i128 newest = stamps.empty() ? i128(i64_min) : stamps.back();
-        if (d.allowed && !consume) newest = std::max(newest, i128(t));
+        if (d.admitted && !consume) newest = std::max(newest, i128(t));
         d.reset_after = std::chrono::nanoseconds{clamp64(std::max<i128>(std::min<i128>(newest + w, i64_max) - t, 0))};
         return d;
     }
@@ -71,7 +71,7 @@ struct log_model {
             std::uint64_t want = i == ahead ? n : 1;
             for (;;) {
                 sluice::decision d = copy.decide(want, t, true);
-                if (d.allowed) break;
+                if (d.admitted) break;
                 if (d.retry_after == std::chrono::nanoseconds::max()) return i64_max;
                 t = clamp64(i128(t) + d.retry_after.count());
             }
@@ -122,7 +122,7 @@ TEST_CASE("sliding_log matches a literal timestamp log on random arrivals")
                     if (op < 70) {
                         sluice::decision got = l.try_acquire(n, now);
                         check_same(got, m.decide(n, now, true));
-                        if (got.allowed) admitted(n);
+                        if (got.admitted) admitted(n);
                     } else if (op < 80) {
                         check_same(l.check(n, now), m.decide(n, now, false));
                     } else {
@@ -134,22 +134,22 @@ TEST_CASE("sliding_log matches a literal timestamp log on random arrivals")
                         std::int64_t predicted = l.predict(n, now, ahead);
                         sluice::reservation got = l.reserve(n, now, max_wait, ahead);
                         if (want.error) {
-                            CHECK_FALSE(got.allowed);
+                            CHECK_FALSE(got.admitted);
                             CHECK(got.error == want.error);
-                        } else if (ahead == 0 && want.allowed) {
-                            CHECK(got.allowed);
+                        } else if (ahead == 0 && want.admitted) {
+                            CHECK(got.admitted);
                             CHECK(got.at == now);
                             CHECK_FALSE(got.error);
                             m.decide(n, now, true);
                             admitted(n);
                         } else {
-                            CHECK_FALSE(got.allowed);
+                            CHECK_FALSE(got.admitted);
                             CHECK(got.at == predicted);
                             CHECK(got.at >= now);
                             CHECK(got.at <= m.simulate(n, now, ahead));
                             if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
                             bool late = i128(got.at) - now > max_wait;
-                            CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
+                            CHECK(got.error == (late ? boost::system::error_code(error::timed_out)
                                                      : boost::system::error_code()));
                         }
                     }
@@ -170,16 +170,16 @@ TEST_CASE("sliding_log matches a literal timestamp log on random arrivals")
 TEST_CASE("sliding_log: the strong guarantee across a fixed-window boundary")
 {
     sliding_log l(4, 1000ns);
-    CHECK(l.try_acquire(4, 999).allowed);
+    CHECK(l.try_acquire(4, 999).admitted);
     auto d = l.try_acquire(1, 1000);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after.count() == 999);
     CHECK(d.reset_after.count() == 999);
     CHECK(d.remaining == 0);
-    CHECK_FALSE(l.try_acquire(1, 1998).allowed);
-    CHECK(l.try_acquire(4, 1999).allowed);
+    CHECK_FALSE(l.try_acquire(1, 1998).admitted);
+    CHECK(l.try_acquire(4, 1999).admitted);
     // A backward step stamps at the newest instant: it only delays.
-    CHECK_FALSE(l.try_acquire(1, 500).allowed);
+    CHECK_FALSE(l.try_acquire(1, 500).admitted);
     CHECK(l.try_acquire(1, 500).retry_after.count() == 2999 - 500);
 }
 
@@ -190,67 +190,67 @@ TEST_CASE("sliding_log: first call anywhere, extremes")
         CAPTURE(start);
         sliding_log l(3, 1000ns);
         auto d = l.try_acquire(3, start);
-        CHECK(d.allowed);
+        CHECK(d.admitted);
         CHECK(d.remaining == 0);
         auto e = l.try_acquire(1, start);
-        CHECK_FALSE(e.allowed);
+        CHECK_FALSE(e.admitted);
         CHECK(e.retry_after.count() == (start > i64_max - 1000 ? i64_max : 1000));
     }
     // "Long ago" is INT64_MIN: within one window of it a fresh log still counts its
     // initial stamps (a limitation of the int64 range). It never grants more.
     sliding_log early(3, 1000ns);
-    CHECK_FALSE(early.try_acquire(1, i64_min + 999).allowed);
+    CHECK_FALSE(early.try_acquire(1, i64_min + 999).admitted);
     CHECK(early.try_acquire(1, i64_min + 999).retry_after == 1ns);
-    CHECK(early.try_acquire(3, i64_min + 1000).allowed);
+    CHECK(early.try_acquire(3, i64_min + 1000).admitted);
     sliding_log year(1, std::chrono::hours(24 * 365));
-    CHECK(year.try_acquire(1, -5).allowed);
+    CHECK(year.try_acquire(1, -5).admitted);
     CHECK(year.try_acquire(1, -5).retry_after.count() == 365LL * 86400 * 1'000'000'000);
     sliding_log big(sliding_log::max_limit, 1s);
-    CHECK(big.try_acquire(sliding_log::max_limit, 0).allowed);
-    CHECK_FALSE(big.try_acquire(1, 999'999'999).allowed);
-    CHECK(big.try_acquire(1, 1'000'000'000).allowed);
+    CHECK(big.try_acquire(sliding_log::max_limit, 0).admitted);
+    CHECK_FALSE(big.try_acquire(1, 999'999'999).admitted);
+    CHECK(big.try_acquire(1, 1'000'000'000).admitted);
 }
 
 TEST_CASE("sliding_log: bad input")
 {
-    CHECK(thrown([] { sliding_log l(0, 1s); }) == error::invalid_burst);
-    CHECK(thrown([] { sliding_log l(sliding_log::max_limit + 1, 1s); }) == error::invalid_burst);
-    CHECK(thrown([] { sliding_log l(1, 0s); }) == error::invalid_rate);
+    CHECK(thrown([] { sliding_log l(0, 1s); }) == error::invalid_limit);
+    CHECK(thrown([] { sliding_log l(sliding_log::max_limit + 1, 1s); }) == error::invalid_limit);
+    CHECK(thrown([] { sliding_log l(1, 0s); }) == error::invalid_duration);
     sliding_log l(3, 1s);
     CHECK(l.try_acquire(0, 0).error == error::invalid_count);
-    CHECK(l.try_acquire(4, 0).error == error::exceeds_burst);
+    CHECK(l.try_acquire(4, 0).error == error::exceeds_limit);
     CHECK(l.reserve(0, 0, 0).error == error::invalid_count);
-    CHECK(l.reserve(4, 0, 0).error == error::exceeds_burst);
-    CHECK(l.try_acquire(3, 0).allowed);
-    CHECK(thrown([&] { l.set_limit(0); }) == error::invalid_burst);
+    CHECK(l.reserve(4, 0, 0).error == error::exceeds_limit);
+    CHECK(l.try_acquire(3, 0).admitted);
+    CHECK(thrown([&] { l.set_limit(0); }) == error::invalid_limit);
     CHECK(l.limit() == 3);
 }
 
 TEST_CASE("sliding_log: reserve, predict and set_limit")
 {
     sliding_log l(3, 1000ns);
-    CHECK(l.try_acquire(1, 100).allowed);
-    CHECK(l.try_acquire(1, 200).allowed);
-    CHECK(l.try_acquire(1, 300).allowed);
+    CHECK(l.try_acquire(1, 100).admitted);
+    CHECK(l.try_acquire(1, 200).admitted);
+    CHECK(l.try_acquire(1, 300).admitted);
     auto r = l.reserve(2, 400, 5000);
-    CHECK_FALSE(r.allowed);
+    CHECK_FALSE(r.admitted);
     CHECK_FALSE(r.error);
     CHECK(r.at == 1200);
-    CHECK(l.reserve(2, 400, 799).error == error::would_exceed_timeout);
+    CHECK(l.reserve(2, 400, 799).error == error::timed_out);
     CHECK(l.predict(1, 400) == 1100);
     CHECK(l.predict(1, 400, 2) == 1300);
     CHECK(l.predict(1, 400, 3) == 2100);
-    CHECK(l.check(1, 1100).allowed);
+    CHECK(l.check(1, 1100).admitted);
     // Growing keeps the newest timestamps; the new room is free at once.
     l.set_limit(5);
     CHECK(l.limit() == 5);
-    CHECK(l.try_acquire(2, 400).allowed);
-    CHECK_FALSE(l.try_acquire(1, 400).allowed);
+    CHECK(l.try_acquire(2, 400).admitted);
+    CHECK_FALSE(l.try_acquire(1, 400).admitted);
     CHECK(l.try_acquire(1, 400).retry_after.count() == 700);
     // Shrinking keeps the newest: two stamps at 400.
     l.set_limit(2);
-    CHECK_FALSE(l.try_acquire(1, 1399).allowed);
-    CHECK(l.try_acquire(2, 1400).allowed);
+    CHECK_FALSE(l.try_acquire(1, 1399).admitted);
+    CHECK(l.try_acquire(2, 1400).admitted);
 }
 
 TEST_SUITE_END();

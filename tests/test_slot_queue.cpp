@@ -62,8 +62,8 @@ TEST_CASE("slot_queue: answered at once: bad input, no wait allowed, queue bound
         return w->result;
     };
     CHECK(ask(0, forever) == error::invalid_count);
-    CHECK(ask(3, forever) == error::exceeds_burst);
-    CHECK(ask(1, 0) == error::would_exceed_timeout);
+    CHECK(ask(3, forever) == error::exceeds_limit);
+    CHECK(ask(1, 0) == error::timed_out);
     auto* w = pool.make();
     CHECK(q.enqueue(w, 2, forever, t0));
     CHECK(ask(1, forever) == error::queue_full);
@@ -103,7 +103,7 @@ TEST_CASE("slot_queue: cancelling the head lets smaller ones in; cancelling twic
     CHECK(q.in_use() == 2);
 }
 
-TEST_CASE("slot_queue: set_limit grants who now fits; a head above the new limit fails with exceeds_burst")
+TEST_CASE("slot_queue: set_limit grants who now fits; a head above the new limit fails with exceeds_limit")
 {
     slot_queue q({}, 2);
     REQUIRE(q.try_acquire(2, t0));
@@ -116,7 +116,7 @@ TEST_CASE("slot_queue: set_limit grants who now fits; a head above the new limit
     CHECK(ids(out) == std::vector{a->id});
     out = handed_out([&](auto& d) { q.set_limit(1, d); });
     CHECK(ids(out) == std::vector{b->id});
-    CHECK(b->result == error::exceeds_burst);
+    CHECK(b->result == error::exceeds_limit);
     // Slots in use above the new limit stay in use; none is handed out until they return.
     CHECK(q.in_use() == 3);
     CHECK_FALSE(q.try_acquire(1, t0));
@@ -161,7 +161,7 @@ struct model {
         while (!fifo.empty()) {
             entry& h = fifo.front();
             if (h.n > limit) {
-                ecs.push_back(error::exceeds_burst);
+                ecs.push_back(error::exceeds_limit);
             } else if (in_use + h.n <= limit) {
                 in_use += h.n;
                 held.push_back(h.n);
@@ -213,11 +213,11 @@ void run_model(std::uint64_t seed, std::uint64_t limit)
             boost::system::error_code want;
             bool want_queued = false;
             if (n == 0) want = error::invalid_count;
-            else if (n > m.limit) want = error::exceeds_burst;
+            else if (n > m.limit) want = error::exceeds_limit;
             else if (m.fifo.empty() && m.in_use + n <= m.limit) {
                 m.in_use += n;
                 held.push_back(n);
-            } else if (max_wait == 0) want = error::would_exceed_timeout;
+            } else if (max_wait == 0) want = error::timed_out;
             else {
                 want_queued = true;
                 m.fifo.push_back({w, n, max_wait == max_ns ? max_ns : t + max_wait});

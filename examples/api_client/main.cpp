@@ -310,7 +310,7 @@ struct client {
         std::fprintf(stderr, "%s[%5.1fs] sent %llu  200: %llu  429: %llu  last second %llu/s  limiter %.1f/s%s%s",
                      tty ? "\r" : "", t, static_cast<unsigned long long>(sent),
                      static_cast<unsigned long long>(by_status[200]), static_cast<unsigned long long>(by_status[429]),
-                     static_cast<unsigned long long>(sent - last_tick_sent), limiter.get_rate().per_second(),
+                     static_cast<unsigned long long>(sent - last_tick_sent), limiter.rate().per_second(),
                      limiter.paused() ? "  (paused: Retry-After)" : "", tty && !final_line ? "   " : "\n");
         last_tick_sent = sent;
     }
@@ -478,7 +478,7 @@ int main(int argc, char** argv)
     const auto st = c.limiter.stats();
     std::printf("adaptations: %llu (final limiter rate %.1f/s, pauses for Retry-After: %llu, malformed fields "
                 "ignored: %llu)\n",
-                count(st.adaptations), c.limiter.get_rate().per_second(), count(st.pauses), count(st.malformed_fields));
+                count(st.adaptations), c.limiter.rate().per_second(), count(st.pauses), count(st.malformed_fields));
     if (c.server_policy) {
         const auto& p = *c.server_policy;
         auto burst = sluice::http::uint_extension(p.extensions, "sluice-burst");

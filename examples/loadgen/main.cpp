@@ -138,7 +138,7 @@ struct generator {
     asio::awaitable<void> schedule()
     {
         // A fresh bucket would grant a slack's worth of permits at once: take them first.
-        while (bucket.try_acquire().allowed) {
+        while (bucket.try_acquire().admitted) {
         }
         for (std::uint64_t i = 0; i < total; ++i) {
             if (!co_await bucket.acquire() || stopping) break;

@@ -492,7 +492,7 @@ private:
         auto d = per_client_.try_acquire(std::string_view(client));
         std::uint64_t remaining = d.remaining;
         auto reset_after = d.reset_after;
-        if (d.allowed) {
+        if (d.admitted) {
             metrics_.admitted.fetch_add(1, std::memory_order_relaxed);
         } else {
             bool granted = false;
@@ -518,7 +518,7 @@ private:
                     auto res = text(http::status::service_unavailable, "shutting down\n");
                     set_retry_after(res, 1);
                     co_return res;
-                } else if (ec != sluice::error::would_exceed_timeout) {
+                } else if (ec != sluice::error::timed_out) {
                     co_return text(http::status::internal_server_error, ec.message() + "\n");
                 }
             }

@@ -25,17 +25,17 @@ public:
     /// Whether the permits were granted.
     explicit operator bool() const noexcept { return !ec_; }
 
-    /// Refused because the wait would exceed max_wait (error::would_exceed_timeout, nothing
+    /// Refused because the wait would exceed max_wait (error::timed_out, nothing
     /// consumed) or the deadline passed while queued (error::timed_out).
     bool timed_out() const noexcept
     {
-        return ec_ == sluice::error::would_exceed_timeout || ec_ == sluice::error::timed_out;
+        return ec_ == sluice::error::timed_out;
     }
 
     /// Refused because the limiter was closed or destroyed (error::closed).
     bool closed() const noexcept { return ec_ == sluice::error::closed; }
 
-    /// Why it was refused (empty when granted): also error::queue_full, error::exceeds_burst,
+    /// Why it was refused (empty when granted): also error::queue_full, error::exceeds_limit,
     /// error::invalid_count, asio::error::operation_aborted (cancelled).
     const boost::system::error_code& error() const noexcept { return ec_; }
 

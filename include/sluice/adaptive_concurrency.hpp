@@ -39,7 +39,7 @@ namespace sluice {
 ///     // else the permit's destructor reports success and the latency
 ///
 /// Waiting follows concurrency_limit's rules: FIFO, max_wait a deadline (0: fail at once
-/// with error::would_exceed_timeout when no slot is free), a queue bound
+/// with error::timed_out when no slot is free), a queue bound
 /// (limiter_options::max_queued), close(). A permit holds one slot.
 ///
 /// Executor: completion handlers run on their associated executor (the limiter's when they
@@ -182,7 +182,7 @@ public:
     permit try_acquire() { return state_->try_acquire(1) ? permit(state_, state_type::now()) : permit(); }
 
     /// Waits for a slot. Handler signature: void(boost::system::error_code, permit).
-    /// Errors: error::would_exceed_timeout (max_wait 0 and no slot free), error::timed_out
+    /// Errors: error::timed_out (max_wait 0 and no slot free), error::timed_out
     /// (deadline reached while queued), error::queue_full, error::closed,
     /// asio::error::operation_aborted (cancelled). The permit is empty on error.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, permit))

@@ -1,4 +1,4 @@
-// A limiter whose rate follows the server: a token bucket that an adaptive_rate_controller
+// A limiter whose sluice::rate follows the server: a token bucket that an adaptive_rate_controller
 // moves, and a gate that holds every request while the server has asked for a pause.
 #pragma once
 
@@ -88,7 +88,7 @@ struct adaptive_acquire_op {
         const std::int64_t now = State::now_ns();
         const std::int64_t until = s->paused_until.load();
         if (now < until) {
-            if (until > deadline) return finish(self, error::would_exceed_timeout);
+            if (until > deadline) return finish(self, error::timed_out);
             // `self` (and with it `s`) moves into the timer, whose handler may run on another
             // thread before the lock is released: keep the state alive until then.
             const auto keep = s;
@@ -103,7 +103,7 @@ struct adaptive_acquire_op {
         at = phase::bucket;
         const auto max_wait =
             deadline == std::numeric_limits<std::int64_t>::max() ? wait_forever : std::chrono::nanoseconds(deadline - now);
-        if (max_wait < std::chrono::nanoseconds::zero()) return finish(self, error::would_exceed_timeout);
+        if (max_wait < std::chrono::nanoseconds::zero()) return finish(self, error::timed_out);
         const auto keep = s;
         keep->bucket.async_acquire(n, max_wait, std::move(self));
     }
@@ -180,7 +180,7 @@ public:
     };
 
     /// Throws system_error(error::invalid_option) for bad options (see
-    /// adaptive_rate_options), error::invalid_burst for burst 0.
+    /// adaptive_rate_options), error::invalid_limit for burst 0.
     adaptive_rate(const std::type_identity_t<Executor>& ex, adaptive_rate_options opts, std::uint64_t burst = 1,
                   const limiter_options& lo = {})
         : state_(std::make_shared<state_type>(ex, std::move(opts), burst, lo))
@@ -233,7 +233,7 @@ public:
     /// Waits for a pause to end, then for n permits.
     ///
     /// Handler signature: void(boost::system::error_code). Errors: as
-    /// basic_limiter::async_acquire; error::would_exceed_timeout also when the pause alone
+    /// basic_limiter::async_acquire; error::timed_out also when the pause alone
     /// outlasts max_wait. Per-operation cancellation: terminal, partial and total, in the
     /// pause and in the bucket. The completion never runs inside this call.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
@@ -288,7 +288,7 @@ public:
     }
 
     /// The rate the bucket runs at now.
-    rate get_rate() const noexcept { return state_->bucket.get_rate(); }
+    sluice::rate rate() const noexcept { return state_->bucket.rate(); }
 
     /// Whether a pause lasts at `now`, and until when.
     bool paused(time_point now = Clock::now()) const noexcept

@@ -1,5 +1,5 @@
 // The sans-io core of sluice::adaptive_rate: turns what a server says in its responses
-// (status, RateLimit / RateLimit-Policy, Retry-After) into the rate a client should send
+// (status, RateLimit / RateLimit-Policy, Retry-After) into the sluice::rate a client should send
 // at, and into pauses. No I/O and no clock: every call takes `now`, so that its behaviour
 // is tested by simulation against simulated servers (tests/test_adaptive_rate.cpp).
 #pragma once
@@ -27,13 +27,13 @@ namespace sluice {
 /// invalid_option) at construction: nothing is clamped silently.
 struct adaptive_rate_options {
     /// The rate before the server has said anything. Within [floor, ceiling].
-    rate initial = rate::per_second(10);
+    sluice::rate initial = sluice::rate::per_second(10);
     /// The rate never goes below floor, whatever the server says (a server may pause the
     /// client with Retry-After, though).
-    rate floor = rate::per_second(1);
+    sluice::rate floor = sluice::rate::per_second(1);
     /// Nor above ceiling: a server's RateLimit fields cannot make the client faster than
     /// this (draft-ietf-httpapi-ratelimit-headers-11, section 8.5.1).
-    rate ceiling = rate::per_second(1000);
+    sluice::rate ceiling = sluice::rate::per_second(1000);
     /// Longest pause honoured for one Retry-After (or exhausted window); a longer one is
     /// cut to this and counted in stats().pauses_cut, so that a hostile value cannot stop
     /// the client for ever. > 0.
@@ -322,7 +322,7 @@ private:
         return true;
     }
 
-    // The rate this service limit asks for, or -1 when it says nothing usable.
+    // The sluice::rate this service limit asks for, or -1 when it says nothing usable.
     double limit_target(const http::service_limit& l, bool refused, duration now, double dt, bool& paused)
     {
         auto& s = state_of(l.name);
@@ -405,15 +405,15 @@ private:
         }
         if (capacity <= 1) return nominal; // r is 0 after every request at any pace: keep to q / w
         const double fill = std::min(1.0, found / capacity);
-        // No integration past a bound the rate is pinned at (anti-windup).
+        // No integration past a bound the sluice::rate is pinned at (anti-windup).
         const bool pinned = (rate_ >= ceiling_ && fill > 0.5) || (rate_ <= floor_ && fill < 0.5);
         // Integrated over the client's own sending interval at most: a quota found full after
         // a pause the server asked for says nothing about the rate.
         const double step = std::min(dt, 2 / rate_);
         if (!pinned) s.gain = std::clamp(s.gain * std::exp((fill - 0.5) * step), min_gain, max_gain);
         if (refused) s.gain = std::max(min_gain, s.gain * 0.75);
-        // The proportional part moves the rate by up to +-50 % as the quota fills or drains.
-        // When the capacity is worth less than 100 ms at the nominal rate, the client learns
+        // The proportional part moves the sluice::rate by up to +-50 % as the quota fills or drains.
+        // When the capacity is worth less than 100 ms at the nominal sluice::rate, the client learns
         // of its fill too late for that (a round trip is news that old, with the quota
         // emptied meanwhile), so the part shrinks to what the capacity covers.
         const double k = std::clamp(capacity / (nominal * 0.1), 0.05, 1.0);

@@ -2,13 +2,13 @@
 #pragma once
 
 #include <sluice/basic_limiter.hpp>
-#include <sluice/policy/all_of.hpp>
+#include <sluice/policy/composite.hpp>
 
 #include <tuple>
 
 namespace sluice {
 
-/// Asynchronous composite (policy::all_of): grants n permits only when every part grants
+/// Asynchronous composite (policy::composite): grants n permits only when every part grants
 /// them, and never consumes from one part when another rejects. Waiters are retried when
 /// the latest of the parts' predictions comes.
 ///
@@ -32,8 +32,8 @@ namespace sluice {
 /// threads and io_contexts at once. Every decision takes the composite's mutex for a short
 /// critical section over all parts; waiting requests and update() also take the limiter's.
 template <class Clock, class Executor, class... P>
-class basic_all_of : public basic_limiter<policy::all_of<P...>, Clock, Executor> {
-    using base = basic_limiter<policy::all_of<P...>, Clock, Executor>;
+class basic_all_of : public basic_limiter<policy::composite<P...>, Clock, Executor> {
+    using base = basic_limiter<policy::composite<P...>, Clock, Executor>;
 
 public:
     /// The limiter's type on another executor type, as on Asio's I/O objects (what
@@ -68,7 +68,7 @@ public:
     template <std::size_t I, class F>
     void update(F&& f)
     {
-        this->reconfigure([&](policy::all_of<P...>& p, std::int64_t now) { f(p.template part<I>(), now); });
+        this->reconfigure([&](policy::composite<P...>& p, std::int64_t now) { f(p.template part<I>(), now); });
     }
 };
 

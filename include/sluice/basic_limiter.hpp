@@ -136,9 +136,9 @@ public:
     /// Handler signature: void(boost::system::error_code). Works with use_awaitable,
     /// deferred, use_future, as_tuple, callbacks and the awaitable operators.
     ///
-    /// Errors: error::would_exceed_timeout at once (nothing consumed) when the predicted
+    /// Errors: error::timed_out at once (nothing consumed) when the predicted
     /// wait, counting every request queued before this one, exceeds max_wait; error::
-    /// queue_full at once when the limiter's queue bound is reached; error::exceeds_burst /
+    /// queue_full at once when the limiter's queue bound is reached; error::exceeds_limit /
     /// error::invalid_count for requests that can never be granted; error::closed after
     /// close(); asio::error::operation_aborted when cancelled.
     ///
@@ -159,7 +159,7 @@ public:
 
     /// Waits for one permit for at most max_wait. The result converts to true when granted;
     /// otherwise it tells why not: timed_out() (the wait would have exceeded max_wait,
-    /// nothing consumed), closed(), or error() for the rest (queue_full, exceeds_burst,
+    /// nothing consumed), closed(), or error() for the rest (queue_full, exceeds_limit,
     /// operation_aborted when cancelled). It never throws for an error_code.
     boost::asio::awaitable<acquire_result> acquire(std::chrono::nanoseconds max_wait = wait_forever)
     {

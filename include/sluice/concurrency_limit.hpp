@@ -32,7 +32,7 @@ namespace sluice {
 /// Waiting follows the rate limiters' rules: FIFO (a large request is never starved),
 /// a queue bound (limiter_options::max_queued), close(). The length of a wait cannot be predicted (it depends on when permits are
 /// returned), so max_wait is a deadline: max_wait 0 fails at once with
-/// error::would_exceed_timeout when no slot is free, and a waiter still queued at its
+/// error::timed_out when no slot is free, and a waiter still queued at its
 /// deadline completes with error::timed_out (as late as limiter_options::coalesce, never
 /// early).
 ///
@@ -126,7 +126,7 @@ public:
         std::uint64_t n_ = 0;
     };
 
-    /// Throws system_error(error::invalid_burst) for a limit of 0.
+    /// Throws system_error(error::invalid_limit) for a limit of 0.
     concurrency_limit(const std::type_identity_t<Executor>& ex, std::uint64_t limit, const limiter_options& opts = {})
         : state_(std::make_shared<state_type>(ex, opts, check(limit)))
     {
@@ -160,8 +160,8 @@ public:
     }
 
     /// Waits for n slots. Handler signature: void(boost::system::error_code, permit).
-    /// Errors: error::would_exceed_timeout (max_wait 0 and no slot free), error::timed_out
-    /// (deadline reached while queued), error::queue_full, error::exceeds_burst (n above
+    /// Errors: error::timed_out (max_wait 0 and no slot free), error::timed_out
+    /// (deadline reached while queued), error::queue_full, error::exceeds_limit (n above
     /// the limit), error::invalid_count (n == 0), error::closed,
     /// asio::error::operation_aborted (cancelled). The permit is empty on error.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, permit))
@@ -190,7 +190,7 @@ public:
     }
 
     /// Changes the limit; permits out stay valid, waiters are granted as slots allow. A
-    /// waiter asking for more than the new limit completes with error::exceeds_burst.
+    /// waiter asking for more than the new limit completes with error::exceeds_limit.
     void set_limit(std::uint64_t limit)
     {
         check(limit);
@@ -245,7 +245,7 @@ private:
     static std::uint64_t check(std::uint64_t limit)
     {
         if (limit == 0)
-            throw boost::system::system_error(make_error_code(error::invalid_burst));
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
         return limit;
     }
 

@@ -13,7 +13,7 @@ namespace sluice {
 /// The answer to a non-blocking request.
 struct decision {
     /// Whether the permits were granted (and consumed).
-    bool allowed = false;
+    bool admitted = false;
 
     /// When rejected: how long until the same request would be granted if nothing else
     /// consumed in between; exact and rounded up, never 0. nanoseconds::max() when it
@@ -27,25 +27,25 @@ struct decision {
     std::chrono::nanoseconds reset_after{0};
 
     /// Set when the request is invalid: error::invalid_count (n == 0) or
-    /// error::exceeds_burst (n larger than the limiter ever grants at once).
+    /// error::exceeds_limit (n larger than the limiter ever grants at once).
     boost::system::error_code error;
 
     /// Whether the permits were granted: `allowed`.
-    explicit operator bool() const noexcept { return allowed; }
+    explicit operator bool() const noexcept { return admitted; }
 };
 
 /// The answer to reserve(n, now, max_wait): either the permits are committed and become
 /// usable at `at`, or nothing was consumed and `at` is the earliest predicted time.
 struct reservation {
     /// True when the permits are committed (consumed) and usable from `at` on.
-    bool allowed = false;
+    bool admitted = false;
 
     /// Nanoseconds on the limiter's clock: the ready time when granted, else the
     /// predicted earliest time the request could be granted.
     std::int64_t at = 0;
 
-    /// error::would_exceed_timeout when the predicted wait is longer than max_wait;
-    /// error::invalid_count / error::exceeds_burst for bad requests. Empty when granted,
+    /// error::timed_out when the predicted wait is longer than max_wait;
+    /// error::invalid_count / error::exceeds_limit for bad requests. Empty when granted,
     /// or when the policy cannot commit ahead and asks to be retried at `at`.
     boost::system::error_code error;
 };
@@ -75,7 +75,7 @@ inline reservation deferred_reservation(std::int64_t at, std::int64_t now, std::
     r.at = at;
     std::int64_t wait;
     if (__builtin_sub_overflow(at, now, &wait) || wait > max_wait)
-        r.error = make_error_code(error::would_exceed_timeout);
+        r.error = make_error_code(error::timed_out);
     return r;
 }
 

@@ -8,23 +8,32 @@
 
 namespace sluice {
 
-/// Errors reported by sluice. Completion handlers receive them as
-/// boost::system::error_code; constructors throw them as boost::system::system_error.
+/// Errors reported by sluice, named for what was wrong. Completion handlers receive them
+/// as boost::system::error_code; constructors and setters throw them as
+/// boost::system::system_error. docs/guide.md ("Errors") has the same table with where
+/// each one comes from.
 enum class error {
     /// A rate is zero, negative, NaN, infinite, or faster than one permit per nanosecond.
     invalid_rate = 1,
 
-    /// A burst, limit or capacity is zero or larger than the policy can hold.
-    invalid_burst,
+    /// A limit is zero or larger than the limiter can hold: a burst, a window's limit, a
+    /// concurrency limit, a number of slots.
+    invalid_limit,
+
+    /// A duration is out of range: a window, a slack or a slot length that is not
+    /// positive (a slack may be 0), or a span that overflows 292 years.
+    invalid_duration,
 
     /// A request asked for zero permits.
     invalid_count,
 
-    /// A request asked for more permits than the limiter can ever grant at once.
-    exceeds_burst,
+    /// A request asked for more permits than the limiter can ever grant at once (more
+    /// than its burst or limit): it would never be granted.
+    exceeds_limit,
 
-    /// Granting the request would take longer than its maximum wait; nothing was consumed.
-    would_exceed_timeout,
+    /// The request could not be granted within its max_wait: predicted at once (nothing
+    /// was consumed), or its deadline passed while it waited.
+    timed_out,
 
     /// The limiter's waiting queue is full; nothing was consumed.
     queue_full,
@@ -32,21 +41,19 @@ enum class error {
     /// The limiter was closed; pending and new requests complete with this error.
     closed,
 
-    /// A wait whose length cannot be predicted (a concurrency limit) reached its maximum wait.
-    timed_out,
-
     /// A text could not be parsed (a rate such as "100/s").
     parse_error,
 
-    /// A shared backend (Redis) could not be reached in time.
-    backend_unavailable,
-
-    /// An option is out of its range (keyed_options), or a setting cannot change while in
-    /// use (the window of a tracked key).
+    /// An option is out of its range (a field of keyed_options, shared_options, the
+    /// adaptive options), or a setting that cannot change while in use was changed (the
+    /// window of a tracked key).
     invalid_option,
 
-    /// The shared backend (Redis) answered with an error reply (a wrong-type value at the
-    /// key, a script error, an out-of-memory refusal).
+    /// A shared backend (Redis) could not be reached, or did not answer in time.
+    backend_unavailable,
+
+    /// The shared backend answered with an error reply (a wrong-type value at the key, a
+    /// script error, an out-of-memory refusal).
     backend_error,
 
     /// A reply from the shared backend did not have the expected shape (garbage, a wrong

@@ -2,13 +2,13 @@
 #pragma once
 
 #include <sluice/basic_limiter.hpp>
-#include <sluice/policy/fixed_window.hpp>
+#include <sluice/policy/fixed_counter.hpp>
 
 #include <tuple>
 
 namespace sluice {
 
-/// Asynchronous fixed window limiter (policy::fixed_window): at most `limit` permits in each
+/// Asynchronous fixed window limiter (policy::fixed_counter): at most `limit` permits in each
 /// fixed window; the weak guarantee (2 * limit may pass around a boundary). Lock-free
 /// try_acquire; waiters are retried when the next window opens.
 ///
@@ -29,8 +29,8 @@ namespace sluice {
 /// threads and io_contexts at once. try_acquire is lock-free (compare-and-swaps on the
 /// policy's two words); waiting requests and set_limit take a short mutex.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
-class fixed_window : public basic_limiter<policy::fixed_window, Clock, Executor> {
-    using base = basic_limiter<policy::fixed_window, Clock, Executor>;
+class fixed_window : public basic_limiter<policy::fixed_counter, Clock, Executor> {
+    using base = basic_limiter<policy::fixed_counter, Clock, Executor>;
 
 public:
     /// The limiter's type on another executor type, as on Asio's I/O objects (what
@@ -41,7 +41,7 @@ public:
         using other = fixed_window<Clock, OtherExecutor>;
     };
 
-    /// At most `limit` permits per `window`. Throws system_error(error::invalid_burst) for a
+    /// At most `limit` permits per `window`. Throws system_error(error::invalid_limit) for a
     /// limit outside the policy's range, error::invalid_rate for a window <= 0.
     fixed_window(const std::type_identity_t<Executor>& ex, std::uint64_t limit, std::chrono::nanoseconds window,
        const limiter_options& opts = {})
@@ -60,7 +60,7 @@ public:
     /// under the new limit. Thread-safe.
     void set_limit(std::uint64_t limit)
     {
-        this->reconfigure([limit](policy::fixed_window& p, std::int64_t) { p.set_limit(limit); });
+        this->reconfigure([limit](policy::fixed_counter& p, std::int64_t) { p.set_limit(limit); });
     }
 
     /// The most permits granted per window.
@@ -77,7 +77,7 @@ public:
 
     /// Applies `c` to a live window: a new limit at once. The window length of a live
     /// window cannot change: system_error(error::invalid_option).
-    static void apply_config(policy::fixed_window& p, std::int64_t, const policy_config& c)
+    static void apply_config(policy::fixed_counter& p, std::int64_t, const policy_config& c)
     {
         if (std::get<1>(c) != p.window())
             throw boost::system::system_error(make_error_code(error::invalid_option));

@@ -55,17 +55,17 @@ public:
     /// The slack of the constructors that take none: 1 ms.
     static constexpr std::chrono::nanoseconds default_slack = std::chrono::milliseconds(1);
 
-    /// Grants spaced 1/r apart, with default_slack. Throws system_error(error::invalid_burst)
+    /// Grants spaced 1/r apart, with default_slack. Throws system_error(error::invalid_limit)
     /// when one interval plus the slack exceeds the int64 nanosecond range (292 years).
-    leaky_bucket(const std::type_identity_t<Executor>& ex, rate r, const limiter_options& opts = {})
+    leaky_bucket(const std::type_identity_t<Executor>& ex, sluice::rate r, const limiter_options& opts = {})
         : base(ex, r, 1, default_slack, opts)
     {
     }
 
     /// Grants spaced 1/r apart; a caller late by less than `slack` catches up (see the class
     /// comment). Throws system_error(error::invalid_rate) for a negative slack, and
-    /// error::invalid_burst when one interval plus the slack exceeds 292 years.
-    leaky_bucket(const std::type_identity_t<Executor>& ex, rate r, std::chrono::nanoseconds slack,
+    /// error::invalid_limit when one interval plus the slack exceeds 292 years.
+    leaky_bucket(const std::type_identity_t<Executor>& ex, sluice::rate r, std::chrono::nanoseconds slack,
                  const limiter_options& opts = {})
         : base(ex, r, 1, slack, opts)
     {
@@ -73,36 +73,36 @@ public:
 
     /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context>
-    leaky_bucket(Context& ctx, rate r, const limiter_options& opts = {})
+    leaky_bucket(Context& ctx, sluice::rate r, const limiter_options& opts = {})
         : base(Executor(ctx.get_executor()), r, 1, default_slack, opts)
     {
     }
 
     /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context>
-    leaky_bucket(Context& ctx, rate r, std::chrono::nanoseconds slack, const limiter_options& opts = {})
+    leaky_bucket(Context& ctx, sluice::rate r, std::chrono::nanoseconds slack, const limiter_options& opts = {})
         : base(Executor(ctx.get_executor()), r, 1, slack, opts)
     {
     }
 
     /// Changes the rate, counting what was consumed in permits (the catch-up available now
     /// is kept, capped by the slack); queued waiters are rescheduled at it. Thread-safe.
-    void set_rate(rate r)
+    void set_rate(sluice::rate r)
     {
         this->reconfigure([r](policy::gcra& p, std::int64_t now) { return p.set_rate(r, now); });
     }
 
     /// The rate grants are spaced at.
-    rate get_rate() const noexcept { return this->policy().get_rate(); }
+    sluice::rate rate() const noexcept { return this->policy().rate(); }
     /// How far a late caller may catch up on its schedule.
     std::chrono::nanoseconds slack() const noexcept { return this->policy().slack(); }
 
     /// One bucket's configuration, for keyed limiters: the policy's constructor arguments.
-    using policy_config = std::tuple<rate, std::uint64_t, std::chrono::nanoseconds>;
+    using policy_config = std::tuple<sluice::rate, std::uint64_t, std::chrono::nanoseconds>;
 
     /// The policy_config of a bucket built with these arguments (keyed's constructor
     /// and set_override take them).
-    static policy_config policy_args(rate r, std::chrono::nanoseconds slack = default_slack) { return {r, 1, slack}; }
+    static policy_config policy_args(sluice::rate r, std::chrono::nanoseconds slack = default_slack) { return {r, 1, slack}; }
 
     /// Applies `c` to a live bucket, keeping what it has consumed, in permits (see set_rate).
     static std::pair<std::int64_t, std::int64_t> apply_config(policy::gcra& p, std::int64_t now, const policy_config& c)

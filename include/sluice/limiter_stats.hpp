@@ -20,11 +20,11 @@ struct limiter_stats {
     std::uint64_t admitted = 0;
 
     /// Requests refused for a reason other than time: error::queue_full,
-    /// error::exceeds_burst, error::invalid_count.
+    /// error::exceeds_limit, error::invalid_count.
     std::uint64_t refused = 0;
 
     /// Requests refused because the wait would pass their max_wait (error::
-    /// would_exceed_timeout, at once and with nothing consumed), or whose max_wait passed
+    /// timed_out, at once and with nothing consumed), or whose max_wait passed
     /// while they waited (error::timed_out).
     std::uint64_t timed_out = 0;
 

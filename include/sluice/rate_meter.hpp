@@ -19,11 +19,11 @@ namespace sluice {
 /// adaptive limit.
 class rate_meter {
 public:
-    /// Throws system_error(error::invalid_rate) unless window > 0.
+    /// Throws system_error(error::invalid_duration) unless window > 0.
     explicit rate_meter(std::chrono::nanoseconds window = std::chrono::seconds(1)) : window_(window.count())
     {
         if (window_ <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_rate));
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
     }
 
     /// Records n events at `now`.

@@ -41,7 +41,7 @@ public:
         using other = sliding_window<Clock, OtherExecutor>;
     };
 
-    /// At most `limit` permits per `window`. Throws system_error(error::invalid_burst) for a
+    /// At most `limit` permits per `window`. Throws system_error(error::invalid_limit) for a
     /// limit outside the policy's range, error::invalid_rate for a window <= 0.
     sliding_window(const std::type_identity_t<Executor>& ex, std::uint64_t limit, std::chrono::nanoseconds window,
        const limiter_options& opts = {})

@@ -45,7 +45,7 @@ namespace sluice {
 /// the sender meanwhile. Each operation moves at most `chunk()` bytes (16 KiB by default),
 /// and no more than the burst of any limiter whose policy tells it (token and leaky
 /// buckets); a limiter that cannot grant a chunk at once fails the operation with
-/// error::exceeds_burst.
+/// error::exceeds_limit.
 ///
 /// Executor: the wrapped stream's. Completion handlers run on their associated executor,
 /// as the wrapped stream's operations do.
@@ -109,7 +109,7 @@ public:
 
     /// Reads at most chunk() bytes, then waits for their permits. Handler signature:
     /// void(boost::system::error_code, std::size_t). Errors: the wrapped stream's; a
-    /// limiter's (error::closed, error::exceeds_burst) with the bytes read;
+    /// limiter's (error::closed, error::exceeds_limit) with the bytes read;
     /// asio::error::operation_aborted.
     template <class MutableBufferSequence,
               BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, std::size_t))
@@ -123,7 +123,7 @@ public:
 
     /// Waits for the permits of at most chunk() bytes, then writes them. Handler
     /// signature: void(boost::system::error_code, std::size_t). Errors: the wrapped
-    /// stream's; a limiter's (error::closed, error::exceeds_burst), nothing written;
+    /// stream's; a limiter's (error::closed, error::exceeds_limit), nothing written;
     /// asio::error::operation_aborted.
     template <class ConstBufferSequence,
               BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, std::size_t))

@@ -2,13 +2,13 @@
 #pragma once
 
 #include <sluice/basic_limiter.hpp>
-#include <sluice/policy/time_wheel.hpp>
+#include <sluice/policy/slot_ring.hpp>
 
 #include <tuple>
 
 namespace sluice {
 
-/// Asynchronous time wheel (policy::time_wheel): never more than `limit` permits in any
+/// Asynchronous time wheel (policy::slot_ring): never more than `limit` permits in any
 /// `slots` consecutive slots of `slot_duration`. A ring of per-slot counters; a short
 /// critical section per decision. Waiters are retried when old slots leave the turn.
 ///
@@ -29,8 +29,8 @@ namespace sluice {
 /// threads and io_contexts at once. try_acquire takes the policy's mutex for a short
 /// critical section; waiting requests and set_limit take the limiter's.
 template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
-class time_wheel : public basic_limiter<policy::time_wheel, Clock, Executor> {
-    using base = basic_limiter<policy::time_wheel, Clock, Executor>;
+class time_wheel : public basic_limiter<policy::slot_ring, Clock, Executor> {
+    using base = basic_limiter<policy::slot_ring, Clock, Executor>;
 
 public:
     /// The limiter's type on another executor type, as on Asio's I/O objects (what
@@ -42,7 +42,7 @@ public:
     };
 
     /// At most `limit` permits per `slots` slots of `slot_duration`. Throws
-    /// system_error(error::invalid_burst) for a limit outside the policy's range,
+    /// system_error(error::invalid_limit) for a limit outside the policy's range,
     /// error::invalid_rate for a slot_duration <= 0 or a slot count outside its range.
     time_wheel(const std::type_identity_t<Executor>& ex, std::uint64_t limit, std::chrono::nanoseconds slot_duration,
        std::uint32_t slots, const limiter_options& opts = {})
@@ -70,7 +70,7 @@ public:
 
     /// Applies `c` to a live wheel: a new limit at once. Its slots cannot change while it
     /// is in use: system_error(error::invalid_option).
-    static void apply_config(policy::time_wheel& p, std::int64_t, const policy_config& c)
+    static void apply_config(policy::slot_ring& p, std::int64_t, const policy_config& c)
     {
         if (std::get<1>(c) != p.slot_duration() || std::get<2>(c) != p.slots())
             throw boost::system::system_error(make_error_code(error::invalid_option));
@@ -81,7 +81,7 @@ public:
     /// under the new limit. Thread-safe.
     void set_limit(std::uint64_t limit)
     {
-        this->reconfigure([limit](policy::time_wheel& p, std::int64_t) { p.set_limit(limit); });
+        this->reconfigure([limit](policy::slot_ring& p, std::int64_t) { p.set_limit(limit); });
     }
 
     /// The most permits granted in any `slots` consecutive slots.

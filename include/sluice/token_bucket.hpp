@@ -44,16 +44,16 @@ public:
         using other = token_bucket<Clock, OtherExecutor>;
     };
 
-    /// Throws system_error(error::invalid_burst) for burst 0 or burst * interval beyond 292
+    /// Throws system_error(error::invalid_limit) for burst 0 or burst * interval beyond 292
     /// years.
-    token_bucket(const std::type_identity_t<Executor>& ex, rate r, std::uint64_t burst, const limiter_options& opts = {})
+    token_bucket(const std::type_identity_t<Executor>& ex, sluice::rate r, std::uint64_t burst, const limiter_options& opts = {})
         : base(ex, r, burst, opts)
     {
     }
 
     /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context>
-    token_bucket(Context& ctx, rate r, std::uint64_t burst, const limiter_options& opts = {})
+    token_bucket(Context& ctx, sluice::rate r, std::uint64_t burst, const limiter_options& opts = {})
         : base(Executor(ctx.get_executor()), r, burst, opts)
     {
     }
@@ -61,7 +61,7 @@ public:
     /// Changes the rate, counting what was consumed in permits: the permits available now
     /// are kept (capped by the burst), and queued waiters are rescheduled under the new
     /// rate (their debt, the same number of permits, is repaid at it). Thread-safe.
-    void set_rate(rate r)
+    void set_rate(sluice::rate r)
     {
         this->reconfigure([r](policy::gcra& p, std::int64_t now) { return p.set_rate(r, now); });
     }
@@ -78,16 +78,16 @@ public:
     }
 
     /// The rate the bucket refills at.
-    rate get_rate() const noexcept { return this->policy().get_rate(); }
+    sluice::rate rate() const noexcept { return this->policy().rate(); }
     /// The most permits the bucket holds, and so the largest grantable request.
     std::uint64_t burst() const noexcept { return this->policy().burst(); }
 
     /// One bucket's configuration, for keyed limiters: the policy's constructor arguments.
-    using policy_config = std::tuple<rate, std::uint64_t>;
+    using policy_config = std::tuple<sluice::rate, std::uint64_t>;
 
     /// The policy_config of a bucket built with these arguments (keyed's constructor
     /// and set_override take them).
-    static policy_config policy_args(rate r, std::uint64_t burst) { return {r, burst}; }
+    static policy_config policy_args(sluice::rate r, std::uint64_t burst) { return {r, burst}; }
 
     /// Applies `c` to a live bucket, keeping what it has consumed, in permits (see set_rate
     /// and set_burst).

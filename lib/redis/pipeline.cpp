@@ -169,7 +169,7 @@ void pipeline::on_cmd_timer()
     if (queue_.empty() || state_ == state::closed) return;
     if (clock_type::now() < queue_.front_deadline()) return arm_cmd_timer();
     // A pipelined reply cannot be skipped: the late command fails and the link goes.
-    queue_.front()->complete(error::timed_out);
+    queue_.front()->complete(error::backend_unavailable);
     reset_link();
 }
 

@@ -126,7 +126,7 @@ asio::awaitable<error_code> talk(exchange_io& io, const sentinel_address& to,
     error_code ec = asio::error::host_not_found;
     for (const auto& e : endpoints) {
         // A closed socket would be opened again by async_connect: look first.
-        if (io.timed_out) co_return error::timed_out;
+        if (io.timed_out) co_return error::backend_unavailable;
         std::tie(ec) = co_await io.socket.async_connect(e.endpoint(), nothrow);
         if (!ec) {
             out.peer = e.endpoint();
@@ -178,7 +178,7 @@ asio::awaitable<exchange_result> exchange(sentinel_address to,
     exchange_result out;
     out.ec = co_await talk(*io, to, commands, out);
     timer.cancel();
-    if (io->timed_out) out.ec = error::timed_out;
+    if (io->timed_out) out.ec = error::backend_unavailable;
     co_return out;
 }
 

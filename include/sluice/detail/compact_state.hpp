@@ -46,7 +46,7 @@ struct compact_state<policy::gcra> {
     /// when granted; nullopt (and nothing changed) when the new state has no compact form.
     std::optional<decision> try_acquire(std::uint64_t& word, std::uint64_t n, std::int64_t now) const noexcept
     {
-        if (n == 0 || n > burst) return invalid_decision(n == 0 ? error::invalid_count : error::exceeds_burst);
+        if (n == 0 || n > burst) return invalid_decision(n == 0 ? error::invalid_count : error::exceeds_limit);
         int128 z = z_of(word);
         int128 start = int128(now) - tau;
         start = z > start ? z : start + slack;
@@ -61,7 +61,7 @@ struct compact_state<policy::gcra> {
         }
         if (nz <= store_words_end) return std::nullopt;
         word = static_cast<std::uint64_t>(static_cast<std::int64_t>(nz));
-        d.allowed = true;
+        d.admitted = true;
         d.remaining = available(nz, now);
         d.reset_after = std::chrono::nanoseconds{reset(nz, now)};
         return d;

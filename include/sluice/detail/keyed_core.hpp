@@ -144,10 +144,10 @@ public:
                         if (std::optional<decision> d = compact_.try_acquire(e->word, n, t)) {
                             if (created) s.wheel.schedule(h, compact_.idle_at(e->word));
                             created = false;
-                            if (d->allowed || d->error || max_wait == 0) {
-                                w->result = d->allowed ? boost::system::error_code()
+                            if (d->admitted || d->error || max_wait == 0) {
+                                w->result = d->admitted ? boost::system::error_code()
                                           : d->error   ? d->error
-                                                       : make_error_code(error::would_exceed_timeout);
+                                                       : make_error_code(error::timed_out);
                                 s.requests.count(w->result, 0);
                                 w->complete(w, false);
                                 return;
@@ -163,7 +163,7 @@ public:
                     // a waiting queue for the key.
                     reservation r = we.policy.reserve(n, t, 0, 0);
                     if (created) s.wheel.schedule(h, we.policy.idle_at(t));
-                    if (r.allowed || (r.error && (r.error != error::would_exceed_timeout || max_wait == 0))) {
+                    if (r.admitted || (r.error && (r.error != error::timed_out || max_wait == 0))) {
                         w->result = r.error;
                         s.requests.count(w->result, 0);
                         w->complete(w, false);
@@ -414,7 +414,7 @@ private:
         decision count_try(decision d, const limiter_options& o) noexcept
         {
             if (o.count_try_acquire)
-                requests.count_try(d.allowed);
+                requests.count_try(d.admitted);
             return d;
         }
 

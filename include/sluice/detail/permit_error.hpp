@@ -15,17 +15,17 @@ namespace sluice::detail {
 class permit_error {
 public:
     /// Why a failed acquire gave this empty permit: error::timed_out or
-    /// error::would_exceed_timeout (timed_out() tells either), error::closed,
-    /// error::queue_full, error::exceeds_burst, error::invalid_count,
+    /// error::timed_out (timed_out() tells either), error::closed,
+    /// error::queue_full, error::exceeds_limit, error::invalid_count,
     /// asio::error::operation_aborted. Empty for a granted, default-constructed or
     /// released permit.
     const boost::system::error_code& error() const noexcept { return ec_; }
 
     /// Whether the acquire failed on its deadline (error::timed_out or
-    /// error::would_exceed_timeout).
+    /// error::timed_out).
     bool timed_out() const noexcept
     {
-        return ec_ == sluice::error::timed_out || ec_ == sluice::error::would_exceed_timeout;
+        return ec_ == sluice::error::timed_out;
     }
 
     /// Whether the acquire failed because the limit was closed.

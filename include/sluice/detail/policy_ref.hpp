@@ -23,7 +23,7 @@ public:
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
         decision d = p_->try_acquire(n, now);
-        if (d.allowed) count(1);
+        if (d.admitted) count(1);
         return d;
     }
 
@@ -32,7 +32,7 @@ public:
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         reservation r = p_->reserve(n, now, max_wait, ahead);
-        if (r.allowed) count(1);
+        if (r.admitted) count(1);
         return r;
     }
 

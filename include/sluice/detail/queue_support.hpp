@@ -38,9 +38,9 @@ template <class Policy>
 boost::system::error_code refuse_when_full(Policy& p, std::uint64_t n, std::int64_t now, bool queue_empty) noexcept
 {
     reservation r = queue_empty ? p.reserve(n, now, 0, 0) : reservation{};
-    if (r.allowed)
+    if (r.admitted)
         return {};
-    if (r.error && r.error != error::would_exceed_timeout)
+    if (r.error && r.error != error::timed_out)
         return r.error;
     return make_error_code(error::queue_full);
 }

@@ -32,7 +32,7 @@ public:
                 stats_.total_wait = std::chrono::nanoseconds{sat_add(stats_.total_wait.count(), waited)};
                 stats_.max_wait = std::max(stats_.max_wait, std::chrono::nanoseconds{waited});
             }
-        } else if (ec == error::would_exceed_timeout || ec == error::timed_out) {
+        } else if (ec == error::timed_out) {
             ++stats_.timed_out;
         } else if (ec == boost::asio::error::operation_aborted) {
             ++stats_.cancelled;

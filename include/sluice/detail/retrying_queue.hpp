@@ -25,7 +25,7 @@ namespace sluice::detail {
 /// FIFO of waiters over a policy whose reserve() grants only at once (else predicts when
 /// to retry, counting the permits queued ahead). Only the head is ever granted, so a large
 /// request is not starved by later small ones; each waiter also sits in a deadline heap
-/// and completes with would_exceed_timeout if it is still queued at now + max_wait (the
+/// and completes with timed_out if it is still queued at now + max_wait (the
 /// prediction was a lower bound).
 ///
 /// Every member but policy() and try_acquire() is called under the owner's lock.
@@ -60,7 +60,7 @@ public:
         if (d.error)
             return d;
         std::int64_t at = policy().predict(n, now, ahead);
-        d.allowed = false;
+        d.admitted = false;
         d.retry_after = std::chrono::nanoseconds{at > now ? sat_sub(at, now) : 1};
         return d;
     }
@@ -76,7 +76,7 @@ public:
             return false;
         }
         reservation r = policy().reserve(n, now, max_wait, ahead);
-        if (r.allowed || r.error) {
+        if (r.admitted || r.error) {
             w->result = r.error;
             return false;
         }
@@ -111,7 +111,7 @@ public:
             while (!list_.empty()) {
                 waiter* w = list_.front();
                 reservation r = policy().reserve(w->n, now, max_ns, 0);
-                if (!r.allowed && (!r.error || r.error == error::would_exceed_timeout)) {
+                if (!r.admitted && (!r.error || r.error == error::timed_out)) {
                     retry_at_ = r.at;
                     break;
                 }
@@ -124,7 +124,7 @@ public:
             // Waited as long as allowed without reaching the front in time.
             waiter* late = deadlines_.top();
             remove(late, now);
-            late->result = make_error_code(error::would_exceed_timeout);
+            late->result = make_error_code(error::timed_out);
             done.push(late);
         }
         return wake_at();

@@ -50,11 +50,11 @@ public:
         if (n == 0)
             w->result = make_error_code(error::invalid_count);
         else if (n > limit_)
-            w->result = make_error_code(error::exceeds_burst);
+            w->result = make_error_code(error::exceeds_limit);
         else if (try_acquire(n, now))
             w->result = {};
         else if (max_wait <= 0)
-            w->result = make_error_code(error::would_exceed_timeout);   // it would have to wait at all
+            w->result = make_error_code(error::timed_out);   // it would have to wait at all
         else if (!bounds_.admit(list_.size(), permits_, n))
             w->result = make_error_code(error::queue_full);
         else {
@@ -75,7 +75,7 @@ public:
     }
 
     /// Changes the limit; slots in use stay in use, waiters are granted as slots allow. A
-    /// head asking for more than the new limit completes with error::exceeds_burst, as it
+    /// head asking for more than the new limit completes with error::exceeds_limit, as it
     /// would have had it asked now.
     void set_limit(std::uint64_t limit, completion_list& done)
     {
@@ -148,7 +148,7 @@ private:
             waiter* w = list_.front();
             if (w->n > limit_) {
                 remove(w);
-                w->result = make_error_code(error::exceeds_burst);
+                w->result = make_error_code(error::exceeds_limit);
                 done.push(w);
                 continue;
             }

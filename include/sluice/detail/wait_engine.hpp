@@ -257,11 +257,11 @@ private:
                 return r.error;
             slept = slept || r.at > t;
             if (!wait_until(lock, r.at)) {
-                if (r.allowed)
+                if (r.admitted)
                     queue_.unreserve_blocking(n, now());
                 return error::closed;
             }
-            if (r.allowed)
+            if (r.admitted)
                 return {};
         }
     }

@@ -49,10 +49,10 @@ public:
     /// This policy commits permits in the future: reserve() can grant a later slot.
     static constexpr bool reserves_ahead = true;
 
-    /// Throws system_error(error::invalid_burst) when burst is 0 or burst * interval + slack
-    /// exceeds the int64 nanosecond range (292 years), and error::invalid_rate for a
-    /// negative slack.
-    gcra(rate r, std::uint64_t burst, std::chrono::nanoseconds slack = {})
+    /// Throws system_error(error::invalid_limit) when burst is 0 or burst * interval
+    /// exceeds the int64 nanosecond range (292 years), and error::invalid_duration for a
+    /// negative slack or one that takes burst * interval + slack beyond that range.
+    gcra(sluice::rate r, std::uint64_t burst, std::chrono::nanoseconds slack = {})
     {
         config c = make_config(r.interval().count(), burst, slack.count());
         store(c);
@@ -72,7 +72,7 @@ public:
 
     /// Commits n permits in the future when they become available within max_wait of now
     /// (FIFO: each reservation queues behind the previous ones). Otherwise consumes
-    /// nothing and returns the predicted time with error::would_exceed_timeout.
+    /// nothing and returns the predicted time with error::timed_out.
     /// `ahead` is ignored: reservations already queued are part of the state.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait,
                         std::uint64_t /*ahead*/ = 0) noexcept
@@ -80,17 +80,17 @@ public:
         for (;;) {
             snap s = snapshot();
             if (n == 0) return detail::invalid_reservation(error::invalid_count);
-            if (n > s.c.burst) return detail::invalid_reservation(error::exceeds_burst);
+            if (n > s.c.burst) return detail::invalid_reservation(error::exceeds_limit);
             int128 nz = next_z(s.c, s.z(), n, now);
             reservation r;
             // Ready only at or past the clock's end: never.
             if (nz >= detail::max_ns || nz - now > max_wait) {
                 r.at = detail::sat_narrow(nz);
-                r.error = make_error_code(error::would_exceed_timeout);
+                r.error = make_error_code(error::timed_out);
                 return r;
             }
             if (commit(s, nz)) {
-                r.allowed = true;
+                r.admitted = true;
                 // Granted from the bucket: usable now, not before.
                 r.at = nz < now ? now : static_cast<std::int64_t>(nz);
                 return r;
@@ -132,7 +132,7 @@ public:
     /// z - now is rescaled by new interval / old interval (rounded towards now, to whole
     /// ns). Returns that factor as {new interval, old interval}. Throws like the
     /// constructor, and then changes nothing.
-    std::pair<std::int64_t, std::int64_t> set_rate(rate r, std::int64_t now)
+    std::pair<std::int64_t, std::int64_t> set_rate(sluice::rate r, std::int64_t now)
     {
         write_guard guard(*this);
         config old = current();
@@ -182,10 +182,10 @@ public:
     }
 
     /// The rate the bucket refills at.
-    rate get_rate() const noexcept { return rate::every(std::chrono::nanoseconds{interval_.load(std::memory_order_relaxed)}); }
+    sluice::rate rate() const noexcept { return sluice::rate::every(std::chrono::nanoseconds{interval_.load(std::memory_order_relaxed)}); }
     /// The most permits the bucket holds.
     std::uint64_t burst() const noexcept { return burst_.load(std::memory_order_relaxed); }
-    /// Nanoseconds between two permits: get_rate().interval().
+    /// Nanoseconds between two permits: rate().interval().
     std::int64_t interval_ns() const noexcept { return interval_.load(std::memory_order_relaxed); }
     /// How far a caller late on its schedule may catch up (0 for a token bucket).
     std::chrono::nanoseconds slack() const noexcept { return std::chrono::nanoseconds{slack_.load(std::memory_order_relaxed)}; }
@@ -206,11 +206,15 @@ private:
 
     static config make_config(std::int64_t interval, std::uint64_t burst, std::int64_t slack)
     {
-        if (interval <= 0 || slack < 0)
+        if (interval <= 0)
             throw boost::system::system_error(make_error_code(error::invalid_rate));
+        if (slack < 0)
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
         std::int64_t tau = detail::sat_mul(burst, interval);
-        if (burst == 0 || tau == detail::max_ns || detail::sat_add(tau, slack) == detail::max_ns)
-            throw boost::system::system_error(make_error_code(error::invalid_burst));
+        if (burst == 0 || tau == detail::max_ns)
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
+        if (detail::sat_add(tau, slack) == detail::max_ns)
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
         return {interval, tau + slack, burst, slack};
     }
 
@@ -251,7 +255,7 @@ private:
         for (;;) {
             snap s = snapshot();
             if (n == 0 || n > s.c.burst) {
-                d = detail::invalid_decision(n == 0 ? error::invalid_count : error::exceeds_burst);
+                d = detail::invalid_decision(n == 0 ? error::invalid_count : error::exceeds_limit);
                 return d;
             }
             // Away from the ends of the clock every step fits 64 bits: the same decision,
@@ -329,7 +333,7 @@ private:
             return true;
         }
         if (!consume || commit(s, nz)) {
-            d.allowed = true;
+            d.admitted = true;
             d.remaining = available(s.c, nz, now);
             d.reset_after = std::chrono::nanoseconds{reset(s.c, nz, now)};
             return true;
@@ -345,7 +349,7 @@ private:
     {
         snap s = snapshot();
         if (n > s.c.burst) {
-            d = detail::invalid_decision(error::exceeds_burst);
+            d = detail::invalid_decision(error::exceeds_limit);
             return true;
         }
         return decide_in<int128>(d, s, s.z(), n, now, consume);

@@ -30,8 +30,8 @@ public:
     /// The largest limit: 2^24 timestamps (128 MiB of ring).
     static constexpr std::uint64_t max_limit = std::uint64_t{1} << 24;
 
-    /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^24, and
-    /// error::invalid_rate unless window > 0.
+    /// Throws system_error(error::invalid_limit) unless 1 <= limit <= 2^24, and
+    /// error::invalid_duration unless window > 0.
     sliding_log(std::uint64_t limit, std::chrono::nanoseconds window)
         : window_(check_window(window)), ring_(check_limit(limit), detail::min_ns)
     {
@@ -56,15 +56,15 @@ public:
     }
 
     /// Grants at once when possible and nothing is `ahead`; never commits in the future.
-    /// Otherwise returns predict(n, now, ahead), with error::would_exceed_timeout beyond
+    /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
     /// max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         std::lock_guard lock(mutex_);
         const std::uint64_t limit = ring_.size();
         if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit) return detail::invalid_reservation(error::exceeds_burst);
-        if (ahead == 0 && decide(n, now, true).allowed)
+        if (n > limit) return detail::invalid_reservation(error::exceeds_limit);
+        if (ahead == 0 && decide(n, now, true).admitted)
             return {true, now, {}};
         return detail::deferred_reservation(predict_locked(n, now, ahead), now, max_wait);
     }
@@ -112,14 +112,14 @@ private:
     static std::size_t check_limit(std::uint64_t limit)
     {
         if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_burst));
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
         return static_cast<std::size_t>(limit);
     }
 
     static std::int64_t check_window(std::chrono::nanoseconds w)
     {
         if (w.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_rate));
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
         return w.count();
     }
 
@@ -156,7 +156,7 @@ private:
     {
         const std::uint64_t limit = ring_.size();
         if (n == 0) return detail::invalid_decision(error::invalid_count);
-        if (n > limit) return detail::invalid_decision(error::exceeds_burst);
+        if (n > limit) return detail::invalid_decision(error::exceeds_limit);
         decision d;
         std::int64_t nth = at(static_cast<std::size_t>(n - 1));
         std::int64_t free_at;
@@ -167,7 +167,7 @@ private:
             d.retry_after = std::chrono::nanoseconds{free_at == detail::max_ns ? detail::max_ns : free_at - now};
             d.remaining = expired(now);
         } else {
-            d.allowed = true;
+            d.admitted = true;
             d.remaining = expired(now) - n;
             if (consume) {
                 std::int64_t stamp = std::max(now, newest_);
@@ -178,7 +178,7 @@ private:
                 newest_ = stamp;
             }
         }
-        std::int64_t newest = d.allowed ? std::max(newest_, now) : newest_;
+        std::int64_t newest = d.admitted ? std::max(newest_, now) : newest_;
         std::int64_t reset = detail::sat_sub(detail::sat_add(newest, window_), now);
         d.reset_after = std::chrono::nanoseconds{reset > 0 ? reset : 0};
         return d;

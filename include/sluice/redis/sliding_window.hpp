@@ -38,7 +38,7 @@ namespace sluice::redis {
 /// share: a waiter may lose until its max_wait runs out. Prefer redis::token_bucket
 /// (one FIFO of reservations on the server) when fair waiting matters more than the
 /// strict window. A later check that finds the remaining time shorter than the wait
-/// still needed also completes with error::would_exceed_timeout.
+/// still needed also completes with error::timed_out.
 ///
 /// Operations (those of its base, shared by the Redis limiters):
 /// async_try_acquire(key, n, token), completing with void(error_code, decision) after
@@ -71,11 +71,11 @@ namespace sluice::redis {
 /// the client may (redis::connection dispatches to its executor); close() and the waiting
 /// timers belong to the client's executor. stats() is safe from any thread.
 ///
-/// Errors (completion handlers): error::invalid_count, error::exceeds_burst (n > limit),
-/// error::would_exceed_timeout (nothing consumed), error::closed,
+/// Errors (completion handlers): error::invalid_count, error::exceeds_limit (n > limit),
+/// error::timed_out (nothing consumed), error::closed,
 /// error::backend_unavailable (fail_closed while Redis is away), error::backend_error,
 /// error::protocol_error, asio::error::operation_aborted. Bad construction parameters
-/// throw system_error: error::invalid_burst (limit 0 or above 2^24), error::invalid_rate
+/// throw system_error: error::invalid_limit (limit 0 or above 2^24), error::invalid_duration
 /// (window <= 0 or above 2^51 us), error::invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
 class sliding_window : public detail::shared_limiter<detail::window_core<Client, Clock>, detail::window_acquire_fsm> {
@@ -94,7 +94,7 @@ public:
     /// limit below them refuses until enough leave the window. Other keys and the local
     /// fallback keep this limiter's configuration.
     ///
-    /// Handler signature: void(boost::system::error_code): error::invalid_burst (0 or
+    /// Handler signature: void(boost::system::error_code): error::invalid_limit (0 or
     /// more than 2^24), error::closed, the client's errors.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
                   Token = boost::asio::default_completion_token_t<typename base_type::executor_type>>
@@ -102,19 +102,19 @@ public:
                          Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
         auto req = base_type::core_type::configure_request(0, limit);
-        if (limit == 0) req.second = make_error_code(error::invalid_burst);
+        if (limit == 0) req.second = make_error_code(error::invalid_limit);
         return this->async_configure(key, req, std::forward<Token>(token));
     }
 
     /// Changes the window of `key` for every process (rounded up to whole us), as
-    /// async_set_limit. error::invalid_rate for a window <= 0 or beyond 2^51 us.
+    /// async_set_limit. error::invalid_duration for a window <= 0 or beyond 2^51 us.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
                   Token = boost::asio::default_completion_token_t<typename base_type::executor_type>>
     auto async_set_window(std::string_view key, std::chrono::nanoseconds window,
                           Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
         auto req = base_type::core_type::configure_request(window.count(), 0);
-        if (window.count() <= 0) req.second = make_error_code(error::invalid_rate);
+        if (window.count() <= 0) req.second = make_error_code(error::invalid_duration);
         return this->async_configure(key, req, std::forward<Token>(token));
     }
 

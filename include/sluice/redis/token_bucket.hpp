@@ -67,12 +67,12 @@ namespace sluice::redis {
 /// the client may (redis::connection dispatches to its executor); close() and the waiting
 /// timers belong to the client's executor. stats() is safe from any thread.
 ///
-/// Errors (completion handlers): error::invalid_count, error::exceeds_burst (bad
-/// requests), error::would_exceed_timeout (nothing consumed), error::closed,
+/// Errors (completion handlers): error::invalid_count, error::exceeds_limit (bad
+/// requests), error::timed_out (nothing consumed), error::closed,
 /// error::backend_unavailable (fail_closed while Redis is away), error::backend_error (an
 /// error reply: a wrong-type value at the key, a script error), error::protocol_error (a
 /// reply of the wrong shape), asio::error::operation_aborted. Bad construction
-/// parameters throw system_error: error::invalid_rate, invalid_burst (burst 0, or burst
+/// parameters throw system_error: error::invalid_rate, invalid_limit (burst 0, or burst
 /// times the interval in whole microseconds beyond 2^51 us), invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
 class token_bucket : public detail::shared_limiter<detail::bucket_core<Client, Clock>, detail::bucket_acquire_fsm> {
@@ -106,7 +106,7 @@ public:
     }
 
     /// Changes the burst of `key` for every process, as async_set_rate: the permits
-    /// available now are kept, capped by the new burst; a debt is kept. error::invalid_burst
+    /// available now are kept, capped by the new burst; a debt is kept. error::invalid_limit
     /// for 0, or beyond what the scripts accept (interval x burst <= 2^51 us, checked by
     /// the script: then the reply is error::backend_error and nothing changes).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
@@ -115,7 +115,7 @@ public:
                          Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
         auto req = base_type::core_type::configure_request(0, burst);
-        if (burst == 0) req.second = make_error_code(error::invalid_burst);
+        if (burst == 0) req.second = make_error_code(error::invalid_limit);
         return this->async_configure(key, req, std::forward<Token>(token));
     }
 

@@ -68,7 +68,7 @@ protected:
     template <class Ctx>
     op_step fallback_done(Ctx& c, const boost::system::error_code& e)
     {
-        if (!e || e == error::would_exceed_timeout)
+        if (!e || e == error::timed_out)
             c.count(!e, true);
         return finish(e, false);
     }
@@ -93,7 +93,7 @@ protected:
         }
         c.on_reply(*v, rt);
         if (v->exceeds())
-            return finish(error::exceeds_burst, false);
+            return finish(error::exceeds_limit, false);
         return std::nullopt;
     }
 
@@ -135,9 +135,9 @@ public:
     {
         if (auto s = unusable(c, e, v, cancelled, rt, max_wait_ns_))
             return *s;
-        if (!v->allowed) {
+        if (!v->admitted) {
             c.count(false, false);
-            return finish(error::would_exceed_timeout, false);
+            return finish(error::timed_out, false);
         }
         if (cancelled || c.closed()) {
             c.refund(key_, n_, v->state);
@@ -223,7 +223,7 @@ private:
     {
         if (auto s = unusable(c, e, v, cancelled, rt, left(now)))
             return *s;
-        if (v->allowed) {
+        if (v->admitted) {
             // Granted permits are consumed whatever happened meanwhile: report them (the
             // script took the ticket out of the queue).
             queued_ = false;
@@ -238,7 +238,7 @@ private:
         std::int64_t wait_ns = sluice::detail::sat_mul(static_cast<std::uint64_t>(v->wait_us), 1000);
         if (wait_ns > left(now)) {
             c.count(false, false);
-            return finish(error::would_exceed_timeout, false);
+            return finish(error::timed_out, false);
         }
         st_ = state::sleeping;
         return op_step::sleep(wait_ns);
@@ -320,7 +320,7 @@ public:
             c.on_error();
             return finish(e, false);
         }
-        if (!v || !v->allowed) {
+        if (!v || !v->admitted) {
             c.on_error();
             return finish(error::protocol_error, false);
         }

@@ -82,7 +82,8 @@ public:
     // set_rate / set_burst: the request, or the error of a bad value.
     static std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t interval_ns, std::uint64_t burst)
     {
-        return detail::configure_request(interval_ns, burst, static_cast<std::uint64_t>(lua::max_span_us), lua::max_span_us);
+        return detail::configure_request(interval_ns, burst, static_cast<std::uint64_t>(lua::max_span_us), lua::max_span_us,
+                                        error::invalid_rate);
     }
 
     std::int64_t interval_us() const noexcept { return interval_us_; }
@@ -194,7 +195,7 @@ private:
         if (us > lua::max_span_us)
             throw boost::system::system_error(make_error_code(error::invalid_rate));
         if (burst == 0 || burst > static_cast<std::uint64_t>(lua::max_span_us / us))
-            throw boost::system::system_error(make_error_code(error::invalid_burst));
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
         return us;
     }
 

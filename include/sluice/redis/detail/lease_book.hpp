@@ -81,7 +81,7 @@ public:
     {
         take_result r;
         r.d = record(lim, n, v, now, rtt_ns);
-        r.prefetch = v.allowed && claim_prefetch(lim, now);
+        r.prefetch = v.admitted && claim_prefetch(lim, now);
         r.count = r.prefetch ? run_ : 0;
         return r;
     }
@@ -121,7 +121,7 @@ private:
         rtt_ns_ = rtt_ns_ == 0 ? rtt_ns : (7 * rtt_ns_ + rtt_ns) / 8;
         if (v.interval_us > 0)
             spacing_ns_ = v.interval_us * 1000;   // the key's configuration in force
-        if (!v.allowed) {
+        if (!v.admitted) {
             // Refused: even one slot would have been more than ttl ahead.
             retry_at_ = now + std::max(v.wait_us * 1000 - lim.ttl_ns, spacing(lim));
             decision d = to_decision(v);
@@ -167,7 +167,7 @@ private:
         if (due <= now) {
             dues_.erase(dues_.begin(), dues_.begin() + static_cast<std::ptrdiff_t>(n));
             used_ += n;
-            d.allowed = true;
+            d.admitted = true;
             d.remaining = static_cast<std::uint64_t>(
                 std::upper_bound(dues_.begin(), dues_.end(), now) - dues_.begin());
         } else {

@@ -44,7 +44,7 @@ public:
 
     /// make_fallback(executor, checked options) builds the fallback; it runs after the
     /// options are checked (it may divide by expected_nodes). Requests for more than
-    /// max_count permits fail with error::exceeds_burst.
+    /// max_count permits fail with error::exceeds_limit.
     template <class MakeFallback>
     limiter_core(Client& client, shared_options opts, std::uint64_t max_count, MakeFallback&& make_fallback)
         : client_(client),
@@ -84,7 +84,7 @@ public:
     {
         if (closed_.load(std::memory_order_acquire)) return error::closed;
         if (n == 0) return error::invalid_count;
-        if (n > max_count_) return error::exceeds_burst;
+        if (n > max_count_) return error::exceeds_limit;
         return {};
     }
 

@@ -38,20 +38,20 @@ constexpr std::int64_t ceil_us(std::int64_t ns) noexcept
 
 /// A change of configuration: a span (interval or window; 0: keep) rounded up to whole us,
 /// and a count (burst or limit; 0: keep) of at most max_count; or the error of a bad value
-/// (error::invalid_rate, error::invalid_burst).
+/// (bad_span, error::invalid_limit).
 inline std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t span_ns, std::uint64_t count,
                                                                            std::uint64_t max_count,
-                                                                           std::int64_t max_span_us)
+                                                                           std::int64_t max_span_us, error bad_span)
 {
     eval_request r;
     r.how = eval_request::mode::configure;
     if (span_ns < 0)
-        return {r, make_error_code(error::invalid_rate)};
+        return {r, make_error_code(bad_span)};
     r.new_span_us = ceil_us(span_ns);
     if (r.new_span_us > max_span_us)
-        return {r, make_error_code(error::invalid_rate)};
+        return {r, make_error_code(bad_span)};
     if (count > max_count)
-        return {r, make_error_code(error::invalid_burst)};
+        return {r, make_error_code(error::invalid_limit)};
     r.new_count = count;
     return {r, {}};
 }
@@ -110,7 +110,7 @@ struct round_trip {
 /// Errors that mean "Redis cannot answer now": the failure policy decides.
 inline bool unreachable(const boost::system::error_code& ec) noexcept
 {
-    return ec == error::backend_unavailable || ec == error::timed_out;
+    return ec == error::backend_unavailable;
 }
 
 } // namespace sluice::redis::detail

@@ -55,7 +55,7 @@ public:
     ///
     /// Handler signature: void(boost::system::error_code, decision). The error_code is
     /// set only when no decision could be taken (see the class comment); a refusal is
-    /// `decision.allowed == false` with its retry_after (rounded up to whole us): when the
+    /// `decision.admitted == false` with its retry_after (rounded up to whole us): when the
     /// bucket holds n permits again, or when enough of the oldest entries leave the window.
     /// Per-operation cancellation: terminal and partial, forwarded to the client (permits
     /// the server granted meanwhile stay consumed).
@@ -73,7 +73,7 @@ public:
     ///
     /// Handler signature: void(boost::system::error_code). Fail fast: when the permits
     /// cannot be had within max_wait it completes after the round trip with
-    /// error::would_exceed_timeout, and nothing is consumed.
+    /// error::timed_out, and nothing is consumed.
     ///
     /// Per-operation cancellation: terminal, partial and total. While waiting on its local
     /// timer the request completes at once with operation_aborted. During a round trip the
@@ -101,7 +101,7 @@ public:
         auto [ec] = co_await async_acquire(key, n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
         if (!ec)
             co_return true;
-        if (ec == error::would_exceed_timeout)
+        if (ec == error::timed_out)
             co_return false;
         throw boost::system::system_error(ec);
     }

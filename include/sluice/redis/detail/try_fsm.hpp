@@ -63,7 +63,7 @@ public:
                 auto t = c.lease_take(key_, n_, now);
                 if (t.next == lease_book::step::local) {
                     d_ = t.d;
-                    c.count(d_.allowed, false);
+                    c.count(d_.admitted, false);
                     if (t.prefetch)
                         c.prefetch(key_, t.count);
                     return post();
@@ -93,7 +93,7 @@ public:
             ec_ = e;
         } else if (v && v->exceeds()) {
             c.on_reply(*v, rt);
-            ec_ = error::exceeds_burst;
+            ec_ = error::exceeds_limit;
         } else if (v) {
             c.on_reply(*v, rt);
             d_ = to_decision(*v);
@@ -105,7 +105,7 @@ public:
                         c.prefetch(key_, f.count);
                 }
             }
-            if (!background_) c.count(d_.allowed, false);
+            if (!background_) c.count(d_.admitted, false);
         } else {
             c.on_error();
             ec_ = error::protocol_error;
@@ -135,13 +135,13 @@ private:
             return;
         case failure_policy::fail_open:
             d_ = decision{};
-            d_.allowed = true;
+            d_.admitted = true;
             break;
         case failure_policy::local_fallback:
             d_ = c.fallback_try(key_, n_);
             break;
         }
-        c.count(d_.allowed, true);
+        c.count(d_.admitted, true);
     }
 
     std::string key_;

@@ -10,7 +10,7 @@
 namespace sluice::redis::detail {
 
 struct verdict {
-    bool allowed = false;
+    bool admitted = false;
     std::int64_t wait_us = 0;
     std::int64_t remaining = 0;
     std::int64_t reset_us = 0;
@@ -21,7 +21,7 @@ struct verdict {
     std::int64_t burst = 0;
 
     /// A refusal that can never turn into a grant: n exceeds the burst (limit) in force.
-    bool exceeds() const noexcept { return !allowed && wait_us == 0; }
+    bool exceeds() const noexcept { return !admitted && wait_us == 0; }
 };
 
 /// nullopt unless the reply is an array of six (the window) or nine (GCRA, configure)
@@ -49,8 +49,8 @@ std::optional<verdict> parse_verdict(const Reply& r) noexcept
 inline decision to_decision(const verdict& v) noexcept
 {
     decision d;
-    d.allowed = v.allowed;
-    d.retry_after = v.allowed ? std::chrono::nanoseconds{0} : std::chrono::microseconds{v.wait_us};
+    d.admitted = v.admitted;
+    d.retry_after = v.admitted ? std::chrono::nanoseconds{0} : std::chrono::microseconds{v.wait_us};
     d.remaining = static_cast<std::uint64_t>(v.remaining);
     d.reset_after = std::chrono::microseconds{v.reset_us};
     return d;

@@ -102,7 +102,8 @@ public:
     // set_limit / set_window: the request, or the error of a bad value.
     static std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t window_ns, std::uint64_t limit)
     {
-        return detail::configure_request(window_ns, limit, policy::sliding_log::max_limit, lua::max_span_us);
+        return detail::configure_request(window_ns, limit, policy::sliding_log::max_limit, lua::max_span_us,
+                                        error::invalid_duration);
     }
 
     std::uint64_t limit() const noexcept { return limit_; }
@@ -112,7 +113,7 @@ private:
     static std::uint64_t checked_limit(std::uint64_t limit)
     {
         if (limit == 0 || limit > policy::sliding_log::max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_burst));
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
         return limit;
     }
 
@@ -122,10 +123,10 @@ private:
     {
         std::int64_t ns = window.count();
         if (ns <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_rate));
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
         std::int64_t us = ceil_us(ns);
         if (us > lua::max_span_us)
-            throw boost::system::system_error(make_error_code(error::invalid_rate));
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
         return us;
     }
 

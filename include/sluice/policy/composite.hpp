@@ -42,10 +42,10 @@ struct parts<std::index_sequence<I...>, P...> : part<I, P>... {
 
 /// Grants n permits only when every part grants them, and then consumes from all: it never
 /// consumes from one limit when another rejects. Parts are policies (gcra, fixed_window,
-/// sliding_log, sliding_window_counter, or another all_of), each built in place from a
+/// sliding_log, sliding_window_counter, or another composite), each built in place from a
 /// tuple of its constructor arguments:
 ///
-///     all_of<gcra, sliding_log> p{std::tuple{rate::per_second(10), 10},
+///     composite<gcra, sliding_log> p{std::tuple{rate::per_second(10), 10},
 ///                                 std::tuple{1000, std::chrono::hours(1)}};
 ///
 /// A decision checks every part and then commits to every part under one mutex (a short
@@ -55,9 +55,9 @@ struct parts<std::index_sequence<I...>, P...> : part<I, P>... {
 /// nothing is taken, so a part that would have granted counts with its state as it stands
 /// (remaining and reset_after without the n it would have taken).
 template <class... P>
-class all_of {
+class composite {
 public:
-    static_assert(sizeof...(P) >= 1, "all_of needs at least one part");
+    static_assert(sizeof...(P) >= 1, "composite needs at least one part");
     /// This policy never commits permits in the future: waiters are retried.
     static constexpr bool reserves_ahead = false;
 
@@ -65,12 +65,12 @@ public:
     /// part's constructor throws.
     template <class... Args>
         requires(sizeof...(Args) == sizeof...(P))
-    explicit all_of(Args&&... args) : parts_(std::forward<Args>(args)...)
+    explicit composite(Args&&... args) : parts_(std::forward<Args>(args)...)
     {
     }
 
-    all_of(const all_of&) = delete;
-    all_of& operator=(const all_of&) = delete;
+    composite(const composite&) = delete;
+    composite& operator=(const composite&) = delete;
 
     /// Grants n permits at `now` if every part grants them; then it consumes from all, else from none; the decision says how long until they
     /// would be, otherwise.
@@ -78,7 +78,7 @@ public:
     {
         std::lock_guard lock(mutex_);
         decision d = combined(n, now);
-        if (d.allowed)
+        if (d.admitted)
             parts_.each([&](auto& p) { p.try_acquire(n, now); });
         return d;
     }
@@ -91,7 +91,7 @@ public:
     }
 
     /// Grants at once when every part can and nothing is `ahead`; never commits in the
-    /// future. Otherwise returns predict(n, now, ahead), with error::would_exceed_timeout
+    /// future. Otherwise returns predict(n, now, ahead), with error::timed_out
     /// beyond max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
@@ -99,7 +99,7 @@ public:
         decision d = combined(n, now);
         if (d.error)
             return sluice::detail::invalid_reservation(static_cast<error>(d.error.value()));
-        if (ahead == 0 && d.allowed) {
+        if (ahead == 0 && d.admitted) {
             parts_.each([&](auto& p) { p.try_acquire(n, now); });
             return {true, now, {}};
         }
@@ -149,7 +149,7 @@ public:
     }
 
 private:
-    // How long until p is idle as it stands: its own answer when it has one (gcra, all_of),
+    // How long until p is idle as it stands: its own answer when it has one (gcra, composite),
     // else the time until idle_at.
     template <class Part>
     static std::chrono::nanoseconds untaken_reset(const Part& p, std::int64_t now) noexcept
@@ -165,7 +165,7 @@ private:
     decision combined(std::uint64_t n, std::int64_t now) const noexcept
     {
         decision out;
-        out.allowed = true;
+        out.admitted = true;
         out.remaining = ~std::uint64_t{0};
         // A part that would grant reports what remains after taking n and when it is idle
         // again after taking it; if another part refuses, nothing is taken, so its
@@ -175,22 +175,22 @@ private:
         parts_.each([&](const auto& p) {
             decision d = p.check(n, now);
             if (d.error && !out.error) out.error = d.error;
-            out.allowed = out.allowed && d.allowed;
+            out.admitted = out.admitted && d.admitted;
             out.retry_after = std::max(out.retry_after, d.retry_after);
             out.reset_after = std::max(out.reset_after, d.reset_after);
             out.remaining = std::min(out.remaining, d.remaining);
-            untaken = std::min(untaken, d.allowed ? d.remaining + n : d.remaining);
-            untaken_reset_after = std::max(untaken_reset_after, d.allowed ? untaken_reset(p, now) : d.reset_after);
+            untaken = std::min(untaken, d.admitted ? d.remaining + n : d.remaining);
+            untaken_reset_after = std::max(untaken_reset_after, d.admitted ? untaken_reset(p, now) : d.reset_after);
         });
-        if (!out.allowed && !out.error) {
+        if (!out.admitted && !out.error) {
             out.remaining = untaken;
             out.reset_after = untaken_reset_after;
         }
         if (out.error) {
-            out.allowed = false;
+            out.admitted = false;
             out.retry_after = std::chrono::nanoseconds::max();
         }
-        if (!out.allowed && out.retry_after.count() == 0)
+        if (!out.admitted && out.retry_after.count() == 0)
             out.retry_after = std::chrono::nanoseconds{1};
         return out;
     }

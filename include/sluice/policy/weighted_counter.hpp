@@ -26,22 +26,22 @@ namespace sluice::policy {
 /// full weight: it can only reject more. Integer arithmetic only. One race remains in
 /// theory (stale_rewrite in the private part): a thread stalled for a whole window and
 /// through another idle gap of about a multiple of 2048 windows.
-class sliding_window_counter {
+class weighted_counter {
 public:
     /// This policy never commits permits in the future: waiters are retried.
     static constexpr bool reserves_ahead = false;
     /// The largest limit: 2^26 - 1 (each count is 26 bits of the shared word).
     static constexpr std::uint64_t max_limit = (std::uint64_t{1} << 26) - 1;
 
-    /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^26 - 1, and
-    /// error::invalid_rate unless window > 0.
-    sliding_window_counter(std::uint64_t limit, std::chrono::nanoseconds window)
+    /// Throws system_error(error::invalid_limit) unless 1 <= limit <= 2^26 - 1, and
+    /// error::invalid_duration unless window > 0.
+    weighted_counter(std::uint64_t limit, std::chrono::nanoseconds window)
         : limit_(check_limit(limit)), window_(check_window(window))
     {
     }
 
-    sliding_window_counter(const sliding_window_counter&) = delete;
-    sliding_window_counter& operator=(const sliding_window_counter&) = delete;
+    weighted_counter(const weighted_counter&) = delete;
+    weighted_counter& operator=(const weighted_counter&) = delete;
 
     /// Grants n permits at `now` if the estimate with them stays within the limit; the decision says how long until they
     /// would be, otherwise.
@@ -50,18 +50,18 @@ public:
     /// The decision try_acquire would take, without consuming anything.
     decision check(std::uint64_t n, std::int64_t now) const noexcept
     {
-        return const_cast<sliding_window_counter*>(this)->decide(n, now, false);
+        return const_cast<weighted_counter*>(this)->decide(n, now, false);
     }
 
     /// Grants at once when possible and nothing is `ahead`; never commits in the future.
-    /// Otherwise returns predict(n, now, ahead), with error::would_exceed_timeout beyond
+    /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
     /// max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         const std::uint64_t limit = limit_.load(std::memory_order_relaxed);
         if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit) return detail::invalid_reservation(error::exceeds_burst);
-        if (ahead == 0 && decide(n, now, true).allowed)
+        if (n > limit) return detail::invalid_reservation(error::exceeds_limit);
+        if (ahead == 0 && decide(n, now, true).admitted)
             return {true, now, {}};
         return detail::deferred_reservation(predict(n, now, ahead), now, max_wait);
     }
@@ -113,14 +113,14 @@ private:
     static std::uint64_t check_limit(std::uint64_t limit)
     {
         if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_burst));
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
         return limit;
     }
 
     static std::int64_t check_window(std::chrono::nanoseconds w)
     {
         if (w.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_rate));
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
         return w.count();
     }
 
@@ -246,7 +246,7 @@ private:
     {
         const std::uint64_t limit = limit_.load(std::memory_order_relaxed);
         if (n == 0) return detail::invalid_decision(error::invalid_count);
-        if (n > limit) return detail::invalid_decision(error::exceeds_burst);
+        if (n > limit) return detail::invalid_decision(error::exceeds_limit);
         for (;;) {
             view v = load_view();
             state s = decode(v, now);
@@ -264,7 +264,7 @@ private:
                                                     : std::chrono::nanoseconds{t > now ? detail::sat_sub(t, now) : 1};
                 return d;
             }
-            d.allowed = true;
+            d.admitted = true;
             if (!consume)
                 return d;
             // A word that does not belong to newest_ is rewritten for it only if newest_ has

@@ -1,4 +1,4 @@
-#include <sluice/policy/time_wheel.hpp>
+#include <sluice/policy/slot_ring.hpp>
 
 #include <boost/system/system_error.hpp>
 #include <doctest/doctest.h>
@@ -14,7 +14,7 @@
 
 using namespace std::chrono_literals;
 using sluice::error;
-using sluice::policy::time_wheel;
+using sluice::policy::slot_ring;
 
 namespace {
 
@@ -47,7 +47,7 @@ struct wheel_model {
         sluice::decision d;
         if (n == 0 || n > limit) {
             d.retry_after = std::chrono::nanoseconds::max();
-            d.error = n == 0 ? error::invalid_count : error::exceeds_burst;
+            d.error = n == 0 ? error::invalid_count : error::exceeds_limit;
             return d;
         }
         i128 e = slot_at(t);
@@ -55,7 +55,7 @@ struct wheel_model {
         std::optional<i128> newest;
         if (!stamps.empty()) newest = stamps.back();
         if (used + n <= limit) {
-            d.allowed = true;
+            d.admitted = true;
             d.remaining = limit - used - n;
             newest = e;
             if (consume) {
@@ -85,7 +85,7 @@ struct wheel_model {
             std::uint64_t want = i == ahead ? n : 1;
             for (;;) {
                 sluice::decision dec = copy.decide(want, t, true);
-                if (dec.allowed) break;
+                if (dec.admitted) break;
                 if (dec.retry_after == std::chrono::nanoseconds::max()) return i64_max;
                 t = clamp64(i128(t) + dec.retry_after.count());
             }
@@ -113,15 +113,15 @@ const std::int64_t bases[] = {0, -1'000'000'000'000, 3, i64_max - 3'000'000'000,
 
 } // namespace
 
-TEST_SUITE_BEGIN("time_wheel");
+TEST_SUITE_BEGIN("slot_ring");
 
-TEST_CASE("time_wheel matches literal per-permit slots on random arrivals")
+TEST_CASE("slot_ring matches literal per-permit slots on random arrivals")
 {
     for (const shape& sh : shapes) {
         const std::int64_t turn = sh.slot * sh.slots;
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                time_wheel w(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots);
+                slot_ring w(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots);
                 wheel_model m{sh.limit, sh.slot, sh.slots, {}};
                 // Seeds 3 and 4 also change the limit now and then.
                 const bool resize = seed >= 3;
@@ -151,7 +151,7 @@ TEST_CASE("time_wheel matches literal per-permit slots on random arrivals")
                     if (op < 60) {
                         sluice::decision got = w.try_acquire(n, now);
                         check_same(got, m.decide(n, now, true));
-                        if (got.allowed) admitted(n);
+                        if (got.admitted) admitted(n);
                     } else if (op < 72) {
                         check_same(w.check(n, now), m.decide(n, now, false));
                     } else if (op < 82) {
@@ -166,21 +166,21 @@ TEST_CASE("time_wheel matches literal per-permit slots on random arrivals")
                         sluice::decision want = m.decide(n, now, false);
                         sluice::reservation got = w.reserve(n, now, max_wait, ahead);
                         if (want.error) {
-                            CHECK_FALSE(got.allowed);
+                            CHECK_FALSE(got.admitted);
                             CHECK(got.error == want.error);
-                        } else if (ahead == 0 && want.allowed) {
-                            CHECK(got.allowed);
+                        } else if (ahead == 0 && want.admitted) {
+                            CHECK(got.admitted);
                             CHECK(got.at == now);
                             CHECK_FALSE(got.error);
                             m.decide(n, now, true);
                             admitted(n);
                         } else {
-                            CHECK_FALSE(got.allowed);
+                            CHECK_FALSE(got.admitted);
                             CHECK(got.at == m.simulate(n, now, ahead));
                             CHECK(got.at >= now);
                             if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
                             bool late = i128(got.at) - now > max_wait;
-                            CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
+                            CHECK(got.error == (late ? boost::system::error_code(error::timed_out)
                                                      : boost::system::error_code()));
                         }
                     } else if (resize) {
@@ -204,14 +204,14 @@ TEST_CASE("time_wheel matches literal per-permit slots on random arrivals")
     }
 }
 
-TEST_CASE("time_wheel: never more than limit in any `slots` consecutive slots")
+TEST_CASE("slot_ring: never more than limit in any `slots` consecutive slots")
 {
     for (const shape& sh : shapes) {
         for (std::int64_t base : {std::int64_t{0}, std::int64_t{-5'000'000'000}, i64_min + 2, i64_max - 4 * sh.slot * sh.slots}) {
             CAPTURE(sh.limit);
             CAPTURE(sh.slots);
             CAPTURE(base);
-            time_wheel w(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots);
+            slot_ring w(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots);
             rng r{static_cast<std::uint64_t>(base) ^ sh.limit};
             // Saturating demand over four turns, the clock sometimes stepping back: granted
             // permits by slot, counted in the slot the policy says (the newest one seen).
@@ -223,7 +223,7 @@ TEST_CASE("time_wheel: never more than limit in any `slots` consecutive slots")
             while (now < end) {
                 std::uint64_t n = 1 + r.next() % sh.limit;
                 std::int64_t t = r.next() % 5 == 0 ? clamp64(i128(now) - r.in(0, sh.slot * sh.slots)) : now;
-                if (w.try_acquire(n, t).allowed) {
+                if (w.try_acquire(n, t).admitted) {
                     newest = std::max(newest, floor_div(t, sh.slot));
                     granted[newest] += n;
                 }
@@ -244,25 +244,25 @@ TEST_CASE("time_wheel: never more than limit in any `slots` consecutive slots")
     }
 }
 
-TEST_CASE("time_wheel: slots, boundaries and backward steps")
+TEST_CASE("slot_ring: slots, boundaries and backward steps")
 {
-    time_wheel w(4, 1000ns, 3);   // a turn is slots 0..2 of [0, 3000)
+    slot_ring w(4, 1000ns, 3);   // a turn is slots 0..2 of [0, 3000)
     CHECK(w.window() == 3000ns);
     CHECK(w.slot_duration() == 1000ns);
     CHECK(w.slots() == 3);
-    CHECK(w.try_acquire(2, 100).allowed);
-    CHECK(w.try_acquire(1, 1500).allowed);
+    CHECK(w.try_acquire(2, 100).admitted);
+    CHECK(w.try_acquire(1, 1500).admitted);
     auto d = w.try_acquire(2, 2999);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.remaining == 1);
     // Slot 0 leaves the turn at 3000.
     CHECK(d.retry_after.count() == 1);
     CHECK(d.reset_after.count() == 4000 - 2999);
-    CHECK(w.try_acquire(1, 2999).allowed);
+    CHECK(w.try_acquire(1, 2999).admitted);
     // Slot 3: slots 1..3 hold 2, and slot 0's 2 have left the turn.
-    CHECK_FALSE(w.check(3, 3000).allowed);
+    CHECK_FALSE(w.check(3, 3000).admitted);
     auto e = w.try_acquire(2, 3000);
-    CHECK(e.allowed);
+    CHECK(e.admitted);
     CHECK(e.remaining == 0);
     CHECK(e.reset_after.count() == 3000);
     // Back into slot 1 and further: counted in slot 3, where slots 1..3 hold 4; slot 1
@@ -270,112 +270,112 @@ TEST_CASE("time_wheel: slots, boundaries and backward steps")
     for (std::int64_t t : {std::int64_t{1200}, std::int64_t{-7000}}) {
         CAPTURE(t);
         auto b = w.try_acquire(1, t);
-        CHECK_FALSE(b.allowed);
+        CHECK_FALSE(b.admitted);
         CHECK(b.retry_after.count() == 4000 - t);
     }
-    CHECK_FALSE(w.check(1, 3999).allowed);
-    CHECK(w.check(1, 4000).allowed);
+    CHECK_FALSE(w.check(1, 3999).admitted);
+    CHECK(w.check(1, 4000).admitted);
     CHECK(w.idle_at() == 6000);
     // An idle gap of many turns forgets everything, even with the largest wheel.
-    time_wheel big(3, 1ns, time_wheel::max_slots);
-    CHECK(big.try_acquire(3, 0).allowed);
-    CHECK_FALSE(big.check(1, time_wheel::max_slots - 1).allowed);
-    CHECK(big.try_acquire(3, time_wheel::max_slots).allowed);
-    CHECK(big.try_acquire(3, 1'000'000'000'000).allowed);
-    CHECK(big.idle_at() == 1'000'000'000'000 + time_wheel::max_slots);
+    slot_ring big(3, 1ns, slot_ring::max_slots);
+    CHECK(big.try_acquire(3, 0).admitted);
+    CHECK_FALSE(big.check(1, slot_ring::max_slots - 1).admitted);
+    CHECK(big.try_acquire(3, slot_ring::max_slots).admitted);
+    CHECK(big.try_acquire(3, 1'000'000'000'000).admitted);
+    CHECK(big.idle_at() == 1'000'000'000'000 + slot_ring::max_slots);
 }
 
-TEST_CASE("time_wheel: first call anywhere, extremes")
+TEST_CASE("slot_ring: first call anywhere, extremes")
 {
     for (std::int64_t start : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{-7'000'000'000'000'000'000},
                                i64_max, i64_max - 10, i64_min, i64_min + 1000}) {
         CAPTURE(start);
-        time_wheel w(3, 1000ns, 4);
+        slot_ring w(3, 1000ns, 4);
         CHECK(w.idle_at() == i64_min);
         auto d = w.try_acquire(3, start);
-        CHECK(d.allowed);
+        CHECK(d.admitted);
         CHECK(d.remaining == 0);
         auto e = w.try_acquire(1, start);
-        CHECK_FALSE(e.allowed);
+        CHECK_FALSE(e.admitted);
         i128 at = (floor_div(start, 1000) + 4) * 1000;
         CHECK(e.retry_after.count() == (at >= i64_max ? i64_max : at - start));
         CHECK(w.idle_at() == clamp64(at));
         CHECK(w.predict(1, start) == clamp64(at));
     }
-    time_wheel big(time_wheel::max_limit, 1s, 2);
-    CHECK(big.try_acquire(time_wheel::max_limit, 0).allowed);
-    CHECK_FALSE(big.try_acquire(1, 1'999'999'999).allowed);
-    CHECK(big.try_acquire(time_wheel::max_limit, 2'000'000'000).allowed);
+    slot_ring big(slot_ring::max_limit, 1s, 2);
+    CHECK(big.try_acquire(slot_ring::max_limit, 0).admitted);
+    CHECK_FALSE(big.try_acquire(1, 1'999'999'999).admitted);
+    CHECK(big.try_acquire(slot_ring::max_limit, 2'000'000'000).admitted);
     // The longest wheel: one turn of almost the whole int64 range.
-    time_wheel year(1, std::chrono::nanoseconds{i64_max / 2}, 2);
-    CHECK(year.try_acquire(1, -5).allowed);
+    slot_ring year(1, std::chrono::nanoseconds{i64_max / 2}, 2);
+    CHECK(year.try_acquire(1, -5).admitted);
     // Slot -1 leaves the turn when slot 1 starts.
     CHECK(year.try_acquire(1, -5).retry_after.count() == i64_max / 2 + 5);
 }
 
-TEST_CASE("time_wheel: bad input")
+TEST_CASE("slot_ring: bad input")
 {
-    CHECK(thrown([] { time_wheel w(0, 1s, 10); }) == error::invalid_burst);
-    CHECK(thrown([] { time_wheel w(time_wheel::max_limit + 1, 1s, 10); }) == error::invalid_burst);
-    CHECK(thrown([] { time_wheel w(1, 0s, 10); }) == error::invalid_rate);
-    CHECK(thrown([] { time_wheel w(1, -1ns, 10); }) == error::invalid_rate);
-    CHECK(thrown([] { time_wheel w(1, 1s, 0); }) == error::invalid_rate);
-    CHECK(thrown([] { time_wheel w(1, 1s, time_wheel::max_slots + 1); }) == error::invalid_rate);
-    CHECK(thrown([] { time_wheel w(1, std::chrono::nanoseconds{i64_max / 2 + 1}, 2); }) == error::invalid_rate);
-    CHECK(thrown([] { time_wheel w(1, std::chrono::nanoseconds{i64_max / 2}, 2); }) == boost::system::error_code());
-    CHECK(thrown([] { time_wheel w(1, 1ns, time_wheel::max_slots); }) == boost::system::error_code());
-    time_wheel w(3, 1s, 10);
+    CHECK(thrown([] { slot_ring w(0, 1s, 10); }) == error::invalid_limit);
+    CHECK(thrown([] { slot_ring w(slot_ring::max_limit + 1, 1s, 10); }) == error::invalid_limit);
+    CHECK(thrown([] { slot_ring w(1, 0s, 10); }) == error::invalid_duration);
+    CHECK(thrown([] { slot_ring w(1, -1ns, 10); }) == error::invalid_duration);
+    CHECK(thrown([] { slot_ring w(1, 1s, 0); }) == error::invalid_limit);
+    CHECK(thrown([] { slot_ring w(1, 1s, slot_ring::max_slots + 1); }) == error::invalid_limit);
+    CHECK(thrown([] { slot_ring w(1, std::chrono::nanoseconds{i64_max / 2 + 1}, 2); }) == error::invalid_duration);
+    CHECK(thrown([] { slot_ring w(1, std::chrono::nanoseconds{i64_max / 2}, 2); }) == boost::system::error_code());
+    CHECK(thrown([] { slot_ring w(1, 1ns, slot_ring::max_slots); }) == boost::system::error_code());
+    slot_ring w(3, 1s, 10);
     CHECK(w.try_acquire(0, 0).error == error::invalid_count);
     CHECK(w.try_acquire(0, 0).retry_after == std::chrono::nanoseconds::max());
-    CHECK(w.try_acquire(4, 0).error == error::exceeds_burst);
+    CHECK(w.try_acquire(4, 0).error == error::exceeds_limit);
     CHECK(w.check(4, 0).retry_after == std::chrono::nanoseconds::max());
     CHECK(w.reserve(0, 0, 0).error == error::invalid_count);
-    CHECK(w.reserve(4, 0, 0).error == error::exceeds_burst);
+    CHECK(w.reserve(4, 0, 0).error == error::exceeds_limit);
     CHECK(w.predict(0, 0) == i64_max);
     CHECK(w.predict(4, 0) == i64_max);
     CHECK(w.idle_at() == i64_min);   // nothing granted: still fresh
-    CHECK(w.try_acquire(3, 0).allowed);
-    CHECK(thrown([&] { w.set_limit(0); }) == error::invalid_burst);
-    CHECK(thrown([&] { w.set_limit(time_wheel::max_limit + 1); }) == error::invalid_burst);
+    CHECK(w.try_acquire(3, 0).admitted);
+    CHECK(thrown([&] { w.set_limit(0); }) == error::invalid_limit);
+    CHECK(thrown([&] { w.set_limit(slot_ring::max_limit + 1); }) == error::invalid_limit);
     CHECK(w.limit() == 3);
 }
 
-TEST_CASE("time_wheel: reserve, predict and set_limit")
+TEST_CASE("slot_ring: reserve, predict and set_limit")
 {
-    time_wheel w(3, 100ns, 10);   // a turn of 1000 ns
-    CHECK(w.try_acquire(1, 100).allowed);
-    CHECK(w.try_acquire(1, 200).allowed);
-    CHECK(w.try_acquire(1, 300).allowed);
+    slot_ring w(3, 100ns, 10);   // a turn of 1000 ns
+    CHECK(w.try_acquire(1, 100).admitted);
+    CHECK(w.try_acquire(1, 200).admitted);
+    CHECK(w.try_acquire(1, 300).admitted);
     auto r = w.reserve(2, 400, 5000);
-    CHECK_FALSE(r.allowed);
+    CHECK_FALSE(r.admitted);
     CHECK_FALSE(r.error);
     CHECK(r.at == 1200);
-    CHECK(w.reserve(2, 400, 799).error == error::would_exceed_timeout);
+    CHECK(w.reserve(2, 400, 799).error == error::timed_out);
     CHECK(w.predict(1, 400) == 1100);
     CHECK(w.predict(1, 400, 2) == 1300);
     CHECK(w.predict(1, 400, 3) == 2100);
     CHECK(w.predict(3, 400, 3) == 2300);
-    CHECK(w.check(1, 1100).allowed);
+    CHECK(w.check(1, 1100).admitted);
     // Growing: counted permits stay counted, the new room is free at once.
     w.set_limit(5);
     CHECK(w.limit() == 5);
-    CHECK(w.try_acquire(2, 400).allowed);
+    CHECK(w.try_acquire(2, 400).admitted);
     auto full = w.try_acquire(1, 450);
-    CHECK_FALSE(full.allowed);
+    CHECK_FALSE(full.admitted);
     CHECK(full.retry_after.count() == 1100 - 450);
     // Shrinking below what is counted: rejects until enough slots leave the turn.
     w.set_limit(2);
     auto over = w.check(1, 500);
-    CHECK_FALSE(over.allowed);
+    CHECK_FALSE(over.admitted);
     CHECK(over.remaining == 0);
     // Four of five counted must leave: the slot-4 pair stays until 1400.
     CHECK(over.retry_after.count() == 1400 - 500);
-    CHECK_FALSE(w.try_acquire(1, 1399).allowed);
-    CHECK(w.try_acquire(1, 1400).allowed);
+    CHECK_FALSE(w.try_acquire(1, 1399).admitted);
+    CHECK(w.try_acquire(1, 1400).admitted);
     CHECK(w.idle_at() == 2400);
 }
 
-TEST_CASE("time_wheel: from idle_at on, a used wheel answers like a new one")
+TEST_CASE("slot_ring: from idle_at on, a used wheel answers like a new one")
 {
     for (const shape& sh : shapes) {
         for (std::int64_t base : {std::int64_t{0}, std::int64_t{-3'000'000'000'000}, i64_min + 1, i64_max / 2}) {
@@ -385,7 +385,7 @@ TEST_CASE("time_wheel: from idle_at on, a used wheel answers like a new one")
                 CAPTURE(base);
                 CAPTURE(seed);
                 const std::int64_t turn = sh.slot * sh.slots;
-                time_wheel used(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots);
+                slot_ring used(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots);
                 rng r{seed * 7 + static_cast<std::uint64_t>(base)};
                 std::int64_t now = base;
                 for (int i = 0; i < 200; ++i) {
@@ -395,8 +395,8 @@ TEST_CASE("time_wheel: from idle_at on, a used wheel answers like a new one")
                 std::int64_t idle = used.idle_at();
                 REQUIRE(idle != i64_min);
                 // Just before idle_at the newest granted slot still counts.
-                CHECK_FALSE(used.check(sh.limit, idle - 1).allowed);
-                time_wheel fresh(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots);
+                CHECK_FALSE(used.check(sh.limit, idle - 1).admitted);
+                slot_ring fresh(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots);
                 // The same requests from idle_at on, the clock stepping back no further than it.
                 std::int64_t t = idle + (seed == 1 ? 0 : r.in(0, 3 * turn));
                 std::int64_t newest = t;
@@ -416,7 +416,7 @@ TEST_CASE("time_wheel: from idle_at on, a used wheel answers like a new one")
     }
 }
 
-TEST_CASE("time_wheel: no stale count after an idle gap of any length")
+TEST_CASE("slot_ring: no stale count after an idle gap of any length")
 {
     // Slot numbers are full int64 values (no truncation): a gap of 2^31, 2^32 or 2^62
     // slots, give or take a few, starts from an empty ring.
@@ -424,12 +424,12 @@ TEST_CASE("time_wheel: no stale count after an idle gap of any length")
         for (std::int64_t off = -3; off <= 3; ++off) {
             CAPTURE(bits);
             CAPTURE(off);
-            time_wheel t(10, 1ns, 4);
-            CHECK(t.try_acquire(10, 0).allowed);
+            slot_ring t(10, 1ns, 4);
+            CHECK(t.try_acquire(10, 0).admitted);
             std::int64_t later = (std::int64_t{1} << bits) + off;
             int admitted = 0;
             for (std::int64_t i = 0; i < 8; ++i)
-                admitted += t.try_acquire(5, later + i).allowed;
+                admitted += t.try_acquire(5, later + i).admitted;
             // 5 a slot fits twice a turn of 4 slots: slots 0, 1, then 4, 5.
             CHECK(admitted == 4);
         }

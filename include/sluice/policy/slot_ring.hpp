@@ -29,7 +29,7 @@ namespace sluice::policy {
 /// that frees enough room). A clock that steps backwards keeps counting in the newest slot
 /// that granted anything (it never reopens an older one): it can only reject more. A slot
 /// that starts at or past the end of the int64 range never starts.
-class time_wheel {
+class slot_ring {
 public:
     /// This policy never commits permits in the future: waiters are retried.
     static constexpr bool reserves_ahead = false;
@@ -38,10 +38,10 @@ public:
     /// A ring of 256 KiB at most, and a bounded walk per call.
     static constexpr std::uint32_t max_slots = std::uint32_t{1} << 16;
 
-    /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^32 - 1, and
-    /// error::invalid_rate unless slot_duration > 0, 1 <= slots <= 2^16 and
+    /// Throws system_error(error::invalid_limit) unless 1 <= limit <= 2^32 - 1 and
+    /// 1 <= slots <= 2^16, and error::invalid_duration unless slot_duration > 0 and
     /// slots * slot_duration fits in int64 nanoseconds.
-    time_wheel(std::uint64_t limit, std::chrono::nanoseconds slot_duration, std::uint32_t slots)
+    slot_ring(std::uint64_t limit, std::chrono::nanoseconds slot_duration, std::uint32_t slots)
         : limit_(check_limit(limit)),
           slot_(check_shape(slot_duration, slots)),
           slots_(slots),
@@ -50,8 +50,8 @@ public:
     {
     }
 
-    time_wheel(const time_wheel&) = delete;
-    time_wheel& operator=(const time_wheel&) = delete;
+    slot_ring(const slot_ring&) = delete;
+    slot_ring& operator=(const slot_ring&) = delete;
 
     /// Grants n permits at `now` if the last turn of the wheel holds at most limit with them; the decision says how long until they
     /// would be, otherwise.
@@ -65,18 +65,18 @@ public:
     decision check(std::uint64_t n, std::int64_t now) const noexcept
     {
         std::lock_guard lock(mutex_);
-        return const_cast<time_wheel*>(this)->decide(n, now, false);
+        return const_cast<slot_ring*>(this)->decide(n, now, false);
     }
 
     /// Grants at once when possible and nothing is `ahead`; never commits in the future.
-    /// Otherwise returns predict(n, now, ahead), with error::would_exceed_timeout beyond
+    /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
     /// max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         std::lock_guard lock(mutex_);
         if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit_) return detail::invalid_reservation(error::exceeds_burst);
-        if (ahead == 0 && decide(n, now, true).allowed)
+        if (n > limit_) return detail::invalid_reservation(error::exceeds_limit);
+        if (ahead == 0 && decide(n, now, true).admitted)
             return {true, now, {}};
         return detail::deferred_reservation(predict_locked(n, now, ahead), now, max_wait);
     }
@@ -132,16 +132,17 @@ private:
     static std::uint64_t check_limit(std::uint64_t limit)
     {
         if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_burst));
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
         return limit;
     }
 
     static std::int64_t check_shape(std::chrono::nanoseconds d, std::uint32_t slots)
     {
         std::int64_t turn;
-        if (d.count() <= 0 || slots == 0 || slots > max_slots ||
-            __builtin_mul_overflow(d.count(), static_cast<std::int64_t>(slots), &turn))
-            throw boost::system::system_error(make_error_code(error::invalid_rate));
+        if (slots == 0 || slots > max_slots)
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
+        if (d.count() <= 0 || __builtin_mul_overflow(d.count(), static_cast<std::int64_t>(slots), &turn))
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
         return d.count();
     }
 
@@ -235,13 +236,13 @@ private:
     decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
         if (n == 0) return detail::invalid_decision(error::invalid_count);
-        if (n > limit_) return detail::invalid_decision(error::exceeds_burst);
+        if (n > limit_) return detail::invalid_decision(error::exceeds_limit);
         decision d;
         const std::int64_t e = slot_of(now);
         const std::uint64_t used = in_turn(e);
         detail::int128 newest;   // the newest slot that granted anything, after this decision
         if (used + n <= limit_) {
-            d.allowed = true;
+            d.admitted = true;
             d.remaining = limit_ - used - n;
             newest = e;
             if (consume) {

@@ -1,4 +1,4 @@
-#include <sluice/policy/sliding_window_counter.hpp>
+#include <sluice/policy/weighted_counter.hpp>
 
 #include <boost/system/system_error.hpp>
 #include <doctest/doctest.h>
@@ -14,7 +14,7 @@
 
 using namespace std::chrono_literals;
 using sluice::error;
-using sluice::policy::sliding_window_counter;
+using sluice::policy::weighted_counter;
 
 namespace {
 
@@ -60,7 +60,7 @@ struct counter_model {
         sluice::decision d;
         if (n == 0 || n > limit) {
             d.retry_after = std::chrono::nanoseconds::max();
-            d.error = n == 0 ? error::invalid_count : error::exceeds_burst;
+            d.error = n == 0 ? error::invalid_count : error::exceeds_limit;
             return d;
         }
         view v = at(t);
@@ -71,7 +71,7 @@ struct counter_model {
         i128 used = (i128(v.prev) * (w - v.e) + w - 1) / w + cur;
         d.remaining = used >= i128(limit) ? 0 : static_cast<std::uint64_t>(limit - used);
         if (ok) {
-            d.allowed = true;
+            d.admitted = true;
             if (consume) {
                 k_last = v.k;
                 prev_last = v.prev;
@@ -98,7 +98,7 @@ struct counter_model {
             std::uint64_t want = i == ahead ? n : 1;
             for (;;) {
                 sluice::decision d = copy.decide(want, t, true);
-                if (d.allowed) break;
+                if (d.admitted) break;
                 if (t == i64_max) return i64_max;
                 t = clamp64(i128(t) + d.retry_after.count());
             }
@@ -132,14 +132,14 @@ std::int64_t idle_gap(rng& r, std::int64_t window)
 
 } // namespace
 
-TEST_SUITE_BEGIN("sliding_window_counter");
+TEST_SUITE_BEGIN("weighted_counter");
 
-TEST_CASE("sliding_window_counter matches the weighted formula on random arrivals")
+TEST_CASE("weighted_counter matches the weighted formula on random arrivals")
 {
     for (const shape& sh : shapes) {
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                std::optional<sliding_window_counter> store;
+                std::optional<weighted_counter> store;
                 store.emplace(sh.limit, std::chrono::nanoseconds{sh.window});
                 counter_model m{sh.limit, sh.window, {}};
                 // Admissions re-stamped on a clock that never goes back must fit there too.
@@ -148,7 +148,7 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
                 rng r{seed * 32452843 + static_cast<std::uint64_t>(base) + sh.limit};
                 std::int64_t now = base;
                 for (int step = 0; step < 3000; ++step) {
-                    sliding_window_counter& c = *store;
+                    weighted_counter& c = *store;
                     INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed, " step ", step, " now ", now);
                     std::uint64_t n;
                     int kind = static_cast<int>(r.next() % 100);
@@ -158,13 +158,13 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
                     else n = 1 + r.next() % sh.limit;
                     auto admitted = [&](std::uint64_t k) {
                         mono_now = std::max(mono_now, now);
-                        CHECK(mono.decide(k, mono_now, true).allowed);
+                        CHECK(mono.decide(k, mono_now, true).admitted);
                     };
                     int op = static_cast<int>(r.next() % 100);
                     if (op < 70) {
                         sluice::decision got = c.try_acquire(n, now);
                         check_same(got, m.decide(n, now, true));
-                        if (got.allowed) admitted(n);
+                        if (got.admitted) admitted(n);
                     } else if (op < 80) {
                         check_same(c.check(n, now), m.decide(n, now, false));
                     } else {
@@ -176,16 +176,16 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
                         std::int64_t predicted = c.predict(n, now, ahead);
                         sluice::reservation got = c.reserve(n, now, max_wait, ahead);
                         if (want.error) {
-                            CHECK_FALSE(got.allowed);
+                            CHECK_FALSE(got.admitted);
                             CHECK(got.error == want.error);
-                        } else if (ahead == 0 && want.allowed) {
-                            CHECK(got.allowed);
+                        } else if (ahead == 0 && want.admitted) {
+                            CHECK(got.admitted);
                             CHECK(got.at == now);
                             CHECK_FALSE(got.error);
                             m.decide(n, now, true);
                             admitted(n);
                         } else {
-                            CHECK_FALSE(got.allowed);
+                            CHECK_FALSE(got.admitted);
                             CHECK(got.at == predicted);
                             CHECK(got.at >= now);
                             // With permits ahead it is NOT a lower bound (contrary to predict()'s
@@ -195,7 +195,7 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
                             if (ahead == 0) CHECK(got.at <= m.simulate(n, now, 0));
                             if (ahead == 0) CHECK(got.at == clamp64(m.fit));
                             bool late = i128(got.at) - now > max_wait;
-                            CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
+                            CHECK(got.error == (late ? boost::system::error_code(error::timed_out)
                                                      : boost::system::error_code()));
                         }
                     }
@@ -215,78 +215,78 @@ TEST_CASE("sliding_window_counter matches the weighted formula on random arrival
     }
 }
 
-TEST_CASE("sliding_window_counter: weights and boundaries")
+TEST_CASE("weighted_counter: weights and boundaries")
 {
-    sliding_window_counter c(10, 1000ns);
-    CHECK(c.try_acquire(10, 500).allowed);        // window 0 full
+    weighted_counter c(10, 1000ns);
+    CHECK(c.try_acquire(10, 500).admitted);        // window 0 full
     auto d = c.try_acquire(1, 999);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     // In window 1 the 10 weigh (1000 - e) / 1000: one more fits from e = 100.
     CHECK(d.retry_after.count() == 1100 - 999);
-    CHECK_FALSE(c.try_acquire(1, 1099).allowed);
-    CHECK(c.try_acquire(1, 1100).allowed);
+    CHECK_FALSE(c.try_acquire(1, 1099).admitted);
+    CHECK(c.try_acquire(1, 1100).admitted);
     auto e = c.try_acquire(5, 1500);              // 10 * 0.5 + 1 + 5 = 11 > 10
-    CHECK_FALSE(e.allowed);
+    CHECK_FALSE(e.admitted);
     CHECK(e.retry_after.count() == 1600 - 1500);
     CHECK(e.remaining == 4);
     CHECK(e.reset_after.count() == 3000 - 1500);
-    CHECK(c.try_acquire(4, 1500).allowed);
+    CHECK(c.try_acquire(4, 1500).admitted);
     // Idle for two windows: empty again.
-    CHECK(c.try_acquire(10, 3000).allowed);
+    CHECK(c.try_acquire(10, 3000).admitted);
 }
 
-TEST_CASE("sliding_window_counter: a backward step keeps the newest window at full weight")
+TEST_CASE("weighted_counter: a backward step keeps the newest window at full weight")
 {
-    sliding_window_counter c(4, 1000ns);
-    CHECK(c.try_acquire(4, 500).allowed);
-    CHECK(c.try_acquire(1, 1500).allowed);        // 4 * 0.5 + 1 = 3
+    weighted_counter c(4, 1000ns);
+    CHECK(c.try_acquire(4, 500).admitted);
+    CHECK(c.try_acquire(1, 1500).admitted);        // 4 * 0.5 + 1 = 3
     // Back into window 0, and further: still window 1 with the previous at full weight.
     for (std::int64_t t : {std::int64_t{900}, std::int64_t{-2500}}) {
         CAPTURE(t);
         auto d = c.try_acquire(1, t);
-        CHECK_FALSE(d.allowed);
+        CHECK_FALSE(d.admitted);
         // 4 * (1000 - e) + 2 * 1000 <= 4 * 1000 from e = 500 on.
         CHECK(d.retry_after.count() == 1500 - t);
     }
-    CHECK_FALSE(c.try_acquire(1, 1499).allowed);
-    CHECK(c.try_acquire(1, 1500).allowed);
+    CHECK_FALSE(c.try_acquire(1, 1499).admitted);
+    CHECK(c.try_acquire(1, 1500).admitted);
 }
 
-TEST_CASE("sliding_window_counter: first call anywhere, extremes")
+TEST_CASE("weighted_counter: first call anywhere, extremes")
 {
     for (std::int64_t start : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{-7'000'000'000'000'000'000},
                                i64_min, i64_min + 5, i64_max - 5000}) {
         CAPTURE(start);
-        sliding_window_counter c(3, 1000ns);
-        CHECK(c.try_acquire(3, start).allowed);
+        weighted_counter c(3, 1000ns);
+        CHECK(c.try_acquire(3, start).admitted);
         auto d = c.try_acquire(1, start);
-        CHECK_FALSE(d.allowed);
+        CHECK_FALSE(d.admitted);
         CHECK(d.retry_after.count() > 0);
     }
-    sliding_window_counter big(sliding_window_counter::max_limit, 1s);
-    CHECK(big.try_acquire(sliding_window_counter::max_limit, 0).allowed);
-    CHECK_FALSE(big.try_acquire(1, 1'000'000'000).allowed);
+    weighted_counter big(weighted_counter::max_limit, 1s);
+    CHECK(big.try_acquire(weighted_counter::max_limit, 0).admitted);
+    CHECK_FALSE(big.try_acquire(1, 1'000'000'000).admitted);
     // limit * e >= window from e = 15 ns on (limit 2^26 - 1).
-    CHECK_FALSE(big.try_acquire(1, 1'000'000'014).allowed);
-    CHECK(big.try_acquire(1, 1'000'000'015).allowed);
-    sliding_window_counter year(1, std::chrono::hours(24 * 365));
-    CHECK(year.try_acquire(1, 0).allowed);
+    CHECK_FALSE(big.try_acquire(1, 1'000'000'014).admitted);
+    CHECK(big.try_acquire(1, 1'000'000'015).admitted);
+    weighted_counter year(1, std::chrono::hours(24 * 365));
+    CHECK(year.try_acquire(1, 0).admitted);
     CHECK(year.try_acquire(1, 1).retry_after.count() == 2 * 365LL * 86400 * 1'000'000'000 - 1);
 }
 
-TEST_CASE("sliding_window_counter: idle for 128 or more windows forgets old counts")
+TEST_CASE("weighted_counter: idle for 128 or more windows forgets old counts")
 {
     // The window number kept 8 bits and then 12: a long idle gap must not read as a
     // backward step (with 12 bits, a gap of 4088 to 4097 windows rejected for up to 10).
     for (std::int64_t idle : {2, 9, 128, 200, 255, 256, 257, 1000, 2047, 2048, 2049, 4000, 4098, 100000}) {
         CAPTURE(idle);
-        sliding_window_counter c(10, 1000ns);
-        CHECK(c.try_acquire(10, 0).allowed);
-        CHECK(c.try_acquire(10, idle * 1000).allowed);
+        weighted_counter c(10, 1000ns);
+        CHECK(c.try_acquire(10, 0).admitted);
+        CHECK(c.try_acquire(10, idle * 1000).admitted);
     }
 }
 
-TEST_CASE("sliding_window_counter: no stale count after an idle gap of any length")
+TEST_CASE("weighted_counter: no stale count after an idle gap of any length")
 {
     std::vector<i128> gaps;
     for (i128 m : {1, 2, 3, 4, 1 << 20})
@@ -301,57 +301,57 @@ TEST_CASE("sliding_window_counter: no stale count after an idle gap of any lengt
                 CAPTURE(w);
                 CAPTURE(start);
                 CAPTURE(static_cast<std::int64_t>(gap));
-                sliding_window_counter c(10, std::chrono::nanoseconds{w});
-                CHECK(c.try_acquire(10, start).allowed);
+                weighted_counter c(10, std::chrono::nanoseconds{w});
+                CHECK(c.try_acquire(10, start).admitted);
                 // Five in the middle of each of the next 20 windows: the estimate is at most
                 // 5 * (w - e) / w + 5 <= 10, so all fit unless a stale count is read.
                 int admitted = 0;
                 for (std::int64_t i = 0; i < 20; ++i)
-                    admitted += c.try_acquire(5, static_cast<std::int64_t>(later + i * w + w / 2)).allowed;
+                    admitted += c.try_acquire(5, static_cast<std::int64_t>(later + i * w + w / 2)).admitted;
                 CHECK(admitted == 20);
             }
         }
     }
 }
 
-TEST_CASE("sliding_window_counter: a step back of any length counts in the newest window")
+TEST_CASE("weighted_counter: a step back of any length counts in the newest window")
 {
     for (std::int64_t back : {std::int64_t{9}, std::int64_t{100}, std::int64_t{4095}, std::int64_t{4096},
                               std::int64_t{4097}, std::int64_t{1} << 31, std::int64_t{1} << 32, std::int64_t{1} << 40}) {
         CAPTURE(back);
-        sliding_window_counter c(4, 1000ns);
-        CHECK(c.try_acquire(4, 500).allowed);
+        weighted_counter c(4, 1000ns);
+        CHECK(c.try_acquire(4, 500).admitted);
         auto d = c.try_acquire(1, 500 - back * 1000);
-        CHECK_FALSE(d.allowed);
+        CHECK_FALSE(d.admitted);
         // Window 0 full at full weight: free from window 1 on, at e = 250.
         CHECK(d.retry_after.count() == 1250 - (500 - back * 1000));
     }
 }
 
-TEST_CASE("sliding_window_counter: bad input, reserve, set_limit")
+TEST_CASE("weighted_counter: bad input, reserve, set_limit")
 {
-    CHECK(thrown([] { sliding_window_counter c(0, 1s); }) == error::invalid_burst);
-    CHECK(thrown([] { sliding_window_counter c(sliding_window_counter::max_limit + 1, 1s); }) == error::invalid_burst);
-    CHECK(thrown([] { sliding_window_counter c(1, 0s); }) == error::invalid_rate);
-    sliding_window_counter c(4, 1000ns);
+    CHECK(thrown([] { weighted_counter c(0, 1s); }) == error::invalid_limit);
+    CHECK(thrown([] { weighted_counter c(weighted_counter::max_limit + 1, 1s); }) == error::invalid_limit);
+    CHECK(thrown([] { weighted_counter c(1, 0s); }) == error::invalid_duration);
+    weighted_counter c(4, 1000ns);
     CHECK(c.try_acquire(0, 0).error == error::invalid_count);
-    CHECK(c.try_acquire(5, 0).error == error::exceeds_burst);
+    CHECK(c.try_acquire(5, 0).error == error::exceeds_limit);
     CHECK(c.reserve(0, 0, 0).error == error::invalid_count);
-    CHECK(c.reserve(5, 0, 0).error == error::exceeds_burst);
+    CHECK(c.reserve(5, 0, 0).error == error::exceeds_limit);
     auto a = c.reserve(4, 0, 0);
-    CHECK(a.allowed);
+    CHECK(a.admitted);
     CHECK(a.at == 0);
     auto b = c.reserve(2, 100, 10'000);
-    CHECK_FALSE(b.allowed);
+    CHECK_FALSE(b.admitted);
     CHECK_FALSE(b.error);
     CHECK(b.at == 1500);
-    CHECK(c.reserve(2, 100, 1399).error == error::would_exceed_timeout);
-    CHECK(c.check(2, 1500).allowed);
-    CHECK(thrown([&] { c.set_limit(0); }) == error::invalid_burst);
+    CHECK(c.reserve(2, 100, 1399).error == error::timed_out);
+    CHECK(c.check(2, 1500).admitted);
+    CHECK(thrown([&] { c.set_limit(0); }) == error::invalid_limit);
     c.set_limit(6);
     CHECK(c.limit() == 6);
-    CHECK(c.try_acquire(2, 100).allowed);
-    CHECK_FALSE(c.try_acquire(1, 100).allowed);
+    CHECK(c.try_acquire(2, 100).admitted);
+    CHECK_FALSE(c.try_acquire(1, 100).admitted);
 }
 
 TEST_SUITE_END();

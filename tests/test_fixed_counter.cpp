@@ -1,4 +1,4 @@
-#include <sluice/policy/fixed_window.hpp>
+#include <sluice/policy/fixed_counter.hpp>
 
 #include <boost/system/system_error.hpp>
 #include <doctest/doctest.h>
@@ -15,7 +15,7 @@
 
 using namespace std::chrono_literals;
 using sluice::error;
-using sluice::policy::fixed_window;
+using sluice::policy::fixed_counter;
 
 namespace {
 
@@ -40,7 +40,7 @@ struct window_model {
         sluice::decision d;
         if (n == 0 || n > limit) {
             d.retry_after = std::chrono::nanoseconds::max();
-            d.error = n == 0 ? error::invalid_count : error::exceeds_burst;
+            d.error = n == 0 ? error::invalid_count : error::exceeds_limit;
             return d;
         }
         i128 k = window_at(t);
@@ -53,7 +53,7 @@ struct window_model {
             d.remaining = limit - c;
             return d;
         }
-        d.allowed = true;
+        d.admitted = true;
         d.remaining = limit - c - n;
         if (consume) {
             count[k] = c + n;
@@ -73,7 +73,7 @@ struct window_model {
             std::uint64_t want = i == ahead ? n : 1;
             for (;;) {
                 sluice::decision d = copy.decide(want, t, true);
-                if (d.allowed) break;
+                if (d.admitted) break;
                 if (d.retry_after.count() <= 0 || t == i64_max) return i64_max;
                 t = clamp64(i128(t) + d.retry_after.count());
             }
@@ -92,14 +92,14 @@ const std::int64_t bases[] = {0, -1'000'000'000'000, 3, i64_max - 3'000'000'000,
 
 } // namespace
 
-TEST_SUITE_BEGIN("fixed_window");
+TEST_SUITE_BEGIN("fixed_counter");
 
-TEST_CASE("fixed_window matches a window->count map on random arrivals")
+TEST_CASE("fixed_counter matches a window->count map on random arrivals")
 {
     for (const shape& sh : shapes) {
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                fixed_window f(sh.limit, std::chrono::nanoseconds{sh.window});
+                fixed_counter f(sh.limit, std::chrono::nanoseconds{sh.window});
                 window_model m{sh.limit, sh.window, {}, {}};
                 rng r{seed * 104729 + static_cast<std::uint64_t>(base) + sh.limit};
                 std::int64_t now = base;
@@ -118,7 +118,7 @@ TEST_CASE("fixed_window matches a window->count map on random arrivals")
                     if (op < 70) {
                         sluice::decision got = f.try_acquire(n, now);
                         check_same(got, m.decide(n, now, true));
-                        if (got.allowed) {
+                        if (got.admitted) {
                             mono_now = std::max(mono_now, now);
                             std::uint64_t& c = mono[floor_div(mono_now, sh.window)];
                             c += n;
@@ -135,10 +135,10 @@ TEST_CASE("fixed_window matches a window->count map on random arrivals")
                         std::int64_t predicted = f.predict(n, now, ahead);
                         sluice::reservation got = f.reserve(n, now, max_wait, ahead);
                         if (want.error) {
-                            CHECK_FALSE(got.allowed);
+                            CHECK_FALSE(got.admitted);
                             CHECK(got.error == want.error);
-                        } else if (ahead == 0 && want.allowed) {
-                            CHECK(got.allowed);
+                        } else if (ahead == 0 && want.admitted) {
+                            CHECK(got.admitted);
                             CHECK(got.at == now);
                             CHECK_FALSE(got.error);
                             m.decide(n, now, true);
@@ -146,13 +146,13 @@ TEST_CASE("fixed_window matches a window->count map on random arrivals")
                             CHECK((mono[floor_div(mono_now, sh.window)] += n) <= sh.limit);
                         } else {
                             // Nothing consumed; a prediction no later than reality.
-                            CHECK_FALSE(got.allowed);
+                            CHECK_FALSE(got.admitted);
                             CHECK(got.at == predicted);
                             CHECK(got.at >= now);
                             CHECK(got.at <= m.simulate(n, now, ahead));
                             if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
                             bool late = i128(got.at) - now > max_wait;
-                            CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
+                            CHECK(got.error == (late ? boost::system::error_code(error::timed_out)
                                                      : boost::system::error_code()));
                         }
                     }
@@ -180,13 +180,13 @@ std::int64_t idle_gap(rng& r, std::int64_t window)
     return clamp64(windows * window + r.in(0, window - 1));
 }
 
-TEST_CASE("fixed_window matches the model across idle gaps of every length, forward and back")
+TEST_CASE("fixed_counter matches the model across idle gaps of every length, forward and back")
 {
-    const shape gap_shapes[] = {{1, 1}, {1, 1000}, {100, 1000}, {3, 7}, {fixed_window::max_limit, 1'000'000}};
+    const shape gap_shapes[] = {{1, 1}, {1, 1000}, {100, 1000}, {3, 7}, {fixed_counter::max_limit, 1'000'000}};
     for (const shape& sh : gap_shapes) {
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-                fixed_window f(sh.limit, std::chrono::nanoseconds{sh.window});
+                fixed_counter f(sh.limit, std::chrono::nanoseconds{sh.window});
                 window_model m{sh.limit, sh.window, {}, {}};
                 rng r{seed * 7919 + static_cast<std::uint64_t>(base) + sh.limit};
                 std::int64_t now = base;
@@ -202,7 +202,7 @@ TEST_CASE("fixed_window matches the model across idle gaps of every length, forw
                         sluice::decision want = m.decide(n, now, false);
                         // Refused: at the end of the window that counts (the clock's end at most).
                         i128 k = m.window_at(now);
-                        CHECK(f.predict(n, now) == (want.allowed ? now : clamp64((k + 1) * sh.window)));
+                        CHECK(f.predict(n, now) == (want.admitted ? now : clamp64((k + 1) * sh.window)));
                         bool counted = m.count.count(k) && m.count.at(k) != 0;
                         CHECK(f.idle_at(now) == (counted ? clamp64((k + 1) * sh.window) : i64_min));
                     }
@@ -220,14 +220,14 @@ TEST_CASE("fixed_window matches the model across idle gaps of every length, forw
     }
 }
 
-TEST_CASE("fixed_window: a count is never reused after an idle gap, however long")
+TEST_CASE("fixed_counter: a count is never reused after an idle gap, however long")
 {
     // The gap of the issue: 2^31 + 1 windows of 1 us after a grant at 0 was refused for
     // 2^31 us (35.8 minutes).
-    fixed_window one(1, 1000ns);
-    CHECK(one.try_acquire(1, 0).allowed);
+    fixed_counter one(1, 1000ns);
+    CHECK(one.try_acquire(1, 0).admitted);
     auto d = one.try_acquire(1, (std::int64_t{1} << 31) * 1000 + 1000);
-    CHECK(d.allowed);
+    CHECK(d.admitted);
     CHECK(d.remaining == 0);
     // Every gap near 2^31, 2^32 and 2^62 windows, in both signs of the clock.
     for (std::int64_t w : {std::int64_t{1}, std::int64_t{1000}}) {
@@ -241,113 +241,113 @@ TEST_CASE("fixed_window: a count is never reused after an idle gap, however long
                     CAPTURE(bits);
                     CAPTURE(off);
                     CAPTURE(start);
-                    fixed_window f(100, std::chrono::nanoseconds{w});
-                    CHECK(f.try_acquire(100, start).allowed);
+                    fixed_counter f(100, std::chrono::nanoseconds{w});
+                    CHECK(f.try_acquire(100, start).admitted);
                     // One request per window for 1000 windows after the gap: all admitted.
                     int admitted = 0;
                     for (std::int64_t i = 0; i < 1000 && later + i * w <= i64_max - w; ++i)
-                        admitted += f.try_acquire(1, static_cast<std::int64_t>(later + i * w)).allowed;
+                        admitted += f.try_acquire(1, static_cast<std::int64_t>(later + i * w)).admitted;
                     bool room = later <= i64_max - w;
                     CHECK(admitted == (room ? std::min<i128>(1000, (i64_max - w - later) / w + 1) : 0));
                     // A step back to the first window after the gap counts in the newest one.
-                    CHECK(f.try_acquire(100, static_cast<std::int64_t>(later)).allowed == !room);
+                    CHECK(f.try_acquire(100, static_cast<std::int64_t>(later)).admitted == !room);
                 }
             }
         }
     }
 }
 
-TEST_CASE("fixed_window: a backward step keeps counting in the newest window")
+TEST_CASE("fixed_counter: a backward step keeps counting in the newest window")
 {
-    fixed_window f(3, 1000ns);
-    CHECK(f.try_acquire(3, 5'500).allowed);
+    fixed_counter f(3, 1000ns);
+    CHECK(f.try_acquire(3, 5'500).admitted);
     // Back two windows: still window 5, still full, reset at its end.
     auto d = f.try_acquire(1, 3'200);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after.count() == 6'000 - 3'200);
     CHECK(d.reset_after.count() == 6'000 - 3'200);
     CHECK(d.remaining == 0);
     CHECK(f.predict(1, 3'200) == 6'000);
-    CHECK(f.try_acquire(3, 6'000).allowed);
-    CHECK_FALSE(f.try_acquire(1, 6'999).allowed);
+    CHECK(f.try_acquire(3, 6'000).admitted);
+    CHECK_FALSE(f.try_acquire(1, 6'999).admitted);
 }
 
-TEST_CASE("fixed_window: boundaries, first call anywhere, extremes")
+TEST_CASE("fixed_counter: boundaries, first call anywhere, extremes")
 {
     for (std::int64_t start : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{-999}, std::int64_t{-1000},
                                std::int64_t{-7'000'000'000'000'000'000}, i64_min, i64_max, i64_max - 1000}) {
         CAPTURE(start);
-        fixed_window f(4, 1000ns);
+        fixed_counter f(4, 1000ns);
         auto d = f.try_acquire(4, start);
-        CHECK(d.allowed);
+        CHECK(d.admitted);
         CHECK(d.remaining == 0);
         auto e = f.try_acquire(1, start);
-        CHECK_FALSE(e.allowed);
+        CHECK_FALSE(e.admitted);
         i128 end = (floor_div(start, 1000) + 1) * 1000;
         CHECK(e.retry_after.count() == (end >= i64_max ? i64_max : clamp64(end - start)));
         CHECK(e.retry_after.count() > 0);
     }
     // 1 per year, 10^9 per second.
-    fixed_window year(1, std::chrono::hours(24 * 365));
-    CHECK(year.try_acquire(1, 1).allowed);
+    fixed_counter year(1, std::chrono::hours(24 * 365));
+    CHECK(year.try_acquire(1, 1).admitted);
     CHECK(year.try_acquire(1, 1).retry_after.count() == 365LL * 86400 * 1'000'000'000 - 1);
-    fixed_window fast(fixed_window::max_limit, 1s);
-    CHECK(fast.try_acquire(fixed_window::max_limit, 0).allowed);
-    CHECK_FALSE(fast.try_acquire(1, 999'999'999).allowed);
-    CHECK(fast.try_acquire(fixed_window::max_limit, 1'000'000'000).allowed);
-    fixed_window ns(1, 1ns);
+    fixed_counter fast(fixed_counter::max_limit, 1s);
+    CHECK(fast.try_acquire(fixed_counter::max_limit, 0).admitted);
+    CHECK_FALSE(fast.try_acquire(1, 999'999'999).admitted);
+    CHECK(fast.try_acquire(fixed_counter::max_limit, 1'000'000'000).admitted);
+    fixed_counter ns(1, 1ns);
     for (std::int64_t t = -5; t < 5; ++t) {
-        CHECK(ns.try_acquire(1, t).allowed);
+        CHECK(ns.try_acquire(1, t).admitted);
         CHECK(ns.try_acquire(1, t).retry_after == 1ns);
     }
 }
 
-TEST_CASE("fixed_window: bad input")
+TEST_CASE("fixed_counter: bad input")
 {
-    CHECK(thrown([] { fixed_window f(0, 1s); }) == error::invalid_burst);
-    CHECK(thrown([] { fixed_window f(fixed_window::max_limit + 1, 1s); }) == error::invalid_burst);
-    CHECK(thrown([] { fixed_window f(1, 0s); }) == error::invalid_rate);
-    CHECK(thrown([] { fixed_window f(1, -1ns); }) == error::invalid_rate);
-    fixed_window f(3, 1s);
+    CHECK(thrown([] { fixed_counter f(0, 1s); }) == error::invalid_limit);
+    CHECK(thrown([] { fixed_counter f(fixed_counter::max_limit + 1, 1s); }) == error::invalid_limit);
+    CHECK(thrown([] { fixed_counter f(1, 0s); }) == error::invalid_duration);
+    CHECK(thrown([] { fixed_counter f(1, -1ns); }) == error::invalid_duration);
+    fixed_counter f(3, 1s);
     CHECK(f.try_acquire(0, 0).error == error::invalid_count);
-    CHECK(f.try_acquire(4, 0).error == error::exceeds_burst);
+    CHECK(f.try_acquire(4, 0).error == error::exceeds_limit);
     CHECK(f.try_acquire(4, 0).retry_after == std::chrono::nanoseconds::max());
     CHECK(f.reserve(0, 0, 0).error == error::invalid_count);
-    CHECK(f.reserve(4, 0, 0).error == error::exceeds_burst);
-    CHECK(f.try_acquire(3, 0).allowed);
-    CHECK(thrown([&] { f.set_limit(0); }) == error::invalid_burst);
+    CHECK(f.reserve(4, 0, 0).error == error::exceeds_limit);
+    CHECK(f.try_acquire(3, 0).admitted);
+    CHECK(thrown([&] { f.set_limit(0); }) == error::invalid_limit);
     CHECK(f.limit() == 3);
 }
 
-TEST_CASE("fixed_window: reserve grants only at once, set_limit keeps the count")
+TEST_CASE("fixed_counter: reserve grants only at once, set_limit keeps the count")
 {
-    fixed_window f(4, 1000ns);
+    fixed_counter f(4, 1000ns);
     auto a = f.reserve(3, 100, 0);
-    CHECK(a.allowed);
+    CHECK(a.admitted);
     CHECK(a.at == 100);
     auto b = f.reserve(2, 200, 10'000);
-    CHECK_FALSE(b.allowed);
+    CHECK_FALSE(b.admitted);
     CHECK_FALSE(b.error);
     CHECK(b.at == 1000);
     auto c = f.reserve(2, 200, 799);
-    CHECK_FALSE(c.allowed);
-    CHECK(c.error == error::would_exceed_timeout);
+    CHECK_FALSE(c.admitted);
+    CHECK(c.error == error::timed_out);
     CHECK(c.at == 1000);
     // Nothing was consumed by the deferred ones.
-    CHECK(f.try_acquire(1, 300).allowed);
+    CHECK(f.try_acquire(1, 300).admitted);
     // Queued permits ahead push the prediction whole windows out.
     CHECK(f.predict(1, 300, 4) == 2000);
     CHECK(f.predict(1, 300, 3) == 1000);
     CHECK(f.predict(4, 300, 5) == 3000);
-    CHECK_FALSE(f.reserve(1, 300, 1'000'000, 1).allowed);
+    CHECK_FALSE(f.reserve(1, 300, 1'000'000, 1).admitted);
     f.set_limit(6);
     CHECK(f.limit() == 6);
     CHECK(f.burst() == 6);
-    CHECK(f.try_acquire(2, 400).allowed);
-    CHECK_FALSE(f.try_acquire(1, 400).allowed);
+    CHECK(f.try_acquire(2, 400).admitted);
+    CHECK_FALSE(f.try_acquire(1, 400).admitted);
     f.set_limit(2);
-    CHECK_FALSE(f.try_acquire(1, 500).allowed);
-    CHECK(f.try_acquire(2, 1000).allowed);
+    CHECK_FALSE(f.try_acquire(1, 500).admitted);
+    CHECK(f.try_acquire(2, 1000).admitted);
 }
 
 TEST_SUITE_END();

@@ -24,22 +24,22 @@ namespace sluice::policy {
 /// the newest window seen (it never reopens an old one). One race remains in theory
 /// (stale_rewrite in the private part): a thread stalled for a whole window and through
 /// another idle gap of about a multiple of 2^32 windows.
-class fixed_window {
+class fixed_counter {
 public:
     /// This policy never commits permits in the future: waiters are retried.
     static constexpr bool reserves_ahead = false;
     /// The largest limit: 2^31 - 1 (the count shares its word with a tag).
     static constexpr std::uint64_t max_limit = (1u << 31) - 1;
 
-    /// Throws system_error(error::invalid_burst) unless 1 <= limit <= 2^31 - 1, and
-    /// error::invalid_rate unless window > 0.
-    fixed_window(std::uint64_t limit, std::chrono::nanoseconds window)
+    /// Throws system_error(error::invalid_limit) unless 1 <= limit <= 2^31 - 1, and
+    /// error::invalid_duration unless window > 0.
+    fixed_counter(std::uint64_t limit, std::chrono::nanoseconds window)
         : limit_(check_limit(limit)), window_(check_window(window))
     {
     }
 
-    fixed_window(const fixed_window&) = delete;
-    fixed_window& operator=(const fixed_window&) = delete;
+    fixed_counter(const fixed_counter&) = delete;
+    fixed_counter& operator=(const fixed_counter&) = delete;
 
     /// Grants n permits at `now` if they fit in the current window's count; the decision says how long until they
     /// would be, otherwise.
@@ -48,18 +48,18 @@ public:
     /// The decision try_acquire would take, without consuming anything.
     decision check(std::uint64_t n, std::int64_t now) const noexcept
     {
-        return const_cast<fixed_window*>(this)->decide(n, now, false);
+        return const_cast<fixed_counter*>(this)->decide(n, now, false);
     }
 
     /// Grants at once when n permits fit in the current window and nothing is `ahead`
     /// (permits of requests queued before this one); never commits in the future. Otherwise
-    /// returns predict(n, now, ahead), with error::would_exceed_timeout beyond max_wait.
+    /// returns predict(n, now, ahead), with error::timed_out beyond max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         std::uint64_t limit = limit_.load(std::memory_order_relaxed);
         if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit) return detail::invalid_reservation(error::exceeds_burst);
-        if (ahead == 0 && try_acquire(n, now).allowed)
+        if (n > limit) return detail::invalid_reservation(error::exceeds_limit);
+        if (ahead == 0 && try_acquire(n, now).admitted)
             return {true, now, {}};
         return detail::deferred_reservation(predict(n, now, ahead), now, max_wait);
     }
@@ -102,14 +102,14 @@ private:
     static std::uint64_t check_limit(std::uint64_t limit)
     {
         if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_burst));
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
         return limit;
     }
 
     static std::int64_t check_window(std::chrono::nanoseconds w)
     {
         if (w.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_rate));
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
         return w.count();
     }
 
@@ -176,7 +176,7 @@ private:
     {
         std::uint64_t limit = limit_.load(std::memory_order_relaxed);
         if (n == 0) return detail::invalid_decision(error::invalid_count);
-        if (n > limit) return detail::invalid_decision(error::exceeds_burst);
+        if (n > limit) return detail::invalid_decision(error::exceeds_limit);
         for (;;) {
             state s = load(now);
             std::int64_t end = window_start(detail::int128(s.window) + 1, window_);
@@ -188,7 +188,7 @@ private:
                 d.remaining = s.count < limit ? limit - s.count : 0;
                 return d;
             }
-            d.allowed = true;
+            d.admitted = true;
             d.remaining = limit - s.count - n;
             if (!consume)
                 return d;

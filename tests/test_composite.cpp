@@ -1,10 +1,10 @@
 #include <sluice/all_of.hpp>
 #include <sluice/manual_clock.hpp>
-#include <sluice/policy/all_of.hpp>
-#include <sluice/policy/fixed_window.hpp>
+#include <sluice/policy/composite.hpp>
+#include <sluice/policy/fixed_counter.hpp>
 #include <sluice/policy/gcra.hpp>
 #include <sluice/policy/sliding_log.hpp>
-#include <sluice/policy/sliding_window_counter.hpp>
+#include <sluice/policy/weighted_counter.hpp>
 
 #include <boost/asio/io_context.hpp>
 
@@ -34,8 +34,8 @@ using namespace sluice_test;
 struct reference {
     gcra g{rate::every(100ns), 5};
     sliding_log l{12, 2000ns};
-    fixed_window f{8, 1500ns};
-    sliding_window_counter c{9, 1000ns};
+    fixed_counter f{8, 1500ns};
+    weighted_counter c{9, 1000ns};
 
     decision decide(std::uint64_t n, std::int64_t t, bool consume)
     {
@@ -44,29 +44,29 @@ struct reference {
         // burst x interval after it was empty; the others are idle at idle_at.
         std::int64_t idle[] = {clamp64(i128(g.empty_at()) + 5 * 100), l.idle_at(t), f.idle_at(t), c.idle_at(t)};
         decision out;
-        out.allowed = true;
+        out.admitted = true;
         out.remaining = ~std::uint64_t{0};
         std::uint64_t now_remaining = ~std::uint64_t{0};   // when nothing is taken
         std::int64_t now_reset = 0;
         for (std::size_t i = 0; i < 4; ++i) {
             const decision& d = ds[i];
-            now_remaining = std::min(now_remaining, d.allowed ? d.remaining + n : d.remaining);
-            now_reset = std::max(now_reset, d.allowed ? clamp64(std::max<i128>(i128(idle[i]) - t, 0)) : d.reset_after.count());
+            now_remaining = std::min(now_remaining, d.admitted ? d.remaining + n : d.remaining);
+            now_reset = std::max(now_reset, d.admitted ? clamp64(std::max<i128>(i128(idle[i]) - t, 0)) : d.reset_after.count());
             if (d.error && !out.error) out.error = d.error;
-            out.allowed = out.allowed && d.allowed;
+            out.admitted = out.admitted && d.admitted;
             out.retry_after = std::max(out.retry_after, d.retry_after);
             out.reset_after = std::max(out.reset_after, d.reset_after);
             out.remaining = std::min(out.remaining, d.remaining);
         }
-        if (!out.allowed && !out.error) {
+        if (!out.admitted && !out.error) {
             out.remaining = now_remaining;
             out.reset_after = std::chrono::nanoseconds{now_reset};
         }
         if (out.error) {
-            out.allowed = false;
+            out.admitted = false;
             out.retry_after = std::chrono::nanoseconds::max();
         }
-        if (out.allowed && consume) {
+        if (out.admitted && consume) {
             g.try_acquire(n, t);
             l.try_acquire(n, t);
             f.try_acquire(n, t);
@@ -76,11 +76,11 @@ struct reference {
     }
 };
 
-using composite = all_of<gcra, sliding_log, fixed_window, sliding_window_counter>;
+using mix = composite<gcra, sliding_log, fixed_counter, weighted_counter>;
 
-composite make_composite()
+mix make_composite()
 {
-    return composite{std::tuple{rate::every(100ns), 5}, std::tuple{12, 2000ns}, std::tuple{8, 1500ns},
+    return mix{std::tuple{rate::every(100ns), 5}, std::tuple{12, 2000ns}, std::tuple{8, 1500ns},
                      std::tuple{9, 1000ns}};
 }
 
@@ -92,7 +92,7 @@ TEST_CASE("all_of matches its parts combined literally on random arrivals")
 {
     for (std::int64_t base : {std::int64_t{0}, std::int64_t{-1'000'000'000}, i64_max - 100'000'000, i64_min + 100'000'000}) {
         for (std::uint64_t seed = 1; seed <= 6; ++seed) {
-            composite p = make_composite();
+            mix p = make_composite();
             reference m;
             rng r{seed * 49979687 + static_cast<std::uint64_t>(base)};
             std::int64_t now = base;
@@ -109,7 +109,7 @@ TEST_CASE("all_of matches its parts combined literally on random arrivals")
                 if (op < 70) {
                     decision got = p.try_acquire(n, now);
                     check_same(got, m.decide(n, now, true));
-                    granted += got.allowed ? n : 0;
+                    granted += got.admitted ? n : 0;
                 } else if (op < 80) {
                     check_same(p.check(n, now), m.decide(n, now, false));
                 } else {
@@ -120,22 +120,22 @@ TEST_CASE("all_of matches its parts combined literally on random arrivals")
                     std::int64_t predicted = p.predict(n, now, ahead);
                     reservation got = p.reserve(n, now, max_wait, ahead);
                     if (want.error) {
-                        CHECK_FALSE(got.allowed);
+                        CHECK_FALSE(got.admitted);
                         CHECK(got.error == want.error);
-                    } else if (ahead == 0 && want.allowed) {
-                        CHECK(got.allowed);
+                    } else if (ahead == 0 && want.admitted) {
+                        CHECK(got.admitted);
                         CHECK(got.at == now);
                         m.decide(n, now, true);
                         granted += n;
                     } else {
-                        CHECK_FALSE(got.allowed);
+                        CHECK_FALSE(got.admitted);
                         CHECK(got.at == predicted);
                         // The latest of the parts' predictions, never before now.
                         std::int64_t latest = std::max({now, m.g.predict(n, now, ahead), m.l.predict(n, now, ahead),
                                                         m.f.predict(n, now, ahead), m.c.predict(n, now, ahead)});
                         CHECK(got.at == latest);
                         bool late = i128(got.at) - now > max_wait;
-                        CHECK(got.error == (late ? boost::system::error_code(error::would_exceed_timeout)
+                        CHECK(got.error == (late ? boost::system::error_code(error::timed_out)
                                                  : boost::system::error_code()));
                     }
                 }
@@ -155,82 +155,82 @@ TEST_CASE("all_of matches its parts combined literally on random arrivals")
 
 TEST_CASE("all_of: all or nothing")
 {
-    all_of<gcra, sliding_log> p{std::tuple{rate::per_second(10), 10}, std::tuple{3, std::chrono::nanoseconds(1h)}};
+    composite<gcra, sliding_log> p{std::tuple{rate::per_second(10), 10}, std::tuple{3, std::chrono::nanoseconds(1h)}};
     CHECK(p.burst() == 3);
-    CHECK(p.try_acquire(2, 0).allowed);
+    CHECK(p.try_acquire(2, 0).admitted);
     // The log would refuse 2: the bucket must not be charged for it.
     auto d = p.try_acquire(2, 0);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after == 1h);
     CHECK(d.remaining == 1);
-    CHECK(p.part<0>().check(8, 0).allowed);
-    CHECK(p.try_acquire(1, 0).allowed);
-    CHECK(p.part<0>().check(7, 0).allowed);
-    CHECK_FALSE(p.part<0>().check(8, 0).allowed);
-    CHECK(p.try_acquire(4, 0).error == error::exceeds_burst);
+    CHECK(p.part<0>().check(8, 0).admitted);
+    CHECK(p.try_acquire(1, 0).admitted);
+    CHECK(p.part<0>().check(7, 0).admitted);
+    CHECK_FALSE(p.part<0>().check(8, 0).admitted);
+    CHECK(p.try_acquire(4, 0).error == error::exceeds_limit);
     CHECK(p.try_acquire(0, 0).error == error::invalid_count);
-    CHECK(p.reserve(4, 0, 0).error == error::exceeds_burst);
+    CHECK(p.reserve(4, 0, 0).error == error::exceeds_limit);
     CHECK(p.reserve(0, 0, 0).error == error::invalid_count);
     // Reconfiguring a part through part<I>().
     p.part<1>().set_limit(5);
     CHECK(p.burst() == 5);
-    CHECK(p.try_acquire(2, 0).allowed);
+    CHECK(p.try_acquire(2, 0).admitted);
 }
 
 TEST_CASE("all_of: nested composites and the minimum remaining")
 {
-    all_of<all_of<gcra, fixed_window>, sliding_window_counter> p{
+    composite<composite<gcra, fixed_counter>, weighted_counter> p{
         std::tuple{std::tuple{rate::every(1000ns), 4}, std::tuple{6, 10'000ns}}, std::tuple{5, 10'000ns}};
     CHECK(p.burst() == 4);
     auto d = p.try_acquire(3, 0);
-    CHECK(d.allowed);
+    CHECK(d.admitted);
     CHECK(d.remaining == 1);
     auto e = p.try_acquire(3, 1000);
-    CHECK_FALSE(e.allowed);
+    CHECK_FALSE(e.admitted);
     CHECK(e.remaining == 2);
     CHECK(e.retry_after.count() == 10'000 + 3334 - 1000);   // the counter: 3 * (w - e) <= 2 * w
-    CHECK(p.try_acquire(2, 1000).allowed);
+    CHECK(p.try_acquire(2, 1000).admitted);
     auto f = p.try_acquire(1, 5000);
-    CHECK_FALSE(f.allowed);   // the counter holds 5 of 5
+    CHECK_FALSE(f.admitted);   // the counter holds 5 of 5
     CHECK(f.retry_after.count() == 10'000 + 2000 - 5000);
 }
 
 TEST_CASE("all_of: a rejected decision reports reset_after with nothing taken")
 {
-    all_of<gcra, fixed_window> p{std::tuple{rate::per_second(10), 10}, std::tuple{1, std::chrono::nanoseconds(1s)}};
-    REQUIRE(p.try_acquire(1, 0).allowed);
+    composite<gcra, fixed_counter> p{std::tuple{rate::per_second(10), 10}, std::tuple{1, std::chrono::nanoseconds(1s)}};
+    REQUIRE(p.try_acquire(1, 0).admitted);
     const std::int64_t t = std::chrono::nanoseconds(990ms).count();
     // The bucket is full again; the window holds 1 of 1 until 1 s.
     auto d = p.check(1, t);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after == 10ms);
     CHECK(d.remaining == 0);
     CHECK(d.reset_after == 10ms);
     // The bucket in debt: its own reset counts, still without the refused request.
     REQUIRE(p.part<0>().try_acquire(10, t));
     auto e = p.try_acquire(1, t);
-    CHECK_FALSE(e.allowed);
+    CHECK_FALSE(e.admitted);
     CHECK(e.reset_after == 1s);
 }
 
-TEST_CASE("all_of: a part's set_rate keeps what the composite consumed, in permits")
+TEST_CASE("all_of: a part's set_rate keeps what the mix consumed, in permits")
 {
-    all_of<gcra, fixed_window> p{std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)}};
-    REQUIRE(p.try_acquire(5, 0).allowed);
+    composite<gcra, fixed_counter> p{std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)}};
+    REQUIRE(p.try_acquire(5, 0).admitted);
     p.part<0>().set_rate(rate::per_second(20), 0);
     auto d = p.check(6, 0);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.remaining == 5);
     CHECK(d.retry_after == 50ms);
-    CHECK(p.try_acquire(5, 0).allowed);
-    CHECK_FALSE(p.try_acquire(1, 0).allowed);
+    CHECK(p.try_acquire(5, 0).admitted);
+    CHECK_FALSE(p.try_acquire(1, 0).admitted);
     // Slower: the 5 left stay 5, and the bucket refills at the new rate.
-    all_of<gcra, fixed_window> q{std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)}};
-    REQUIRE(q.try_acquire(5, 0).allowed);
+    composite<gcra, fixed_counter> q{std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)}};
+    REQUIRE(q.try_acquire(5, 0).admitted);
     q.part<0>().set_burst(20, 0);
     q.part<0>().set_rate(rate::per_second(5), 0);
     CHECK(q.check(1, 0).remaining == 4);
-    CHECK(q.try_acquire(5, 0).allowed);
+    CHECK(q.try_acquire(5, 0).admitted);
     CHECK(q.try_acquire(1, 0).retry_after == 200ms);
 }
 
@@ -239,14 +239,14 @@ TEST_CASE("all_of: the asynchronous update keeps what was consumed")
     using clk = sluice::basic_manual_clock<struct all_of_update_tag>;
     boost::asio::io_context io;
     clk::set(std::chrono::seconds(1000));
-    sluice::basic_all_of<clk, boost::asio::any_io_executor, gcra, fixed_window> l(
+    sluice::basic_all_of<clk, boost::asio::any_io_executor, gcra, fixed_counter> l(
         io, std::tuple{rate::per_second(10), 10}, std::tuple{100, std::chrono::nanoseconds(1s)});
-    REQUIRE(l.try_acquire(5).allowed);
+    REQUIRE(l.try_acquire(5).admitted);
     l.update<0>([](gcra& g, std::int64_t now) { g.set_rate(rate::per_second(20), now); });
-    CHECK_FALSE(l.try_acquire(6).allowed);
-    CHECK(l.try_acquire(5).allowed);
+    CHECK_FALSE(l.try_acquire(6).admitted);
+    CHECK(l.try_acquire(5).admitted);
     auto d = l.try_acquire(1);
-    CHECK_FALSE(d.allowed);
+    CHECK_FALSE(d.admitted);
     CHECK(d.retry_after == 50ms);
 }
 
