@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of sluice's untrusted inputs with libFuzzer (clang 14, Debian's
+# packages), under AddressSanitizer + UndefinedBehaviorSanitizer. The targets are listed in
+# fuzz/targets (one line each: adding a target is a line there plus fuzz/NAME.cpp).
+#
+#   scripts/fuzz.sh --list                       the targets, one a line
+#   scripts/fuzz.sh --seconds N [TARGET...]      build, then run each target N seconds
+#                                                (every target when none is named)
+# Options of a run:
+#   --jobs J        run J targets at a time (default 1)
+#   --fork K        run each target as K libFuzzer worker processes (-fork=K), which go
+#                   on after a crash (each crash saved and counted): for long campaigns
+#   --corpus DIR    keep each target's corpus in DIR/TARGET (default: a temporary dir,
+#                   removed afterwards); the seeds of fuzz/corpus/TARGET are read, never
+#                   written. New crashes go to DIR/../artifacts (or the temporary dir).
+#   --coverage      after the run, line coverage of the corpus reached, per target and
+#                   for the library's sources (a second build with clang's source-based
+#                   coverage, llvm-profdata-14 / llvm-cov-14)
+#   --build DIR     the build directory (default build-fuzz)
+# A long campaign, in the background, keeping what it found:
+#   nice scripts/fuzz.sh --seconds 3600 --fork 2 --corpus ~/sluice-fuzz
+#
+# Prints one line a target (executions, coverage and features, corpus, crashes), and last
+#   fuzz: T targets, E executions, C crashes
+# Exits non-zero when C > 0 (or a target could not run). Installs what it needs with
+# apt-get (scripts/install-deps.sh, then clang-14, its libFuzzer and the llvm tools).
+set -euo pipefail
+
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
+
+all_targets() { sed -e 's/#.*//' fuzz/targets | awk 'NF { print $1 }'; }
+
+seconds='' jobs=1 fork=0 corpus_root='' coverage=0 build=build-fuzz targets=()
+while (($#)); do
+    case $1 in
+    --list) all_targets; exit 0 ;;
+    --seconds) seconds=$2; shift ;;
+    --jobs) jobs=$2; shift ;;
+    --fork) fork=$2; shift ;;
+    --corpus) corpus_root=$2; shift ;;
+    --coverage) coverage=1 ;;
+    --build) build=$2; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "fuzz: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) targets+=("$1") ;;
+    esac
+    shift
+done
+[[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz: --seconds N is required (or --list)" >&2; exit 2; }
+known=$(all_targets)
+((${#targets[@]})) || mapfile -t targets <<<"$known"
+for t in "${targets[@]}"; do
+    grep -qx -- "$t" <<<"$known" || { echo "fuzz: no target $t (see --list)" >&2; exit 2; }
+done
+
+# ---- what it needs -----------------------------------------------------------------------
+scripts/install-deps.sh
+need=(clang-14 libclang-rt-14-dev libfuzzer-14-dev llvm-14)
+missing=()
+for p in "${need[@]}"; do
+    [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true) == installed ]] || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "fuzz: installing ${missing[*]}"
+    sudo=()
+    ((EUID == 0)) || sudo=(sudo)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# ---- build -------------------------------------------------------------------------------
+# The library and the targets with libFuzzer's instrumentation, ASan and UBSan (clang does
+# not link the sanitizer runtimes into shared libraries: b_lundef off). -O1 -g: what the
+# sanitizers need for readable reports, at a speed that still counts.
+configure() {
+    local dir=$1
+    shift
+    if [[ -f $dir/meson-private/coredata.dat ]]; then
+        meson setup --reconfigure "$dir" "$@" >/dev/null
+    else
+        CXX=clang++-14 CC=clang-14 meson setup "$dir" "$@" >/dev/null
+    fi
+}
+common=(-Dfuzz=true -Dtests=false -Dbenchmarks=false -Dexamples=false -Dredis=enabled -Db_lundef=false
+        -Dbuildtype=debug -Doptimization=1)
+configure "$build" "${common[@]}" -Db_sanitize=address,undefined
+ninja -C "$build" -j "${SLUICE_FUZZ_BUILD_JOBS:-2}" $(printf 'fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+
+# ---- run ---------------------------------------------------------------------------------
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [[ -n $corpus_root ]]; then
+    mkdir -p "$corpus_root"
+    corpus_root=$(readlink -f "$corpus_root")
+    artifacts=$corpus_root/../artifacts
+else
+    corpus_root=$tmp/corpus
+    artifacts=$tmp/artifacts
+fi
+mkdir -p "$artifacts"
+artifacts=$(readlink -f "$artifacts")
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+# run_one TARGET: runs it, writes its log to $tmp/TARGET.log and its line to $tmp/TARGET.line.
+run_one() {
+    local t=$1 log=$tmp/$1.log
+    local work=$corpus_root/$t out=$artifacts/$t
+    mkdir -p "$work" "$out"
+    local before
+    before=$(find "$out" -type f | wc -l)
+    local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+                -artifact_prefix="$out/" "$work" "fuzz/corpus/$t")
+    ((fork > 0)) && args=(-fork="$fork" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 "${args[@]}")
+    local rc=0
+    "$build/fuzz/fuzz_$t" "${args[@]}" >"$log" 2>&1 || rc=$?
+    local crashes execs cov ft corp
+    crashes=$(($(find "$out" -type f | wc -l) - before))
+    ((rc == 0 || crashes > 0)) || crashes=1   # stopped without an artifact: counted all the same
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    [[ -n $execs ]] || execs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
+    cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+    ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+    corp=$(grep -oE 'corp: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+    printf '%s %s %s %s %s %s\n' "$t" "${execs:-0}" "${cov:-0}" "${ft:-0}" "${corp:-0}" "$crashes" >"$tmp/$t.line"
+    if ((crashes > 0)); then
+        echo "--- fuzz $t: crashed; its log:" >&2
+        grep -E -A25 '==ERROR|runtime error|fuzz invariant|deadly signal|Timeout|out-of-memory' "$log" | head -60 >&2 || tail -30 "$log" >&2
+    fi
+}
+
+echo "fuzz: ${#targets[@]} targets, ${seconds}s each, $jobs at a time$( ((fork)) && echo ", fork $fork"); corpus in $corpus_root"
+running=0
+for t in "${targets[@]}"; do
+    run_one "$t" &
+    running=$((running + 1))
+    if ((running >= jobs)); then
+        wait -n || true
+        running=$((running - 1))
+    fi
+done
+wait || true
+
+total_execs=0 total_crashes=0
+for t in "${targets[@]}"; do
+    read -r name execs cov ft corp crashes <"$tmp/$t.line"
+    result=OK
+    ((crashes == 0)) || result=FAIL
+    printf 'fuzz %-17s %-4s %12s executions  cov %5s  ft %6s  corpus %5s  crashes %s\n' \
+        "$name" "$result" "$execs" "$cov" "$ft" "$corp" "$crashes"
+    total_execs=$((total_execs + execs))
+    total_crashes=$((total_crashes + crashes))
+done
+((total_crashes == 0)) || echo "fuzz: the inputs that crashed are in $artifacts"
+
+# ---- line coverage -----------------------------------------------------------------------
+if ((coverage)); then
+    cov_build=$build-coverage
+    configure "$cov_build" "${common[@]}" -Db_sanitize=none \
+        "-Dcpp_args=['-fprofile-instr-generate','-fcoverage-mapping']" \
+        "-Dcpp_link_args=['-fprofile-instr-generate']"
+    ninja -C "$cov_build" -j "${SLUICE_FUZZ_BUILD_JOBS:-2}" $(printf 'fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+    objects=()
+    for t in "${targets[@]}"; do
+        LLVM_PROFILE_FILE="$tmp/$t.profraw" "$cov_build/fuzz/fuzz_$t" -runs=0 \
+            "$corpus_root/$t" "fuzz/corpus/$t" >/dev/null 2>&1 || true
+        objects+=(-object "$cov_build/fuzz/fuzz_$t")
+    done
+    llvm-profdata-14 merge -sparse "$tmp"/*.profraw -o "$tmp/all.profdata"
+    # The library's own sources (lib/ and include/sluice/), not the targets' or Boost's.
+    llvm-cov-14 report -instr-profile="$tmp/all.profdata" "${objects[@]:1}" \
+        -ignore-filename-regex='(fuzz/|/usr/|boost)' | sed "s|$PWD/||"
+fi
+
+echo "fuzz: ${#targets[@]} targets, $total_execs executions, $total_crashes crashes"
+((total_crashes == 0))
