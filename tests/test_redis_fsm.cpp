@@ -6,7 +6,9 @@
 #include <sluice/redis/detail/acquire_fsm.hpp>
 #include <sluice/redis/detail/lease_book.hpp>
 #include <sluice/redis/detail/try_fsm.hpp>
+#include <sluice/redis/scripts.hpp>
 #include <sluice/redis/shared_options.hpp>
+#include <sluice/redis/detail/verdict.hpp>
 
 #include <boost/asio/error.hpp>
 
@@ -602,6 +604,28 @@ TEST_CASE("leasing over a simulated fleet: never a slot before its time, never m
                 CHECK(r.commands * 20 <= r.granted);   // Redis calls <= 5 % of the grants
         }
     }
+}
+
+TEST_CASE("answers: only a verdict the script could give to that call is believed (found by fuzz/acquire_fsm)")
+{
+    using redis::detail::answers;
+    eval_request try_now{eval_request::mode::try_now, 2, 0};
+    eval_request reserve{eval_request::mode::reserve, 2, 10'000};
+    eval_request lease{eval_request::mode::lease, 4, 250'000};
+    CHECK(answers(granted(0, 1, 2), try_now));
+    CHECK(answers(refused(3'000), try_now));
+    CHECK_FALSE(answers(granted(1), try_now));   // admitted now, with a wait
+    CHECK(answers(granted(10'000), reserve));
+    CHECK_FALSE(answers(granted(10'001), reserve));   // past the caller's max_wait
+    CHECK(answers(granted(0, 1, 1), lease));
+    CHECK(answers(granted(250'000, 1, 4), lease));
+    CHECK_FALSE(answers(granted(0, 1, 5), lease));   // more slots than asked
+    CHECK_FALSE(answers(granted(0, 1, 0), lease));
+    CHECK_FALSE(answers(granted(250'001, 1, 1), lease));
+    CHECK_FALSE(answers(refused(0), lease));   // a lease is refused only with a wait
+    verdict huge = refused(1);
+    huge.interval_us = sluice::redis::lua::max_span_us + 1;
+    CHECK_FALSE(answers(huge, try_now));
 }
 
 TEST_SUITE_END();
