@@ -628,4 +628,38 @@ TEST_CASE("answers: only a verdict the script could give to that call is believe
     CHECK_FALSE(answers(huge, try_now));
 }
 
+TEST_CASE("lease book: a round trip across a system clock step, a long wait or long intervals overflow nothing (found by fuzz/lease_book)")
+{
+    lease_limits lim{1 * ms, 50 * ms, 16};
+    SUBCASE("round trips measured across a clock step")
+    {
+        for (std::int64_t rtt : {INT64_MIN / 2, INT64_MAX / 2}) {
+            lease_book b;
+            b.take(lim, 1, 0);
+            b.fill(lim, 0, granted(0, 1, 1), 0, rtt);
+            CHECK(b.lead(lim) >= lim.spacing_ns);
+            CHECK(b.lead(lim) <= 2 * lim.ttl_ns + lim.spacing_ns + 5 * ms);
+        }
+    }
+    SUBCASE("a refusal's wait near 2^53 us, late in the clock's range")
+    {
+        lease_book b;
+        const std::int64_t now = std::int64_t{1} << 62;
+        b.take(lim, 1, now);
+        auto d = b.fill(lim, 1, refused((std::int64_t{1} << 53) - 1), now, 100 * us).d;
+        CHECK_FALSE(d.admitted);
+        CHECK(d.retry_after.count() > 0);
+        CHECK(b.take(lim, 1, now + 1 * ms).d.retry_after.count() > 0);   // still refused, locally
+    }
+    SUBCASE("six slots of the longest interval: the first ones are due now, not in the far future")
+    {
+        lease_limits longest{sluice::redis::lua::max_span_us * 1000, 50 * ms, 16};
+        lease_book b;
+        b.take(longest, 6, 0);
+        verdict v = granted(0, 1, 6);
+        v.interval_us = sluice::redis::lua::max_span_us;
+        CHECK(b.fill(longest, 6, v, 1 * ms, 100 * us).d.admitted);
+    }
+}
+
 TEST_SUITE_END();
