@@ -662,4 +662,17 @@ TEST_CASE("lease book: a round trip across a system clock step, a long wait or l
     }
 }
 
+TEST_CASE("try with leasing: a refusal without a wait ends the reservation (found by fuzz/try_fsm)")
+{
+    fake_core c;
+    c.opts.lease_size = 64;
+    redis::detail::try_fsm a("k", 1);
+    REQUIRE(a.start(c, 0).next == op_step::kind::eval);
+    a.on_reply(c, {}, p(refused(0)), false, rt, 0);
+    CHECK(a.error() == sluice::error::exceeds_limit);
+    // The book is not left waiting for it: the next request makes its own round trip.
+    redis::detail::try_fsm b("k", 1);
+    CHECK(b.start(c, 1 * ms).next == op_step::kind::eval);
+}
+
 TEST_SUITE_END();
