@@ -49,7 +49,7 @@ void drive(fuzz::input& in, fuzz::fake_core& c, Fsm& f, bool bucket, std::int64_
         switch (s.next) {
         case op_step::kind::eval: {
             FUZZ_CHECK(!s.cancellable || !bucket);
-            auto a = fuzz::any_answer(in);
+            auto a = fuzz::any_answer(in, s.request);
             c.now = sat_add(c.now, in.number() & ((std::int64_t{1} << 40) - 1));   // the round trip
             s = f.on_reply(c, a.ec, a.get(), a.cancelled, a.rt, c.now);
             if (!a.ec && a.v && a.v->admitted && !a.v->exceeds()) {
@@ -139,7 +139,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint64_t n = in.byte() % 4;
     const std::int64_t max_wait_ns = in.number();   // any, negative included: the machines clamp it
     const std::int64_t clamped = max_wait_ns < 0 ? 0 : max_wait_ns;
-    switch (b % 3) {
+    switch (b & 3) {
     case 0: {
         detail::bucket_acquire_fsm f("k", n, max_wait_ns);
         drive(in, c, f, true, clamped);
@@ -158,7 +158,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         detail::configure_fsm f("k", r, {});
         auto s = f.start(c, c.now);
         FUZZ_CHECK(s.next == op_step::kind::eval);
-        auto a = fuzz::any_answer(in);
+        auto a = fuzz::any_answer(in, s.request);
         s = f.on_reply(c, a.ec, a.get(), a.cancelled, a.rt, c.now);
         FUZZ_CHECK(s.next == op_step::kind::complete);
         // Done only when Redis said so; never counted as a decision.

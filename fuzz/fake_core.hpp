@@ -99,8 +99,8 @@ struct fake_core {
     void leave_queue(const std::string&, const std::string& t) { left_queue.push_back(t); }
 };
 
-/// What came back for one script call: an error_code or a reply, turned into a verdict as
-/// redis_op does.
+/// What came back for script call `sent`: an error_code or a reply, turned into a verdict
+/// as redis_op does (a verdict that cannot answer the call is not believed).
 struct answer {
     error_code ec;
     std::optional<detail::verdict> v;
@@ -109,7 +109,7 @@ struct answer {
     const detail::verdict* get() const { return v ? &*v : nullptr; }
 };
 
-inline answer any_answer(input& in)
+inline answer any_answer(input& in, const detail::eval_request& sent)
 {
     answer a;
     switch (in.byte() % 8) {
@@ -118,6 +118,7 @@ inline answer any_answer(input& in)
     default: break;
     }
     if (!a.ec) a.v = detail::parse_verdict(any_reply(in));
+    if (a.v && !detail::answers(*a.v, sent)) a.v.reset();
     a.cancelled = in.byte() % 8 == 0;
     // system_clock us; it may step back during the round trip.
     a.rt.sent_us = in.number() & ((std::int64_t{1} << 52) - 1);

@@ -40,7 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 2: {
             if (!m.in_flight()) break;
             const std::int64_t rtt_ns = in.number();   // the client's clock may step: any value
+            // As redis_op reads it: a verdict that cannot answer the lease is not believed.
             auto v = detail::parse_verdict(fuzz::any_reply(in));
+            detail::eval_request sent{detail::eval_request::mode::lease, m.asked(), lim.ttl_ns / 1000};
+            if (v && !detail::answers(*v, sent)) v.reset();
             if (!v) {
                 b.failed();
                 m.failed();

@@ -28,6 +28,8 @@ public:
 
     const limits& lim() const noexcept { return lim_; }
     bool in_flight() const noexcept { return asked_ > 0; }
+    /// The slots the reservation in flight asked for.
+    std::uint64_t asked() const noexcept { return asked_; }
 
     /// Before any call on the book at `now`.
     void before(const book& b, std::int64_t now)

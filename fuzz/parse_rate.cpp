@@ -40,7 +40,7 @@ std::optional<number> read_number(std::string_view& s)
     if (digits.empty()) return std::nullopt;
     s.remove_prefix(i);
     number n;
-    n.value = big(digits);
+    for (char c : digits) n.value = n.value * 10 + (c - '0');   // (a string with a leading 0 would be octal)
     n.scale = scale;
     auto first = digits.find_first_not_of('0');
     if (first != std::string::npos)

@@ -21,6 +21,7 @@ struct op {
     detail::try_fsm f;
     bool background;
     bool leasing = false;   // its call is a reservation for the book
+    detail::eval_request sent{};
 };
 
 } // namespace
@@ -62,6 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (s.next == op_step::kind::eval) {
                 FUZZ_CHECK(s.cancellable);
                 o.leasing = s.request.how == detail::eval_request::mode::lease;
+                o.sent = s.request;
                 FUZZ_CHECK(o.leasing == c.leasing());
                 flying.push_back(std::move(o));
                 break;
@@ -81,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             std::size_t i = in.byte() % flying.size();
             op o = std::move(flying[i]);
             flying.erase(flying.begin() + static_cast<std::ptrdiff_t>(i));
-            auto a = fuzz::any_answer(in);
+            auto a = fuzz::any_answer(in, o.sent);
             const std::uint64_t before = c.admitted + c.rejected;
             auto s = o.f.on_reply(c, a.ec, a.get(), a.cancelled, a.rt, c.now);
             FUZZ_CHECK(s.next == op_step::kind::complete);
@@ -92,6 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             for (auto k : c.prefetches) {
                 op o{detail::try_fsm::prefetch("k", k), true, true};
                 auto s = o.f.start(c, c.now);
+                o.sent = s.request;
                 FUZZ_CHECK(s.next == op_step::kind::eval && !s.cancellable);
                 FUZZ_CHECK(s.request.how == detail::eval_request::mode::lease && s.request.n == k);
                 flying.push_back(std::move(o));
