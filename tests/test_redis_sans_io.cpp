@@ -259,4 +259,30 @@ TEST_CASE("eval_fsm: an error_code (link lost, timed out) is the answer as it is
     CHECK_FALSE(r.is_error());
 }
 
+TEST_CASE("eval_fsm: a retry that ran the script is the answer, even after a failed load (found by fuzz/eval_fsm)")
+{
+    // The load failed here (OOM, say) but another client loaded the script meanwhile: the
+    // retry ran it, and its reply (a decision that may have consumed permits) must not be
+    // replaced by the load's error.
+    eval_fsm f;
+    error_code ec;
+    reply r = noscript();
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::reload);
+    f.on_load({}, error_reply("OOM command not allowed when used memory > 'maxmemory'."));
+    r = integer_reply(1);
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK_FALSE(ec);
+    CHECK(r.type == reply::kind::integer);
+    CHECK(r.integer == 1);
+
+    eval_fsm g;   // another error than NOSCRIPT is the retry's own answer too
+    r = noscript();
+    CHECK(g.on_evalsha(ec, r) == eval_fsm::next::reload);
+    g.on_load({}, error_reply("ERR Error compiling script"));
+    r = error_reply("BUSY Redis is busy running a script.");
+    CHECK(g.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK(ec == sluice::error::backend_error);
+    CHECK(r.str.starts_with("BUSY"));
+}
+
 TEST_SUITE_END();
