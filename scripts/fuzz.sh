@@ -12,7 +12,7 @@
 #                   on after a crash (each crash saved and counted): for long campaigns
 #   --corpus DIR    keep each target's corpus in DIR/TARGET (default: a temporary dir,
 #                   removed afterwards); the seeds of fuzz/corpus/TARGET are read, never
-#                   written. New crashes go to DIR/../artifacts (or the temporary dir).
+#                   written. New crashes go to DIR/../artifacts (default BUILD/artifacts).
 #   --coverage      after the run, line coverage of the corpus reached, per target and
 #                   for the library's sources (a second build with clang's source-based
 #                   coverage, llvm-profdata-14 / llvm-cov-14)
@@ -95,7 +95,7 @@ if [[ -n $corpus_root ]]; then
     artifacts=$corpus_root/../artifacts
 else
     corpus_root=$tmp/corpus
-    artifacts=$tmp/artifacts
+    artifacts=$build/artifacts
 fi
 mkdir -p "$artifacts"
 artifacts=$(readlink -f "$artifacts")
@@ -125,7 +125,8 @@ run_one() {
     printf '%s %s %s %s %s %s\n' "$t" "${execs:-0}" "${cov:-0}" "${ft:-0}" "${corp:-0}" "$crashes" >"$tmp/$t.line"
     if ((crashes > 0)); then
         echo "--- fuzz $t: crashed; its log:" >&2
-        grep -E -A25 '==ERROR|runtime error|fuzz invariant|deadly signal|Timeout|out-of-memory' "$log" | head -60 >&2 || tail -30 "$log" >&2
+        grep -E -A12 '==ERROR|runtime error|fuzz invariant|Timeout|out-of-memory' "$log" | head -40 >&2 || tail -30 "$log" >&2
+        grep -E '^(Base64|artifact_prefix|Test unit written)' "$log" | tail -3 >&2 || true
     fi
 }
 
