@@ -18,9 +18,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const system_clock::time_point now{system_clock::duration{in.integer<std::int64_t>()}};
     const std::string_view text = in.rest();
 
+    // 9999-12-31 23:59:60 is the first second of 10000, which IMF-fixdate cannot write (both
+    // documented): the one date that parses and does not format.
+    const http::sys_seconds year_10000{seconds{253402300800}};
     if (auto d = http::parse_http_date(text, now)) {
         auto f = http::format_http_date(*d);
-        FUZZ_CHECK(f.has_value());   // every date parsed has a year in 0000..9999
+        if (*d == year_10000) {
+            FUZZ_CHECK(!f && f.error() == http::error::unserializable);
+            return 0;
+        }
+        FUZZ_CHECK(f.has_value());   // every other date parsed has a year in 0000..9999
         auto again = http::parse_http_date(*f, now);
         FUZZ_CHECK(again && *again == *d);
         if (text.size() == 29 && text.substr(23, 2) != "60") FUZZ_CHECK(*f == text);
