@@ -162,15 +162,23 @@ if ((coverage)); then
         "-Dcpp_link_args=['-fprofile-instr-generate']"
     ninja -C "$cov_build" -j "${SLUICE_FUZZ_BUILD_JOBS:-2}" $(printf 'fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
     objects=()
+    ignore='(^/usr/|/fuzz/[^/]+$)'   # the library's own sources only: not the targets', not Boost's
     for t in "${targets[@]}"; do
         LLVM_PROFILE_FILE="$tmp/$t.profraw" "$cov_build/fuzz/fuzz_$t" -runs=0 \
             "$corpus_root/$t" "fuzz/corpus/$t" >/dev/null 2>&1 || true
+        llvm-profdata-14 merge -sparse "$tmp/$t.profraw" -o "$tmp/$t.profdata"
+        # TOTAL: regions, missed, cover, functions, missed, cover, lines, missed, cover, ...
+        llvm-cov-14 report -instr-profile="$tmp/$t.profdata" "$cov_build/fuzz/fuzz_$t" \
+            -ignore-filename-regex="$ignore" | awk -v t="$t" '$1 == "TOTAL" {
+                printf "coverage %-17s lines %6s (%d of %d)  regions %6s  branches %6s\n", t, $10, $8 - $9, $8, $4, $13 }'
         objects+=(-object "$cov_build/fuzz/fuzz_$t")
     done
     llvm-profdata-14 merge -sparse "$tmp"/*.profraw -o "$tmp/all.profdata"
-    # The library's own sources (lib/ and include/sluice/), not the targets' or Boost's.
-    llvm-cov-14 report -instr-profile="$tmp/all.profdata" "${objects[@]:1}" \
-        -ignore-filename-regex='(fuzz/|/usr/|boost)' | sed "s|$PWD/||"
+    echo "line coverage of the library's sources by all the targets together:"
+    llvm-cov-14 report -instr-profile="$tmp/all.profdata" "${objects[@]:1}" -ignore-filename-regex="$ignore" |
+        awk '/^Filename/ { printf "  %-34s %8s %8s %8s %9s\n", "file", "lines", "missed", "cover", "branches"; next }
+             /^-/ { next }
+             NF >= 13 { printf "  %-34s %8s %8s %8s %9s\n", $1, $8, $9, $10, $13 }'
 fi
 
 echo "fuzz: ${#targets[@]} targets, $total_execs executions, $total_crashes crashes"
