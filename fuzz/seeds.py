@@ -202,3 +202,16 @@ write("acquire_fsm", [
     acq_head(1, 1, 10 * MS) + answer(verdict(1, 0, 0, 0, 1, 0)) + number(0),
     acq_head(2, 1, 0) + number(1000) + number(10) + answer(verdict(1, 0, 0, 0, 1, 0, 0, 1000, 10)),
 ])
+
+# cluster_replies: a redirection (flag 1, MOVED?, text) or a CLUSTER SLOTS reply (flag 0,
+# asked host?, array?, count, ranges: shape byte, first, last, host string?, host, port
+# integer?, port).
+def slot_range(first, last, host, port):
+    return u8(1) + number(first) + number(last) + u8(1) + text(host) + u8(1) + number(port)
+write("cluster_replies", [
+    u8(1) + u8(1) + b"MOVED 3999 127.0.0.1:6381",
+    u8(1) + u8(0) + b"ASK 3999 127.0.0.1:6381",
+    u8(1) + u8(1) + b"MOVED 16383 redis-2.internal:7000",
+    u8(0) + u8(1) + u8(1) + u8(3) + slot_range(0, 5460, "127.0.0.1", 7000) +
+    slot_range(5461, 10922, "", 7001) + slot_range(10923, 16383, "127.0.0.1", 7002),
+])
