@@ -215,3 +215,13 @@ write("cluster_replies", [
     u8(0) + u8(1) + u8(1) + u8(3) + slot_range(0, 5460, "127.0.0.1", 7000) +
     slot_range(5461, 10922, "", 7001) + slot_range(10923, 16383, "127.0.0.1", 7002),
 ])
+
+# limiter_core: probe interval (ms - 1), start; then per step: time advance, op (0 a reply:
+# sent us, round trip us, the reply; 1 unreachable; 2 two routes; 3 a request's check).
+def on_reply(dt, reply, sent=1_700_000_000_000_000, rtt=100):
+    return number(dt) + u8(0) + number(sent) + i32(rtt) + reply
+write("limiter_core", [
+    u8(199) + number(1000 * MS) + on_reply(0, verdict(1, 0, 8, 200_000, 1_700_000_000_000_050, 5, 2, 100_000, 10)) +
+    number(0) + u8(1) + number(0) + u8(2) + number(200 * MS) + u8(2) + on_reply(0, refused(3000)) +
+    number(0) + u8(3) + u8(0) + number(0) + u8(3) + u8(1) + u16(5000),
+])
