@@ -1,6 +1,7 @@
 // A script's reply turned into a verdict and a decision, against the definition in
 // sluice/redis/scripts.hpp written again here: an array of six or nine integers, [0] 0 or
-// 1, wait and reset_after in [0, 2^53), remaining, taken, interval and burst >= 0;
+// 1, wait and reset_after in [0, 2^53), the server's now within 2^53 us of 0 (the
+// scripts' range: TIME, or a test's now_us), remaining, taken, interval and burst >= 0;
 // anything else is not believed. The decision never admits with a wait, never refuses
 // without one unless the request can never be granted, and says what the reply said.
 #include "fuzz.hpp"
@@ -24,7 +25,8 @@ std::optional<detail::verdict> expect(const reply& r)
     }
     const std::int64_t two53 = std::int64_t{1} << 53;
     auto in = [](std::int64_t x, std::int64_t lo, std::int64_t hi) { return x >= lo && x < hi; };
-    if (!in(v[0], 0, 2) || !in(v[1], 0, two53) || v[2] < 0 || !in(v[3], 0, two53) || v[6] < 0 || v[7] < 0 || v[8] < 0)
+    if (!in(v[0], 0, 2) || !in(v[1], 0, two53) || v[2] < 0 || !in(v[3], 0, two53) || !in(v[4], 1 - two53, two53) ||
+        v[6] < 0 || v[7] < 0 || v[8] < 0)
         return std::nullopt;
     detail::verdict out;
     out.admitted = v[0] == 1;

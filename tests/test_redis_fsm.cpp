@@ -6,6 +6,7 @@
 #include <sluice/redis/detail/acquire_fsm.hpp>
 #include <sluice/redis/detail/lease_book.hpp>
 #include <sluice/redis/detail/try_fsm.hpp>
+#include <sluice/redis/reply.hpp>
 #include <sluice/redis/scripts.hpp>
 #include <sluice/redis/shared_options.hpp>
 #include <sluice/redis/detail/verdict.hpp>
@@ -673,6 +674,27 @@ TEST_CASE("try with leasing: a refusal without a wait ends the reservation (foun
     // The book is not left waiting for it: the next request makes its own round trip.
     redis::detail::try_fsm b("k", 1);
     CHECK(b.start(c, 1 * ms).next == op_step::kind::eval);
+}
+
+TEST_CASE("parse_verdict: a server's now beyond 2^53 us is not believed (found by fuzz/limiter_core)")
+{
+    // The clock offset (the server's now minus the round trip's middle) overflowed on it.
+    auto reply_with_now = [](std::int64_t now) {
+        sluice::redis::reply r;
+        r.type = sluice::redis::reply::kind::array;
+        for (std::int64_t x : {std::int64_t{1}, std::int64_t{0}, std::int64_t{3}, std::int64_t{0}, now, std::int64_t{0}}) {
+            sluice::redis::reply e;
+            e.type = sluice::redis::reply::kind::integer;
+            e.integer = x;
+            r.elements.push_back(e);
+        }
+        return r;
+    };
+    const std::int64_t two53 = std::int64_t{1} << 53;
+    CHECK(redis::detail::parse_verdict(reply_with_now(1'700'000'000'000'000)));
+    CHECK(redis::detail::parse_verdict(reply_with_now(-(two53 - 1))));   // a test's simulated clock
+    CHECK_FALSE(redis::detail::parse_verdict(reply_with_now(two53)));
+    CHECK_FALSE(redis::detail::parse_verdict(reply_with_now(INT64_MIN + 5)));
 }
 
 TEST_SUITE_END();

@@ -27,8 +27,9 @@ struct verdict {
 };
 
 /// nullopt unless the reply is an array of six (the window) or nine (GCRA, configure)
-/// integers in range: a server that answers something else (an old script under the same
-/// SHA, a proxy, garbage) is not believed.
+/// integers in range (times within 2^53 us, as the scripts keep them): a server that
+/// answers something else (an old script under the same SHA, a proxy, garbage) is not
+/// believed.
 template <class Reply>
 std::optional<verdict> parse_verdict(const Reply& r) noexcept
 {
@@ -42,8 +43,8 @@ std::optional<verdict> parse_verdict(const Reply& r) noexcept
         v[i] = r.elements[i].integer;
     }
     constexpr std::int64_t lim = std::int64_t{1} << 53;
-    if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[1] >= lim || v[2] < 0 || v[3] < 0 || v[3] >= lim || v[6] < 0 ||
-        v[7] < 0 || v[8] < 0)
+    if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[1] >= lim || v[2] < 0 || v[3] < 0 || v[3] >= lim || v[4] <= -lim ||
+        v[4] >= lim || v[6] < 0 || v[7] < 0 || v[8] < 0)
         return std::nullopt;
     return verdict{v[0] == 1, v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
 }
