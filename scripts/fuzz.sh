@@ -5,7 +5,8 @@
 #
 #   scripts/fuzz.sh --list                       the targets, one a line
 #   scripts/fuzz.sh --seconds N [TARGET...]      build, then run each target N seconds
-#                                                (every target when none is named)
+#                                                (every target when none is named; 0: run
+#                                                the corpus once, no fuzzing)
 # Options of a run:
 #   --jobs J        run J targets at a time (default 1)
 #   --fork K        run each target as K libFuzzer worker processes (-fork=K), which go
@@ -109,7 +110,10 @@ run_one() {
     mkdir -p "$work" "$out"
     local before
     before=$(find "$out" -type f | wc -l)
-    local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+    # --seconds 0: no fuzzing, the corpus run once (its coverage, and any input that fails now).
+    local limit=(-max_total_time="$seconds")
+    ((seconds > 0)) || limit=(-runs=0)
+    local args=("${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
                 -artifact_prefix="$out/" "$work" "fuzz/corpus/$t")
     ((fork > 0)) && args=(-fork="$fork" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 "${args[@]}")
     local rc=0
