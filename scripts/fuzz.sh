@@ -165,24 +165,29 @@ if ((coverage)); then
         "-Dcpp_args=['-fprofile-instr-generate','-fcoverage-mapping']" \
         "-Dcpp_link_args=['-fprofile-instr-generate']"
     ninja -C "$cov_build" -j "${SLUICE_FUZZ_BUILD_JOBS:-2}" $(printf 'fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
-    objects=()
-    ignore='(^/usr/|/fuzz/[^/]+$)'   # the library's own sources only: not the targets', not Boost's
+    # The library's own sources only (not the targets', not Boost's); its .cpp files are in
+    # libsluice.so, which every target loads.
+    ignore='(^/usr/|/fuzz/[^/]+$)'
+    objects=(-object "$cov_build/libsluice.so")
     for t in "${targets[@]}"; do
         LLVM_PROFILE_FILE="$tmp/$t.profraw" "$cov_build/fuzz/fuzz_$t" -runs=0 \
             "$corpus_root/$t" "fuzz/corpus/$t" >/dev/null 2>&1 || true
         llvm-profdata-14 merge -sparse "$tmp/$t.profraw" -o "$tmp/$t.profdata"
-        # TOTAL: regions, missed, cover, functions, missed, cover, lines, missed, cover, ...
-        llvm-cov-14 report -instr-profile="$tmp/$t.profdata" "$cov_build/fuzz/fuzz_$t" \
-            -ignore-filename-regex="$ignore" | awk -v t="$t" '$1 == "TOTAL" {
-                printf "coverage %-17s lines %6s (%d of %d)  regions %6s  branches %6s\n", t, $10, $8 - $9, $8, $4, $13 }'
+        # Lines of the files the target reached at all (columns: regions, missed, cover,
+        # functions, missed, cover, lines, missed, cover, branches, missed, cover).
+        llvm-cov-14 report -instr-profile="$tmp/$t.profdata" "$cov_build/fuzz/fuzz_$t" -object "$cov_build/libsluice.so" \
+            -ignore-filename-regex="$ignore" 2>/dev/null | awk -v t="$t" '
+                NF >= 13 && $1 != "TOTAL" && $1 != "Filename" && $8 > $9 { n += $8; m += $9; f = f " " $1 }
+                END { gsub(/[^ ]*(include\/sluice|lib)\//, "", f)
+                      printf "coverage %-17s lines %6.2f%% (%d of %d) in%s\n", t, n ? 100 * (n - m) / n : 0, n - m, n, f }'
         objects+=(-object "$cov_build/fuzz/fuzz_$t")
     done
     llvm-profdata-14 merge -sparse "$tmp"/*.profraw -o "$tmp/all.profdata"
     echo "line coverage of the library's sources by all the targets together:"
-    llvm-cov-14 report -instr-profile="$tmp/all.profdata" "${objects[@]:1}" -ignore-filename-regex="$ignore" |
-        awk '/^Filename/ { printf "  %-34s %8s %8s %8s %9s\n", "file", "lines", "missed", "cover", "branches"; next }
+    llvm-cov-14 report -instr-profile="$tmp/all.profdata" "${objects[@]:1}" -ignore-filename-regex="$ignore" 2>/dev/null |
+        awk '/^Filename/ { printf "  %-44s %8s %8s %8s %9s\n", "file", "lines", "missed", "cover", "branches"; next }
              /^-/ { next }
-             NF >= 13 { printf "  %-34s %8s %8s %8s %9s\n", $1, $8, $9, $10, $13 }'
+             NF >= 13 { sub(/.*\/(include|lib)\//, "&", $1); printf "  %-44s %8s %8s %8s %9s\n", $1, $8, $9, $10, $13 }'
 fi
 
 echo "fuzz: ${#targets[@]} targets, $total_execs executions, $total_crashes crashes"
