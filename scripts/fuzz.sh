@@ -108,8 +108,10 @@ run_one() {
     local t=$1 log=$tmp/$1.log
     local work=$corpus_root/$t out=$artifacts/$t
     mkdir -p "$work" "$out"
+    # Crashes, leaks, timeouts and out-of-memory inputs; libFuzzer's slow-unit-* files (an
+    # input slower than 10 s, not a failure) are only reported.
     local before
-    before=$(find "$out" -type f | wc -l)
+    before=$(find "$out" -type f ! -name 'slow-unit-*' | wc -l)
     # --seconds 0: no fuzzing, the corpus run once (its coverage, and any input that fails now).
     local limit=(-max_total_time="$seconds")
     ((seconds > 0)) || limit=(-runs=0)
@@ -119,7 +121,8 @@ run_one() {
     local rc=0
     "$build/fuzz/fuzz_$t" "${args[@]}" >"$log" 2>&1 || rc=$?
     local crashes execs cov ft corp
-    crashes=$(($(find "$out" -type f | wc -l) - before))
+    crashes=$(($(find "$out" -type f ! -name 'slow-unit-*' | wc -l) - before))
+    grep -q '^Slowest unit' "$log" && echo "fuzz $t: $(grep '^Slowest unit' "$log" | tail -1) (kept in $out)" >&2
     ((rc == 0 || crashes > 0)) || crashes=1   # stopped without an artifact: counted all the same
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     [[ -n $execs ]] || execs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
