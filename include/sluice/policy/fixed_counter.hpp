@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/window_support.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -56,12 +57,9 @@ public:
     /// returns predict(n, now, ahead), with error::timed_out beyond max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
-        std::uint64_t limit = limit_.load(std::memory_order_relaxed);
-        if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit) return detail::invalid_reservation(error::exceeds_limit);
-        if (ahead == 0 && try_acquire(n, now).admitted)
-            return {true, now, {}};
-        return detail::deferred_reservation(predict(n, now, ahead), now, max_wait);
+        return detail::reserve_now_or_later(
+            limit_.load(std::memory_order_relaxed), n, now, max_wait, ahead,
+            [&] { return try_acquire(n, now).admitted; }, [&] { return predict(n, now, ahead); });
     }
 
     /// Earliest time at which `ahead` queued permits and then n more could be granted,
@@ -99,19 +97,8 @@ public:
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:
-    static std::uint64_t check_limit(std::uint64_t limit)
-    {
-        if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return limit;
-    }
-
-    static std::int64_t check_window(std::chrono::nanoseconds w)
-    {
-        if (w.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_duration));
-        return w.count();
-    }
+    static std::uint64_t check_limit(std::uint64_t limit) { return detail::checked_limit(limit, max_limit); }
+    static std::int64_t check_window(std::chrono::nanoseconds w) { return detail::checked_window(w); }
 
     // Start of window k, saturated to the int64 range (|k| < 2^65, so k * w fits 128 bits).
     static std::int64_t window_start(detail::int128 k, std::int64_t w) noexcept

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/window_support.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -61,12 +62,9 @@ public:
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         std::lock_guard lock(mutex_);
-        const std::uint64_t limit = ring_.size();
-        if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit) return detail::invalid_reservation(error::exceeds_limit);
-        if (ahead == 0 && decide(n, now, true).admitted)
-            return {true, now, {}};
-        return detail::deferred_reservation(predict_locked(n, now, ahead), now, max_wait);
+        return detail::reserve_now_or_later(
+            ring_.size(), n, now, max_wait, ahead, [&] { return decide(n, now, true).admitted; },
+            [&] { return predict_locked(n, now, ahead); });
     }
 
     /// Earliest time at which `ahead` queued permits and then n more could be granted (a
@@ -111,17 +109,9 @@ public:
 private:
     static std::size_t check_limit(std::uint64_t limit)
     {
-        if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return static_cast<std::size_t>(limit);
+        return static_cast<std::size_t>(detail::checked_limit(limit, max_limit));
     }
-
-    static std::int64_t check_window(std::chrono::nanoseconds w)
-    {
-        if (w.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_duration));
-        return w.count();
-    }
+    static std::int64_t check_window(std::chrono::nanoseconds w) { return detail::checked_window(w); }
 
     std::int64_t predict_locked(std::uint64_t n, std::int64_t now, std::uint64_t ahead) const noexcept
     {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/window_support.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -74,11 +75,9 @@ public:
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         std::lock_guard lock(mutex_);
-        if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit_) return detail::invalid_reservation(error::exceeds_limit);
-        if (ahead == 0 && decide(n, now, true).admitted)
-            return {true, now, {}};
-        return detail::deferred_reservation(predict_locked(n, now, ahead), now, max_wait);
+        return detail::reserve_now_or_later(
+            limit_, n, now, max_wait, ahead, [&] { return decide(n, now, true).admitted; },
+            [&] { return predict_locked(n, now, ahead); });
     }
 
     /// Earliest time at which `ahead` queued permits and then n more could be granted (a
@@ -129,12 +128,7 @@ public:
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{slot_ * slots_}; }
 
 private:
-    static std::uint64_t check_limit(std::uint64_t limit)
-    {
-        if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return limit;
-    }
+    static std::uint64_t check_limit(std::uint64_t limit) { return detail::checked_limit(limit, max_limit); }
 
     static std::int64_t check_shape(std::chrono::nanoseconds d, std::uint32_t slots)
     {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/window_support.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -58,12 +59,9 @@ public:
     /// max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
-        const std::uint64_t limit = limit_.load(std::memory_order_relaxed);
-        if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit) return detail::invalid_reservation(error::exceeds_limit);
-        if (ahead == 0 && decide(n, now, true).admitted)
-            return {true, now, {}};
-        return detail::deferred_reservation(predict(n, now, ahead), now, max_wait);
+        return detail::reserve_now_or_later(
+            limit_.load(std::memory_order_relaxed), n, now, max_wait, ahead,
+            [&] { return decide(n, now, true).admitted; }, [&] { return predict(n, now, ahead); });
     }
 
     /// Earliest time at which n permits fit if nothing else is granted, when ahead == 0
@@ -110,19 +108,8 @@ private:
     static constexpr std::uint64_t id_mask = (std::uint64_t{1} << 11) - 1;
     static constexpr std::uint64_t closed_bit = std::uint64_t{1} << 11;
 
-    static std::uint64_t check_limit(std::uint64_t limit)
-    {
-        if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return limit;
-    }
-
-    static std::int64_t check_window(std::chrono::nanoseconds w)
-    {
-        if (w.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_duration));
-        return w.count();
-    }
+    static std::uint64_t check_limit(std::uint64_t limit) { return detail::checked_limit(limit, max_limit); }
+    static std::int64_t check_window(std::chrono::nanoseconds w) { return detail::checked_window(w); }
 
     struct state {
         std::int64_t window;     // full number of the current window
