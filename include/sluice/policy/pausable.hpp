@@ -72,7 +72,7 @@ public:
         return p_.reserve(n, until, max_wait - pause, ahead);
     }
 
-    /// When n permits (after `ahead`) could be granted: P's prediction from the end of the
+    /// When n permits (after `ahead`) could be admitted: P's prediction from the end of the
     /// pause.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
