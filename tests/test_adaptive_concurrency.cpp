@@ -304,7 +304,7 @@ TEST_CASE("simulation: Gradient2 does not find a knee where latency grows with t
     // Gradient2 compares the latency with its own long-term average, which follows the
     // latency the limit causes: above the knee it keeps growing until the average lags
     // the growth by `tolerance`. It protects against a backend that slows down (see the
-    // test above), not against a knee. Pinned here so that the README's statement stays true.
+    // test above), not against a knee. Pinned here so that the guide's statement stays true.
     auto o = with(concurrency_algorithm::gradient2);
     o.max_limit = 10'000;
     adaptive_concurrency_controller c(o);

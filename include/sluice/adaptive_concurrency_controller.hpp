@@ -51,7 +51,7 @@ inline std::optional<concurrency_algorithm> parse_concurrency_algorithm(std::str
 struct adaptive_concurrency_options {
     /// The algorithm. Vegas by default: it finds a knee with nothing to configure (AIMD
     /// needs latency_threshold or drops; Gradient2 follows a drifting latency but settles
-    /// above a knee, see the README).
+    /// above a knee, see docs/guide.md).
     concurrency_algorithm algorithm = concurrency_algorithm::vegas;
     /// The limit before any sample. Within [min_limit, max_limit].
     std::uint64_t initial_limit = 20;

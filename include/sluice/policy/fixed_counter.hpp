@@ -14,7 +14,7 @@
 namespace sluice::policy {
 
 /// Fixed window counter: time is cut into windows [k*window, (k+1)*window) and each
-/// grants at most `limit` permits. The weak guarantee: up to 2*limit can pass within one
+/// admits at most `limit` permits. The weak guarantee: up to 2*limit can pass within one
 /// window length straddling a boundary (use sliding_log for the strong one).
 ///
 /// Lock-free, in two atomic words: the full number of the newest window, and the count
@@ -42,7 +42,7 @@ public:
     fixed_counter(const fixed_counter&) = delete;
     fixed_counter& operator=(const fixed_counter&) = delete;
 
-    /// Grants n permits at `now` if they fit in the current window's count; the decision says how long until they
+    /// Admits n permits at `now` if they fit in the current window's count; the decision says how long until they
     /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
 
@@ -52,7 +52,7 @@ public:
         return const_cast<fixed_counter*>(this)->decide(n, now, false);
     }
 
-    /// Grants at once when n permits fit in the current window and nothing is `ahead`
+    /// Admits at once when n permits fit in the current window and nothing is `ahead`
     /// (permits of requests queued before this one); never commits in the future. Otherwise
     /// returns predict(n, now, ahead), with error::timed_out beyond max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
@@ -62,7 +62,7 @@ public:
             [&] { return try_acquire(n, now).admitted; }, [&] { return predict(n, now, ahead); });
     }
 
-    /// Earliest time at which `ahead` queued permits and then n more could be granted,
+    /// Earliest time at which `ahead` queued permits and then n more could be admitted,
     /// packing windows full: a lower bound when requests differ in size. Consumes nothing.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
@@ -89,9 +89,9 @@ public:
         return s.count ? window_start(detail::int128(s.window) + 1, window_) : detail::min_ns;
     }
 
-    /// The most permits granted per window.
+    /// The most permits admitted per window.
     std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
-    /// The largest grantable request: limit().
+    /// The largest admissible request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
     /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }

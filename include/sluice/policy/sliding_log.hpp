@@ -17,13 +17,13 @@ namespace sluice::policy {
 
 /// Sliding window log, the strong guarantee: at no instant t do more than `limit` permits
 /// carry timestamps in (t - window, t]. It keeps the timestamps of the last `limit`
-/// permits in a ring (8 bytes each, allocated once); a request for n is granted when the
+/// permits in a ring (8 bytes each, allocated once); a request for n is admitted when the
 /// n-th oldest of them has left the window.
 ///
 /// Thread-safe with a short critical section (a mutex held for O(n + log limit) work, no
 /// allocation): the ring cannot be updated by one compare-and-swap. Timestamps are kept
 /// non-decreasing: a clock that steps backwards stamps permits at the newest time seen,
-/// which can only delay later grants.
+/// which can only delay later admissions.
 class sliding_log {
 public:
     /// This policy never commits permits in the future: waiters are retried.
@@ -41,7 +41,7 @@ public:
     sliding_log(const sliding_log&) = delete;
     sliding_log& operator=(const sliding_log&) = delete;
 
-    /// Grants n permits at `now` if n more timestamps fit in the last window; the decision says how long until they
+    /// Admits n permits at `now` if n more timestamps fit in the last window; the decision says how long until they
     /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
@@ -56,7 +56,7 @@ public:
         return const_cast<sliding_log*>(this)->decide(n, now, false);
     }
 
-    /// Grants at once when possible and nothing is `ahead`; never commits in the future.
+    /// Admits at once when possible and nothing is `ahead`; never commits in the future.
     /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
     /// max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
@@ -67,8 +67,8 @@ public:
             [&] { return predict_locked(n, now, ahead); });
     }
 
-    /// Earliest time at which `ahead` queued permits and then n more could be granted (a
-    /// lower bound: queued permits are assumed granted as early as possible). Consumes nothing.
+    /// Earliest time at which `ahead` queued permits and then n more could be admitted (a
+    /// lower bound: queued permits are assumed admitted as early as possible). Consumes nothing.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
         std::lock_guard lock(mutex_);
@@ -101,7 +101,7 @@ public:
         std::lock_guard lock(mutex_);
         return ring_.size();
     }
-    /// The largest grantable request: limit().
+    /// The largest admissible request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
     /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }

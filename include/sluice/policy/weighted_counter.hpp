@@ -15,7 +15,7 @@
 namespace sluice::policy {
 
 /// Estimates the permits in the last window as prev * (1 - elapsed / window) + cur, where
-/// cur counts the current fixed window and prev the one before, and grants while the
+/// cur counts the current fixed window and prev the one before, and admits while the
 /// estimate stays within `limit`. It smooths the boundary burst of a fixed window at the
 /// cost of exactness (permits are assumed spread evenly over the previous window).
 ///
@@ -44,7 +44,7 @@ public:
     weighted_counter(const weighted_counter&) = delete;
     weighted_counter& operator=(const weighted_counter&) = delete;
 
-    /// Grants n permits at `now` if the estimate with them stays within the limit; the decision says how long until they
+    /// Admits n permits at `now` if the estimate with them stays within the limit; the decision says how long until they
     /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
 
@@ -54,7 +54,7 @@ public:
         return const_cast<weighted_counter*>(this)->decide(n, now, false);
     }
 
-    /// Grants at once when possible and nothing is `ahead`; never commits in the future.
+    /// Admits at once when possible and nothing is `ahead`; never commits in the future.
     /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
     /// max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
@@ -64,10 +64,10 @@ public:
             [&] { return decide(n, now, true).admitted; }, [&] { return predict(n, now, ahead); });
     }
 
-    /// Earliest time at which n permits fit if nothing else is granted, when ahead == 0
+    /// Earliest time at which n permits fit if nothing else is admitted, when ahead == 0
     /// (exact: retry_after of a refusal). With `ahead` queued permits, an estimate that
     /// prices them and the n as one lump taken at one instant, at most `limit` a window: it
-    /// can come out earlier or later than granting them one by one would (no bound either
+    /// can come out earlier or later than admitting them one by one would (no bound either
     /// way). Consumes nothing.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
@@ -98,7 +98,7 @@ public:
 
     /// The most permits the estimate may reach.
     std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
-    /// The largest grantable request: limit().
+    /// The largest admissible request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
     /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
@@ -213,7 +213,7 @@ private:
         return lhs <= detail::uint128(limit) * detail::uint128(window_);
     }
 
-    // Earliest instant at which n more permits fit, if nothing else is granted.
+    // Earliest instant at which n more permits fit, if nothing else is admitted.
     std::int64_t free_at(const state& s, std::uint64_t n, std::uint64_t limit) const noexcept
     {
         if (s.cur + n <= limit) {
