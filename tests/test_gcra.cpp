@@ -146,17 +146,25 @@ struct gcra_model {
         return clamp64(moved);
     }
 
-    // Reconfiguration counts in permits. The credit at t is tau - max(tat - t, 0) ns at
-    // the old interval (negative: a debt); it is rescaled to the new interval (towards
-    // zero, to whole ns), then capped by the new bucket; a debt past the end of the clock
-    // stays there.
+    // Reconfiguration counts in permits, at t. The credit is tau - (tat - t) ns at the old
+    // interval (negative: a debt, which stays a debt of the same permits). A bucket keeps
+    // the permits it holds, capped by the new burst, and the catch-up of a caller late on
+    // its schedule (tat > t), capped by the new slack. An idle bucket (tat <= t) holds its
+    // burst and no catch-up, and when that is the whole new burst it is idle again (decides
+    // as a new bucket). Both parts are rescaled to the new interval (towards zero, to
+    // whole ns); a debt past the end of the clock stays there.
     void reconfigure(i128 new_T, std::uint64_t new_burst, i128 new_slack, std::int64_t t)
     {
-        i128 credit = tau - std::max<i128>(tat - t, 0);
-        i128 new_tau = i128(new_burst) * new_T + new_slack;
-        credit = credit * new_T / T;
-        if (credit > new_tau) credit = new_tau;
-        i128 nt = i128(t) + new_tau - credit;
+        bool idle = tat <= t;
+        i128 full = i128(burst) * T;
+        i128 new_full = i128(new_burst) * new_T;
+        i128 new_tau = new_full + new_slack;
+        i128 credit = idle ? full : tau - (tat - t);
+        i128 held = std::min(credit, full);
+        i128 late = (credit - held) * new_T / T;
+        held = std::min(held * new_T / T, new_full);
+        i128 nt = i128(t) + new_tau - (held + late);
+        if (held + late >= new_tau || (idle && held == new_full)) nt = t;
         if (nt - new_tau > i64_max) nt = i128(i64_max) + new_tau;
         T = new_T;
         burst = new_burst;
@@ -170,6 +178,60 @@ struct gcra_model {
 
     std::int64_t empty_at() const { return clamp64(tat - tau); }
 };
+
+// Permits granted at one instant: try_acquire(1, t) until one is refused.
+std::uint64_t at_once(gcra& g, std::int64_t t)
+{
+    std::uint64_t k = 0;
+    while (k < 1'000'000 && g.try_acquire(1, t).admitted) ++k;
+    return k;
+}
+
+// g decides from t on as `ref` (a new bucket, maybe fed a grant at t): the same arrivals
+// (each instant drained, then gaps of a part of an interval up to several slacks) get the
+// same decisions.
+void decides_as(gcra& g, gcra& ref, std::int64_t t)
+{
+    const std::int64_t T = g.interval_ns(), S = g.slack().count();
+    const std::int64_t gaps[] = {0, T / 2, T, S / 2, S, S + T, 3 * T / 2, 10 * T, S + 10 * T, T - 1, S - 1};
+    for (int round = 0; round < 3; ++round) {
+        for (std::int64_t gap : gaps) {
+            t += std::max<std::int64_t>(gap, 0);
+            CAPTURE(t);
+            for (int i = 0; i < 100'000; ++i) {
+                sluice::decision want = ref.try_acquire(1, t);
+                check_same(g.try_acquire(1, t), want);
+                if (!want.admitted) break;
+            }
+        }
+    }
+}
+
+// What a bucket holds at t, read from its state: idle (it decides as a new bucket: its
+// burst, no slack credit), or the lag of z behind t (negative: a debt), exact also where
+// empty_at() saturates.
+struct holding {
+    bool idle;
+    i128 lag;
+};
+
+holding held(const gcra& g, std::int64_t t)
+{
+    // idle_at() = z + tau, saturated: exact below INT64_MAX; at it z itself is exact.
+    std::int64_t idle_at = g.idle_at(t);
+    i128 tau = i128(g.burst()) * g.interval_ns() + g.slack().count();
+    if (idle_at < i64_max && idle_at <= t) return {true, 0};
+    i128 z = idle_at < i64_max ? i128(idle_at) - tau : i128(g.empty_at());
+    return {z + tau <= t, i128(t) - z};
+}
+
+// Permits granted at once at t, from the state.
+std::uint64_t grantable(const gcra& g, std::int64_t t)
+{
+    holding h = held(g, t);
+    if (h.idle) return g.burst();
+    return h.lag <= 0 ? 0 : static_cast<std::uint64_t>(h.lag / g.interval_ns());
+}
 
 struct shape {
     const char* name;
@@ -761,6 +823,238 @@ TEST_CASE("gcra: threads deciding across the flip of the base admit exactly what
         REQUIRE(admitted.load() == burst + 8);
         REQUIRE(g.empty_at() == 4 * T);
     }
+}
+
+TEST_CASE("gcra: reconfiguring an idle or new bucket lets no burst through (slack is catch-up, not capacity)")
+{
+    // An idle bucket holds its burst and no slack credit; after a change it decides as a
+    // new bucket with the new settings (the last case: a grown burst is not granted at
+    // once, it refills from what the bucket held). Each case on a new bucket and on one
+    // used once long before.
+    struct change_case {
+        const char* name;
+        sluice::rate r;
+        std::uint64_t burst;
+        std::chrono::nanoseconds slack;
+        void (*change)(gcra&, std::int64_t);
+        std::uint64_t at_once;   // at the instant of the change
+    };
+    const change_case cases[] = {
+        {"leaky 10,000/s (1 ms slack), set_rate(20,000/s)", rate::per_second(10'000), 1, 1ms,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(20'000), t); }, 1},
+        {"leaky 100/s (25 ms slack), set_rate(200/s)", rate::per_second(100), 1, 25ms,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(200), t); }, 1},
+        {"leaky 10,000/s (1 ms slack), set_slack(2 ms)", rate::per_second(10'000), 1, 1ms,
+         [](gcra& g, std::int64_t t) { g.set_slack(2ms, t); }, 1},
+        {"leaky 10,000/s (1 ms slack), set_rate(1,000/s)", rate::per_second(10'000), 1, 1ms,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(1'000), t); }, 1},
+        {"leaky 10,000/s (1 ms slack), the same rate", rate::per_second(10'000), 1, 1ms,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(10'000), t); }, 1},
+        {"token 10/s x 5, set_rate(20/s)", rate::per_second(10), 5, 0ns,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(20), t); }, 5},
+        {"gcra(10 ms, 3, 25 ms), set_burst(2)", rate::every(10ms), 3, 25ms,
+         [](gcra& g, std::int64_t t) { g.set_burst(2, t); }, 2},
+        {"gcra(10 ms, 1, 25 ms), set_burst(2)", rate::every(10ms), 1, 25ms,
+         [](gcra& g, std::int64_t t) { g.set_burst(2, t); }, 1},
+    };
+    const std::int64_t t = 10'000'000'000;   // 10 s after the grant of a used bucket
+    for (const change_case& c : cases) {
+        for (bool used : {false, true}) {
+            CAPTURE(std::string(c.name));
+            CAPTURE(used);
+            auto make = [&] {
+                auto g = std::make_unique<gcra>(c.r, c.burst, c.slack);
+                if (used) REQUIRE(g->try_acquire(1, 0).admitted);
+                c.change(*g, t);
+                return g;
+            };
+            // What a new bucket with the settings in force grants: a grown burst counts
+            // the permits beyond the old one as taken at the change.
+            auto reference = [&](const gcra& g) {
+                auto ref = std::make_unique<gcra>(g.rate(), g.burst(), g.slack());
+                if (g.burst() > c.burst) REQUIRE(ref->try_acquire(g.burst() - c.burst, t).admitted);
+                return ref;
+            };
+            auto g = make();
+            CHECK(at_once(*g, t) == c.at_once);
+            // The same from the change on, probed at once or only later (just under 1 ms,
+            // 10 ms): no slack credit builds up while the bucket stays idle.
+            for (std::int64_t later : {std::int64_t{0}, std::int64_t{999'000}, std::int64_t{10'000'000}}) {
+                CAPTURE(later);
+                auto h = make();
+                auto ref = reference(*h);
+                decides_as(*h, *ref, t + later);
+            }
+        }
+    }
+}
+
+TEST_CASE("gcra: set_rate, set_burst and set_slack count in permits around now (debt kept, slack credit only when late)")
+{
+    const std::int64_t T = 1000;
+    // A debt of 2 permits (two reserved ahead) stays 2 permits at any new rate, burst or
+    // slack.
+    gcra g(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{5 * T});
+    REQUIRE(g.try_acquire(1, 0).admitted);
+    REQUIRE(g.reserve(1, 0, 10 * T).admitted);
+    REQUIRE(g.reserve(1, 0, 10 * T).admitted);
+    REQUIRE(g.empty_at() == 2 * T);   // slots T and 2 T reserved, the next one 3 T
+    g.set_rate(rate::every(std::chrono::nanoseconds{2 * T}), 0);
+    CHECK(g.empty_at() == 4 * T);
+    g.set_slack(std::chrono::nanoseconds{T}, 0);
+    CHECK(g.empty_at() == 4 * T);
+    g.set_burst(3, 0);
+    CHECK(g.empty_at() == 4 * T);
+    CHECK(g.predict(1, 0) == 6 * T);
+    // A caller late on its schedule keeps its catch-up across a change of rate, in
+    // permits, capped by the slack: 2 T late at interval T is 2 permits, 4 at T / 2.
+    gcra late(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{5 * T});
+    REQUIRE(late.try_acquire(1, 0).admitted);          // the schedule: T, 2 T, ...
+    late.set_rate(rate::every(std::chrono::nanoseconds{T / 2}), 3 * T);
+    CHECK(late.empty_at() == 3 * T - 3 * T / 2);       // 3 slots due (T, 2 T, 3 T), each now T / 2
+    CHECK(at_once(late, 3 * T) == 3);
+    CHECK_FALSE(late.try_acquire(1, 3 * T + T / 2 - 1).admitted);
+    CHECK(late.try_acquire(1, 3 * T + T / 2).admitted);
+    // Shrinking the slack caps the catch-up; beyond it the schedule restarts as a new one.
+    gcra capped(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{5 * T});
+    REQUIRE(capped.try_acquire(1, 0).admitted);
+    capped.set_slack(std::chrono::nanoseconds{T}, 4 * T);   // 3 T late, more than T
+    CHECK(at_once(capped, 4 * T) == 1);
+    // Shrinking the burst of a full bucket with a large slack leaves it full, not in catch-up.
+    gcra shrink(rate::every(std::chrono::nanoseconds{T}), 10, std::chrono::nanoseconds{8 * T});
+    REQUIRE(shrink.try_acquire(10, 0).admitted);
+    shrink.set_burst(3, 10 * T);                        // full again at 10 T, on schedule
+    CHECK(at_once(shrink, 10 * T) == 3);
+}
+
+TEST_CASE("gcra: random reconfigurations and idle gaps never add permits; debts stay; an idle bucket decides as a new one")
+{
+    // Long random runs of changes of rate, burst and slack (slack up to 30 intervals: the
+    // leaky buckets of the issue), idle gaps of every length, grants, drains and
+    // reservations into debt, at instants near 0 and near both ends of int64. At every
+    // change: the permits granted at once do not grow (the bug: 11 where it held 1), it
+    // keeps at least what it held (capped by the new burst), and a debt stays a debt of
+    // the same permits at the new interval. Whenever the bucket is idle (and from every
+    // change of an idle bucket on), it decides exactly as a new bucket with the settings
+    // in force, fed the same arrivals (a grown burst: the permits beyond the old one taken
+    // at the change).
+    const std::int64_t intervals[] = {1, 7, 1000, 50'000, 100'000, 5'000'000, 10'000'000, 1'000'000'000,
+                                      31'536'000'000'000'000};
+    const std::int64_t bases[] = {0, -5'000'000'000, i64_min, i64_min + 1'000'000, i64_max - 4'000'000'000'000'000'000,
+                                  i64_max - 1'000'000'000};
+    std::uint64_t changes = 0, idle_changes = 0, debt_changes = 0, compared = 0;
+    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+        rng r{seed * 0x2545F4914F6CDD1DULL};
+        auto pick_slack = [&](std::int64_t T) -> std::int64_t {
+            int k = static_cast<int>(r.next() % 4);
+            if (k == 0) return 0;
+            if (k == 1) return r.in(0, T);
+            return clamp64(std::min<i128>(i128(T) * r.in(1, 30), i64_max / 4));
+        };
+        // A new bucket: a leaky one (burst 1) of a random interval and slack.
+        auto make = [&] {
+            std::int64_t T = intervals[r.next() % std::size(intervals)];
+            return std::make_unique<gcra>(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{pick_slack(T)});
+        };
+        std::unique_ptr<gcra> g = make();
+        auto fresh = [&] { return std::make_unique<gcra>(g->rate(), g->burst(), g->slack()); };
+        std::unique_ptr<gcra> ref = fresh();   // set while g decides as a new bucket would
+        std::int64_t now = bases[seed % std::size(bases)];
+        for (int step = 0; step < 5000; ++step) {
+            INFO("seed ", seed, " step ", step, " now ", now, " T ", g->interval_ns(), " burst ", g->burst(), " slack ",
+                 g->slack().count());
+            int op = static_cast<int>(r.next() % 100);
+            if (op < 30) {
+                std::int64_t T0 = g->interval_ns();
+                std::uint64_t B0 = g->burst();
+                holding before = held(*g, now);
+                std::uint64_t k0 = grantable(*g, now);
+                std::int64_t T1 = T0;
+                std::uint64_t B1 = B0;
+                std::int64_t S1 = g->slack().count();
+                int kind = static_cast<int>(r.next() % 3);
+                if (kind == 0) T1 = intervals[r.next() % std::size(intervals)];
+                if (kind == 1) B1 = r.chance(50) ? 1 : 1 + r.next() % (r.chance(50) ? 4 : 100);
+                if (kind == 2) S1 = pick_slack(T0);
+                CAPTURE(T1);
+                CAPTURE(B1);
+                CAPTURE(S1);
+                if (!gcra_model::valid(T1, B1, S1)) continue;
+                if (kind == 0) g->set_rate(rate::every(std::chrono::nanoseconds{T1}), now);
+                if (kind == 1) g->set_burst(B1, now);
+                if (kind == 2) g->set_slack(std::chrono::nanoseconds{S1}, now);
+                ++changes;
+                std::uint64_t k1 = grantable(*g, now);
+                CHECK(k1 <= k0);
+                if (!before.idle && before.lag <= 0) {
+                    // A debt (lag <= 0): the same permits at the new interval, towards now.
+                    ++debt_changes;
+                    i128 z = std::min<i128>(i128(now) - before.lag * T1 / T0, i64_max);
+                    CHECK(g->empty_at() == clamp64(z));
+                } else {
+                    std::uint64_t had = before.idle ? B0 : std::min<std::uint64_t>(B0, static_cast<std::uint64_t>(before.lag / T0));
+                    CHECK(k1 >= std::min(had, B1));
+                }
+                if (before.idle) {
+                    ++idle_changes;
+                    ref = fresh();
+                    if (B1 > B0) REQUIRE(ref->try_acquire(B1 - B0, now).admitted);
+                } else {
+                    ref.reset();
+                }
+            } else if (op < 75) {
+                // Arrivals: a drain at one instant, or a few permits.
+                bool drain = r.chance(40);
+                std::uint64_t n = drain ? 1 : 1 + r.next() % g->burst();
+                for (int i = 0; i < (drain ? 1000 : 1); ++i) {
+                    sluice::decision got = g->try_acquire(n, now);
+                    if (ref) {
+                        check_same(got, ref->try_acquire(n, now));
+                        ++compared;
+                    }
+                    if (!got.admitted) break;
+                }
+            } else if (op < 82) {
+                std::uint64_t n = 1 + r.next() % g->burst();
+                std::int64_t max_wait = r.in(0, clamp64(5 * (i128(g->burst()) * g->interval_ns() + g->slack().count())));
+                sluice::reservation got = g->reserve(n, now, max_wait);
+                if (ref) {
+                    sluice::reservation want = ref->reserve(n, now, max_wait);
+                    CHECK(got.admitted == want.admitted);
+                    CHECK(got.at == want.at);
+                    CHECK(got.error == want.error);
+                }
+            }
+            // Time: forward only (a bucket idle at t decides as a new one from t on), by
+            // nothing, a part of an interval, about the slack, past idle, any length, or to
+            // the end of the clock; now and then back to the start of a run (a new check).
+            i128 tau = i128(g->burst()) * g->interval_ns() + g->slack().count();
+            std::int64_t span = clamp64(std::min<i128>(3 * tau, i128(1) << 62));
+            int k = static_cast<int>(r.next() % 100);
+            i128 dt = 0;
+            if (k < 15) dt = 0;
+            else if (k < 35) dt = r.in(0, g->interval_ns());
+            else if (k < 50) dt = r.in(0, clamp64(g->slack().count() + g->interval_ns()));
+            else if (k < 78) dt = r.in(clamp64(tau), std::max(span, clamp64(tau)));
+            else if (k < 90) dt = (i128(1) << (r.next() % 63)) + r.in(0, 3);
+            else if (k < 92) dt = std::max<i128>(0, i128(i64_max) - r.in(0, span) - now);
+            if (k >= 96) {
+                // A new run: a new bucket at another instant (a debt pushed past the end of
+                // the clock is never repaid).
+                now = bases[r.next() % std::size(bases)];
+                g = make();
+                ref = fresh();
+            } else {
+                now = clamp64(i128(now) + dt);
+            }
+            if (!ref && held(*g, now).idle) ref = fresh();
+        }
+    }
+    // Every kind of change happened, many times over.
+    CHECK(changes > 20'000);
+    CHECK(idle_changes > 5000);
+    CHECK(debt_changes > 5000);
+    CHECK(compared > 100'000);
 }
 
 TEST_SUITE_END();

@@ -118,19 +118,31 @@ struct gcra_step {
         return nz < floor ? floor : nz;
     }
 
-    /// State z of a bucket configured as `old`, carried to this configuration at `now`.
-    /// What was consumed stays consumed, counted in permits: z - now is rescaled by
-    /// interval / old.interval (rounded towards now, to whole ns), after capping the
-    /// credit by the old bucket; the result lies within this bucket's limits (no fuller
-    /// than it allows at now, no later than the end of the clock: a debt beyond it is
-    /// never repaid).
+    /// State z of a bucket configured as `old`, carried to this configuration at `now`,
+    /// counting what was consumed in permits. A debt (z > now) stays a debt of the same
+    /// permits, repaid at this interval. Otherwise the bucket keeps the permits it holds,
+    /// capped by this burst, and the catch-up of a caller late on its schedule (z within
+    /// old.tau of now), capped by this slack. An idle bucket holds its burst and no
+    /// catch-up: slack is credit for a caller late on its schedule, not capacity that an
+    /// idle bucket stores up; when it holds this whole burst it stays idle, and decides as
+    /// a new bucket. Durations are rescaled by interval / old.interval, towards now, to
+    /// whole ns (a count of permits never grows); no state lies beyond the end of the
+    /// clock (a debt past it is never repaid). The operands keep it within 128 bits:
+    /// |now - z| < 2^65, intervals < 2^63.
     int128 carry(int128 z, std::int64_t now, const gcra_step& old) const noexcept
     {
-        int128 from = z > int128(now) - old.tau ? z : int128(now) - old.tau;
-        int128 nz = now + (from - now) * interval / old.interval;
-        if (nz < int128(now) - tau) return int128(now) - tau;
-        if (nz > max_ns) return max_ns;
-        return nz;
+        int128 lag = int128(now) - z;   // negative: a debt
+        bool idle = lag >= old.tau;
+        std::int64_t old_full = old.tau - old.slack;
+        std::int64_t full = tau - slack;
+        int128 held = idle || lag > old_full ? int128(old_full) : lag;
+        int128 late = idle ? 0 : lag - held;   // the catch-up: less than old.slack
+        held = held * interval / old.interval;
+        if (held > full) held = full;
+        int128 credit = held + late * interval / old.interval;
+        if (credit >= tau || (idle && held == full)) return int128(now) - tau;
+        int128 nz = int128(now) - credit;
+        return nz > max_ns ? int128(max_ns) : nz;
     }
 
     /// The earliest instant from which, if nothing more is consumed, state z decides

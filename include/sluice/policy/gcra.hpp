@@ -20,7 +20,9 @@ namespace sluice::policy {
 ///
 /// A token bucket is gcra(rate, burst); a leaky bucket is gcra(rate, 1, slack): requests
 /// spaced exactly one interval apart, and `slack` lets a caller that comes late catch up
-/// on its schedule by at most that much (a burst of slack / interval permits).
+/// on its schedule by at most that much (a burst of slack / interval permits). Slack is
+/// credit for a late caller, never capacity: a bucket back from idleness grants its burst
+/// and no more, also after set_rate(), set_burst() or set_slack().
 ///
 /// Every instant of the int64 clock is valid, and decisions there are exact (intermediates
 /// in 128 bits). z itself needs more than 64 bits: a bucket used within burst x interval
@@ -123,10 +125,12 @@ public:
     }
 
     /// Changes the rate. What was consumed stays consumed, counted in permits: the permits
-    /// available at `now` are kept (capped by the burst), and a debt (reservations in the
-    /// future) stays a debt of the same number of permits, repaid at the new rate. That is,
-    /// z - now is rescaled by new interval / old interval (rounded towards now, to whole
-    /// ns). Returns that factor as {new interval, old interval}. Throws like the
+    /// available at `now` are kept (capped by the burst), the catch-up of a caller late on
+    /// its schedule is kept (capped by the slack), and a debt (reservations in the future)
+    /// stays a debt of the same number of permits, repaid at the new rate. That is, z - now
+    /// is rescaled by new interval / old interval (rounded towards now, to whole ns). An
+    /// idle bucket has no catch-up: it stays idle, and decides as a new bucket at the new
+    /// rate. Returns the factor as {new interval, old interval}. Throws like the
     /// constructor, and then changes nothing.
     std::pair<std::int64_t, std::int64_t> set_rate(sluice::rate r, std::int64_t now)
     {
@@ -138,8 +142,9 @@ public:
     }
 
     /// Changes the burst. The permits available at `now` are kept, capped by the new burst
-    /// (a full bucket of 10 that grows to 20 holds 10 now and refills to 20); a debt is
-    /// kept. Throws like the constructor, and then changes nothing.
+    /// (a full bucket of 10 that grows to 20 holds 10 now and refills to 20; one that
+    /// shrinks to 5 decides as a new bucket of 5); a debt, and the catch-up of a late
+    /// caller, are kept. Throws like the constructor, and then changes nothing.
     void set_burst(std::uint64_t burst, std::int64_t now)
     {
         write_guard guard(*this);
@@ -148,7 +153,9 @@ public:
     }
 
     /// Changes the slack (how far a late caller may catch up), keeping the permits
-    /// available at `now` like set_burst. Throws like the constructor.
+    /// available at `now` and a debt like set_burst, and the catch-up of a caller already
+    /// late, capped by the new slack. A larger slack gives an idle bucket nothing: it stays
+    /// idle. Throws like the constructor, and then changes nothing.
     void set_slack(std::chrono::nanoseconds slack, std::int64_t now)
     {
         write_guard guard(*this);
