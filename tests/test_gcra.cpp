@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "model_driver.hpp"
 #include "policy_support.hpp"
 
 using namespace std::chrono_literals;
@@ -20,39 +21,9 @@ using sluice::policy::gcra;
 
 namespace {
 
-using sluice_test::i128;
-using sluice_test::i64_min;
-using sluice_test::i64_max;
-using sluice_test::check_same;
-using sluice_test::thrown;
+using namespace sluice_test;
 
 constexpr std::int64_t ns_max = i64_max;
-
-struct rng {
-    std::uint64_t s;
-    std::uint64_t next()
-    {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-    }
-    // Uniform in [lo, hi], any lo <= hi (modular arithmetic in uint64).
-    std::int64_t in(std::int64_t lo, std::int64_t hi)
-    {
-        std::uint64_t span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo) + 1;
-        std::uint64_t x = span == 0 ? next() : next() % span;
-        return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + x);
-    }
-    bool chance(int percent) { return static_cast<int>(next() % 100) < percent; }
-};
-
-std::int64_t clamp64(i128 v)
-{
-    if (v > i64_max) return i64_max;
-    if (v < i64_min) return i64_min;
-    return static_cast<std::int64_t>(v);
-}
 
 // ITU-T I.371 virtual scheduling (textbook GCRA) on a theoretical arrival time held in
 // 128 bits, so nothing saturates: a request of n conforms at t when
@@ -253,27 +224,23 @@ const shape shapes[] = {
 
 const std::int64_t bases[] = {0, -1'000'000'000'000, 5, i64_max - 2'000'000, i64_min, i64_min + 1'000'000};
 
-std::int64_t step_time(rng& r, std::int64_t now, std::int64_t interval, i128 tau)
+// The arrivals of a random run on a bucket like m: counts mostly 1, sometimes 0 or beyond
+// the burst; time mostly in small steps (a burst at one instant, a part of an interval),
+// sometimes idle for any length, or back.
+arrivals random_arrivals(const gcra_model& m)
 {
-    i128 dt;
-    int k = static_cast<int>(r.next() % 100);
-    std::int64_t t = static_cast<std::int64_t>(std::min<i128>(tau, i128(1) << 40));
-    if (k < 30) dt = 0;                                            // a burst at one instant
-    else if (k < 70) dt = r.in(0, 2 * std::min<std::int64_t>(interval, 1 << 30));
-    else if (k < 85) dt = r.in(0, 2 * t);
-    else if (k < 92) dt = r.in(0, 10 * t);                         // idle
-    else if (k < 94) dt = i128(r.in(0, 1 << 20)) * interval;       // long idle
-    else dt = -r.in(0, t);                                         // the clock steps back
-    return clamp64(i128(now) + dt);
-}
-
-std::uint64_t pick_n(rng& r, std::uint64_t burst)
-{
-    int k = static_cast<int>(r.next() % 100);
-    if (k < 2) return 0;
-    if (k < 4) return burst + 1 + r.next() % 3;
-    if (k < 70) return 1;
-    return 1 + r.next() % burst;
+    arrivals a;
+    a.limit = m.burst;
+    a.over_by = 3;
+    a.one = 66;
+    a.unit = 2 * static_cast<std::int64_t>(std::min<i128>(m.T, i128(1) << 30));
+    a.span = clamp64(std::min<i128>(m.tau, i128(1) << 40));
+    a.still = 30;
+    a.medium = 15;
+    a.idle = 7;
+    a.any_idle = 2;
+    a.back = 6;
+    return a;
 }
 
 } // namespace
@@ -282,60 +249,60 @@ TEST_SUITE_BEGIN("gcra");
 
 TEST_CASE("gcra matches the textbook model on random arrivals")
 {
+    struct run {
+        gcra policy;
+        gcra_model model;
+        arrivals shape;
+        // Admitted requests re-stamped on a clock that never goes back: they must conform
+        // to GCRA there too (a backward step never admits extra).
+        gcra_model mono;
+        std::int64_t mono_now = i64_min;
+        std::uint64_t admitted_n = 0;
+
+        void admitted(std::uint64_t n, std::int64_t now)
+        {
+            admitted_n += n;
+            mono_now = std::max(mono_now, now);
+            CHECK(mono.decide(n, mono_now, true).admitted);
+        }
+        // Queued reservations are part of the state the re-stamped check sees.
+        void reserved(std::uint64_t, std::int64_t, const sluice::reservation& got)
+        {
+            if (got.admitted) mono.tat = model.tat;
+        }
+        void other(rng& r, std::uint64_t, std::int64_t now)
+        {
+            std::uint64_t k = 1 + r.below(model.burst);
+            CHECK(policy.refund(k, now) == model.refund(k, now));
+            // A refund fills the bucket as of its own `now`, even one behind the newest
+            // instant seen: restart the re-stamped check from there (before the state's
+            // schedule lapses at tat, after which slack gives no credit).
+            mono.tat = model.tat;
+            mono_now = clamp64(std::min<i128>(now, model.tat - 1));
+        }
+        void after(std::int64_t)
+        {
+            REQUIRE(policy.empty_at() == model.empty_at());
+            // Without refunds the re-stamped run is the same run: the state already knows
+            // the newest instant it admitted at.
+            REQUIRE(mono.tat == model.tat);
+        }
+    };
     for (const shape& sh : shapes) {
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                gcra g(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst,
-                       std::chrono::nanoseconds{sh.slack});
+                INFO("shape ", std::string(sh.name), " base ", base, " seed ", seed);
                 gcra_model m(sh.interval, sh.burst, sh.slack);
+                run c{gcra(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst, std::chrono::nanoseconds{sh.slack}), m,
+                      random_arrivals(m), m, i64_min, 0};
+                c.shape.tries = 70;
+                c.shape.checks = 10;
+                c.shape.reserves = 12;   // and 8 refunds
+                c.shape.no_wait = 50;
+                c.shape.max_wait = 3 * sh.interval * static_cast<std::int64_t>(sh.burst);
                 rng r{seed * 7919 + static_cast<std::uint64_t>(base)};
-                std::int64_t now = base;
-                // Admitted requests re-stamped on a clock that never goes back: they must
-                // conform to GCRA there too (a backward step never admits extra).
-                gcra_model mono(sh.interval, sh.burst, sh.slack);
-                std::int64_t mono_now = i64_min;
-                std::uint64_t admitted = 0;
-                for (int step = 0; step < 3000; ++step) {
-                    INFO("shape ", std::string(sh.name), " base ", base, " seed ", seed, " step ", step, " now ", now);
-                    std::uint64_t n = pick_n(r, sh.burst);
-                    int op = static_cast<int>(r.next() % 100);
-                    if (op < 70) {
-                        sluice::decision want = m.decide(n, now, true);
-                        sluice::decision got = g.try_acquire(n, now);
-                        check_same(got, want);
-                        if (got.admitted) {
-                            admitted += n;
-                            mono_now = std::max(mono_now, now);
-                            CHECK(mono.decide(n, mono_now, true).admitted);
-                        }
-                    } else if (op < 80) {
-                        check_same(g.check(n, now), m.decide(n, now, false));
-                    } else if (op < 92) {
-                        std::int64_t max_wait = r.chance(50) ? 0 : r.in(0, 3 * sh.interval * static_cast<std::int64_t>(sh.burst));
-                        CAPTURE(max_wait);
-                        sluice::reservation want = m.reserve(n, now, max_wait);
-                        sluice::reservation got = g.reserve(n, now, max_wait);
-                        CHECK(got.admitted == want.admitted);
-                        CHECK(got.at == want.at);
-                        CHECK(got.error == want.error);
-                        // Queued reservations are part of the state the re-stamped check sees.
-                        if (got.admitted) mono.tat = m.tat;
-                    } else {
-                        std::uint64_t k = 1 + r.next() % sh.burst;
-                        CHECK(g.refund(k, now) == m.refund(k, now));
-                        // A refund fills the bucket as of its own `now`, even one behind the
-                        // newest instant seen: restart the re-stamped check from there (before
-                        // the state's schedule lapses at tat, after which slack gives no credit).
-                        mono.tat = m.tat;
-                        mono_now = clamp64(std::min<i128>(now, m.tat - 1));
-                    }
-                    REQUIRE(g.empty_at() == m.empty_at());
-                    // Without refunds the re-stamped run is the same run: the state already
-                    // knows the newest instant it admitted at.
-                    REQUIRE(mono.tat == m.tat);
-                    now = step_time(r, now, sh.interval, m.tau);
-                }
-                CHECK(admitted > 0);
+                replay(c, r, base, 3000);
+                CHECK(c.admitted_n > 0);
             }
         }
     }
@@ -344,86 +311,94 @@ TEST_CASE("gcra matches the textbook model on random arrivals")
 TEST_CASE("gcra matches virtual scheduling across reconfiguration and the whole int64 clock")
 {
     // Intervals a reconfiguration picks from: 1 ns up to a year (with bursts that fit).
-    const std::int64_t intervals[] = {1, 3, 7, 100, 1000, 999'983, 1'000'000'000, 86'400'000'000'000, 31'536'000'000'000'000};
+    static constexpr std::int64_t intervals[] = {1, 3, 7, 100, 1000, 999'983, 1'000'000'000, 86'400'000'000'000,
+                                                 31'536'000'000'000'000};
+    struct run {
+        gcra policy;
+        gcra_model model;
+        arrivals shape;
+        std::uint64_t admitted_n = 0;
+        int flips = 0;
+        std::int64_t last;
+
+        void admitted(std::uint64_t n, std::int64_t) { admitted_n += n; }
+        // Refunds (5 in 27) and changes of rate (10), burst (8) and slack (4).
+        void other(rng& r, std::uint64_t, std::int64_t now)
+        {
+            INFO("T ", static_cast<std::int64_t>(model.T), " burst ", model.burst, " slack ", static_cast<std::int64_t>(model.slack));
+            int op = static_cast<int>(r.below(27));
+            if (op < 5) {
+                std::uint64_t k = 1 + r.below(model.burst);
+                CHECK(policy.refund(k, now) == model.refund(k, now));
+            } else if (op < 15) {
+                std::int64_t T = intervals[r.below(std::size(intervals))];
+                CAPTURE(T);
+                if (gcra_model::valid(T, model.burst, model.slack)) {
+                    auto f = policy.set_rate(rate::every(std::chrono::nanoseconds{T}), now);
+                    CHECK(f.first == T);
+                    CHECK(f.second == static_cast<std::int64_t>(model.T));
+                    model.reconfigure(T, model.burst, model.slack, now);
+                } else {
+                    CHECK(thrown([&] { policy.set_rate(rate::every(std::chrono::nanoseconds{T}), now); }) == error::invalid_limit);
+                }
+            } else if (op < 23) {
+                std::uint64_t b = 1 + r.below(r.chance(50) ? 4 : 100);
+                CAPTURE(b);
+                if (gcra_model::valid(model.T, b, model.slack)) {
+                    policy.set_burst(b, now);
+                    model.reconfigure(model.T, b, model.slack, now);
+                } else {
+                    CHECK(thrown([&] { policy.set_burst(b, now); }) == error::invalid_limit);
+                }
+            } else {
+                std::int64_t sl = r.chance(50) ? 0 : r.in(0, clamp64(4 * model.T));
+                CAPTURE(sl);
+                if (gcra_model::valid(model.T, model.burst, sl)) {
+                    policy.set_slack(std::chrono::nanoseconds{sl}, now);
+                    model.reconfigure(model.T, model.burst, sl, now);
+                } else {
+                    CHECK(thrown([&] { policy.set_slack(std::chrono::nanoseconds{sl}, now); }) == error::invalid_duration);
+                }
+            }
+            shape = random_arrivals(model);
+            reshape();
+        }
+        // The operations' mix, and waits up to 3 tau (10 % forever); time also to either
+        // end of the clock and around 0 (steps of more than 2^63 ns both ways).
+        void reshape()
+        {
+            shape.tries = 55;
+            shape.checks = 8;
+            shape.reserves = 10;
+            shape.forever = 10;
+            shape.max_wait = clamp64(3 * model.tau);
+            shape.ends = 6;
+            shape.near_zero = 2;
+        }
+        void after(std::int64_t now)
+        {
+            INFO("T ", static_cast<std::int64_t>(model.T), " burst ", model.burst, " slack ", static_cast<std::int64_t>(model.slack));
+            REQUIRE(policy.burst() == model.burst);
+            REQUIRE(policy.interval_ns() == static_cast<std::int64_t>(model.T));
+            REQUIRE(policy.empty_at() == model.empty_at());
+            REQUIRE(policy.idle_at(now) == clamp64(model.tat));
+            REQUIRE(policy.reset_after(now).count() == model.reset(model.tat, now));
+            flips += (last < 0) != (now < 0) ? 1 : 0;
+            last = now;
+        }
+    };
     for (const shape& sh : shapes) {
         for (std::uint64_t seed = 1; seed <= 12; ++seed) {
-            gcra g(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst, std::chrono::nanoseconds{sh.slack});
+            INFO("shape ", std::string(sh.name), " seed ", seed);
             gcra_model m(sh.interval, sh.burst, sh.slack);
+            std::int64_t base = bases[seed % std::size(bases)];
+            run c{gcra(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst, std::chrono::nanoseconds{sh.slack}), m,
+                  random_arrivals(m), 0, 0, base};
+            c.reshape();
             rng r{seed * 104729 + static_cast<std::uint64_t>(sh.interval)};
-            std::int64_t now = bases[seed % std::size(bases)];
-            std::uint64_t admitted = 0;
-            int flips = 0;
-            for (int step = 0; step < 4000; ++step) {
-                INFO("shape ", std::string(sh.name), " seed ", seed, " step ", step, " now ", now, " T ", static_cast<std::int64_t>(m.T),
-                     " burst ", m.burst, " slack ", static_cast<std::int64_t>(m.slack));
-                int op = static_cast<int>(r.next() % 100);
-                if (op < 55) {
-                    std::uint64_t n = 1 + r.next() % m.burst;
-                    sluice::decision want = m.decide(n, now, true);
-                    sluice::decision got = g.try_acquire(n, now);
-                    check_same(got, want);
-                    admitted += got.admitted ? n : 0;
-                } else if (op < 63) {
-                    std::uint64_t n = pick_n(r, m.burst);
-                    check_same(g.check(n, now), m.decide(n, now, false));
-                } else if (op < 73) {
-                    std::uint64_t n = 1 + r.next() % m.burst;
-                    std::int64_t max_wait = r.chance(10) ? ns_max : r.in(0, clamp64(3 * m.tau));
-                    sluice::reservation want = m.reserve(n, now, max_wait);
-                    sluice::reservation got = g.reserve(n, now, max_wait);
-                    CHECK(got.admitted == want.admitted);
-                    CHECK(got.at == want.at);
-                    CHECK(got.error == want.error);
-                } else if (op < 78) {
-                    std::uint64_t k = 1 + r.next() % m.burst;
-                    CHECK(g.refund(k, now) == m.refund(k, now));
-                } else if (op < 88) {
-                    std::int64_t T = intervals[r.next() % std::size(intervals)];
-                    CAPTURE(T);
-                    if (gcra_model::valid(T, m.burst, m.slack)) {
-                        auto f = g.set_rate(rate::every(std::chrono::nanoseconds{T}), now);
-                        CHECK(f.first == T);
-                        CHECK(f.second == static_cast<std::int64_t>(m.T));
-                        m.reconfigure(T, m.burst, m.slack, now);
-                    } else {
-                        CHECK(thrown([&] { g.set_rate(rate::every(std::chrono::nanoseconds{T}), now); }) == error::invalid_limit);
-                    }
-                } else if (op < 96) {
-                    std::uint64_t b = 1 + r.next() % (r.chance(50) ? 4 : 100);
-                    CAPTURE(b);
-                    if (gcra_model::valid(m.T, b, m.slack)) {
-                        g.set_burst(b, now);
-                        m.reconfigure(m.T, b, m.slack, now);
-                    } else {
-                        CHECK(thrown([&] { g.set_burst(b, now); }) == error::invalid_limit);
-                    }
-                } else {
-                    std::int64_t sl = r.chance(50) ? 0 : r.in(0, clamp64(4 * m.T));
-                    CAPTURE(sl);
-                    if (gcra_model::valid(m.T, m.burst, sl)) {
-                        g.set_slack(std::chrono::nanoseconds{sl}, now);
-                        m.reconfigure(m.T, m.burst, sl, now);
-                    } else {
-                        CHECK(thrown([&] { g.set_slack(std::chrono::nanoseconds{sl}, now); }) == error::invalid_limit);
-                    }
-                }
-                REQUIRE(g.burst() == m.burst);
-                REQUIRE(g.interval_ns() == static_cast<std::int64_t>(m.T));
-                REQUIRE(g.empty_at() == m.empty_at());
-                REQUIRE(g.idle_at(now) == clamp64(m.tat));
-                REQUIRE(g.reset_after(now).count() == m.reset(m.tat, now));
-                // Time: mostly small steps, sometimes idle, back, or to either end of the
-                // clock (steps of more than 2^63 ns both ways).
-                int k = static_cast<int>(r.next() % 100);
-                std::int64_t before = now;
-                if (k < 3) now = i64_min + r.in(0, clamp64(2 * m.tau));
-                else if (k < 6) now = i64_max - r.in(0, clamp64(2 * m.tau));
-                else if (k < 8) now = r.in(-clamp64(2 * m.tau), clamp64(2 * m.tau));
-                else now = step_time(r, now, static_cast<std::int64_t>(m.T), m.tau);
-                flips += (before < 0) != (now < 0) ? 1 : 0;
-            }
-            CHECK(admitted > 0);
-            CHECK(flips > 0);
+            replay(c, r, base, 4000);
+            CHECK(c.admitted_n > 0);
+            CHECK(c.flips > 0);
         }
     }
 }

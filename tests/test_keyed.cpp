@@ -2,6 +2,7 @@
 // keys are evicted, the store stays at its cap under a flood of new keys, overrides,
 // overflow, waiting per key, shutdown. Also the eviction wheel on its own.
 #include "async_support.hpp"
+#include "rng.hpp"
 
 #include <sluice/detail/idle_wheel.hpp>
 #include <sluice/keyed.hpp>
@@ -19,7 +20,6 @@
 #include <map>
 #include <memory>
 #include <new>
-#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -184,7 +184,7 @@ TEST_CASE_TEMPLATE("keyed: keys of every type decide exactly as their own policy
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>, Key> keyed(io, sluice::rate::per_second(50), 5, small_wheel(300));
     std::map<std::uint64_t, std::unique_ptr<sluice::policy::gcra>> model;
-    std::mt19937_64 rng(7);
+    sluice_test::rng rng{7};
     for (int step = 0; step < 30'000; ++step) {
         std::uint64_t r = rng() % 1000;
         clk::advance(std::chrono::nanoseconds(r < 900 ? rng() % 2'000'000 : rng() % 300'000'000));
@@ -271,7 +271,7 @@ TEST_CASE("keyed: the compact state decides as policy::gcra, also at the ends of
                               {sluice::rate::every(1ns), 1000, 0ns}};
     const std::int64_t bases[] = {0, 1'000'000'000, sluice::detail::min_ns + 5, sluice::detail::max_ns - 5'000'000'000,
                                   sluice::detail::min_ns / 2};
-    std::mt19937_64 rng(11);
+    sluice_test::rng rng{11};
     int widened = 0;
     for (const config& c : configs) {
         for (std::int64_t base : bases) {
@@ -545,7 +545,7 @@ TEST_CASE_TEMPLATE("keyed: every key decides exactly as its own policy fed the s
     clk::set(t0);
     auto keyed = K::make(io, small_wheel());
     std::map<std::string, decltype(K::policy())> model;
-    std::mt19937_64 rng(42);
+    sluice_test::rng rng{42};
     std::uint64_t checks = 0;
     for (int step = 0; step < 60'000; ++step) {
         // Bursts, short gaps and long idle spells, over a few hot and many cold keys.
