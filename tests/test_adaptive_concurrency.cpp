@@ -11,9 +11,10 @@
 #include <cstdint>
 #include <functional>
 #include <queue>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "rng.hpp"
 
 using namespace std::chrono_literals;
 using sluice::adaptive_concurrency_controller;
@@ -73,17 +74,16 @@ private:
 
     void fill()
     {
-        std::uniform_real_distribution<double> noise(0, 0.05);
         while (inflight_ < c_.limit()) {
             ++inflight_;
-            const double latency = base_ * std::max(1.0, static_cast<double>(inflight_) / knee_) * (1 + noise(rng_));
+            const double latency = base_ * std::max(1.0, static_cast<double>(inflight_) / knee_) * (1 + rng_.uniform(0, 0.05));
             ops_.push({now_ + static_cast<std::int64_t>(latency), now_});
         }
     }
 
     adaptive_concurrency_controller& c_;
     double knee_;
-    std::mt19937_64 rng_;
+    sluice_test::rng rng_;
     const double base_ = 1.0 * ms;
     std::int64_t now_ = 0;
     std::uint64_t inflight_ = 0;
@@ -331,7 +331,7 @@ TEST_SUITE_END();
 
 TEST_CASE("adaptive_concurrency_controller: any sample, times at the ends of int64 included, keeps the limit in bounds")
 {
-    std::mt19937_64 rng(7);
+    sluice_test::rng rng{7};
     const std::int64_t edges[] = {INT64_MIN, INT64_MIN + 1, -1, 0, 1, INT64_MAX - 1, INT64_MAX};
     for (auto a : {concurrency_algorithm::aimd, concurrency_algorithm::vegas, concurrency_algorithm::gradient2}) {
         auto o = with(a);
