@@ -40,6 +40,8 @@ public:
 
     /// try_acquire needs no lock: queued reservations are already in the policy's state.
     static constexpr bool lock_free_try = true;
+    /// Each waiter's slot is committed when it queues.
+    static constexpr bool committed_slots = true;
 
     template <class... Args>
     explicit reserving_queue(const limiter_options& opts, Args&&... args)
