@@ -431,6 +431,54 @@ class Results:
         return self.span(v, fmt)
 
 
+BEFORE = "before/"
+
+# What a before/after table compares, per section: (key, format, lower is better).
+BEFORE_AFTER_KEYS = {
+    "try": (("ns_per_op", "%.1f ns", True),),
+    "policies": (("ns_per_op", "%.1f ns", True),),
+    "fanout": (("cpu_us_per_acquire", "%.3f us", True), ("rate_error", "%+.3f %%", None),
+               ("max_rss_kib", "%.0f KiB", True)),
+    "pace": (("achieved_rate", "%.0f/s", False), ("gap_err_p50", "%.2f", True)),
+    "keyed": (("ns_per_op", "%.1f ns", True), ("bytes_per_key", "%.0f B", True)),
+    "shared": (("decisions_per_s", "%.0f/s", False), ("cpu_us_per_request", "%.2f us", True),
+               ("heap_bytes_per_waiter", "%.0f B", True)),
+    "bandwidth": (),
+}
+
+
+def before_after(lines):
+    """The median of each job's figures with the --before binary and with --bench, same run."""
+    import statistics
+    jobs, groups = [], {}
+    for l in lines:
+        job = l.get("job", "")
+        base = job[len(BEFORE):] if job.startswith(BEFORE) else job
+        if not base or base.startswith(("sim", "redis-benchmark")):
+            continue
+        label = base + ("" if "policy" not in l or not base.startswith("policies") else " " + str(l["policy"]))
+        if label not in groups:
+            groups[label] = ([], [])
+            jobs.append(label)
+        groups[label][0 if job.startswith(BEFORE) else 1].append(l)
+    out = ["", "Before (--before) and after (--bench), medians of the same run:", ""]
+    rows = []
+    for label in jobs:
+        before, after = groups[label]
+        if not before or not after:
+            continue
+        section = label.split("/")[0]
+        for key, fmt, lower in BEFORE_AFTER_KEYS.get(section, ()):
+            b = [x[key] for x in before if isinstance(x.get(key), (int, float))]
+            a = [x[key] for x in after if isinstance(x.get(key), (int, float))]
+            if not b or not a:
+                continue
+            mb, ma = statistics.median(b), statistics.median(a)
+            change = "" if mb == 0 else "%+.1f %%" % (100.0 * (ma - mb) / abs(mb))
+            rows.append([label, key, fmt % mb, fmt % ma, change])
+    return out + table(["job", "figure", "before", "after", "change"], rows)
+
+
 def table(head, rows):
     out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
@@ -572,6 +620,10 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.jsonl"), help="the raw lines")
     ap.add_argument("--from", dest="src", metavar="FILE", help="run nothing: write the page from this raw file")
     ap.add_argument("--no-write", action="store_true", help="print the page, leave RESULTS.md alone")
+    ap.add_argument("--before", metavar="BENCH",
+                    help="a second sluice-bench (an older build): each sluice job also runs with it, just "
+                         "before the same job with --bench, and a before/after table is printed (not written "
+                         "to RESULTS.md, which holds no history)")
     a = ap.parse_args()
 
     if a.src:
@@ -597,8 +649,10 @@ def main():
                     continue
                 if job == "redis-benchmark":
                     redis_benchmark(r, rnd, 6399)
-                else:
-                    r.run(rnd, job, cmd)
+                    continue
+                if a.before and cmd[0] == B:
+                    r.run(rnd, BEFORE + job, [os.path.abspath(a.before)] + cmd[1:])
+                r.run(rnd, job, cmd)
         r.out.close()
         meta["end"] = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M")
         meta["load_end"] = load()
@@ -609,6 +663,9 @@ def main():
         print("raw lines in %s" % a.out)
         lines = [json.loads(l) for l in open(a.out) if l.strip()]
 
+    if any(l.get("job", "").startswith(BEFORE) for l in lines):
+        print("\n".join(before_after(lines)))
+        lines = [l for l in lines if not l.get("job", "").startswith(BEFORE)]
     page = render(Results(lines))
     if a.no_write:
         print(page)

@@ -105,4 +105,27 @@ protected:
     queue_bounds bounds_;
 };
 
+/// A queue_base in front of a rate policy, the policy built from the queue's constructor
+/// arguments after the options.
+template <class Derived, class Policy>
+class policy_queue_base : public queue_base<Derived> {
+public:
+    using policy_type = Policy;
+
+    template <class... Args>
+    explicit policy_queue_base(const limiter_options& opts, Args&&... args)
+        : queue_base<Derived>(opts), padded_(std::forward<Args>(args)...)
+    {
+    }
+
+    Policy& policy() noexcept { return padded_.policy; }
+    const Policy& policy() const noexcept { return padded_.policy; }
+
+protected:
+    ~policy_queue_base() = default;
+
+private:
+    padded_policy<Policy> padded_;
+};
+
 } // namespace sluice::detail

@@ -29,28 +29,20 @@ namespace sluice::detail {
 ///
 /// Every member but policy() and try_acquire() is called under the owner's lock.
 template <class Policy>
-class reserving_queue : public queue_base<reserving_queue<Policy>> {
+class reserving_queue : public policy_queue_base<reserving_queue<Policy>, Policy> {
     friend class queue_base<reserving_queue>;
-    using base = queue_base<reserving_queue>;
+    using base = policy_queue_base<reserving_queue, Policy>;
     using base::bounds_;
     using base::list_;
 
 public:
-    using policy_type = Policy;
+    using base::base;
+    using base::policy;
 
     /// try_acquire needs no lock: queued reservations are already in the policy's state.
     static constexpr bool lock_free_try = true;
     /// Each waiter's slot is committed when it queues.
     static constexpr bool committed_slots = true;
-
-    template <class... Args>
-    explicit reserving_queue(const limiter_options& opts, Args&&... args)
-        : base(opts), padded_(std::forward<Args>(args)...)
-    {
-    }
-
-    Policy& policy() noexcept { return padded_.policy; }
-    const Policy& policy() const noexcept { return padded_.policy; }
 
     /// Admits n permits at `now` if the policy holds them. Safe without the lock; never
     /// passes a waiter, whose slot is committed.
@@ -186,7 +178,6 @@ private:
         list_.erase(w);
     }
 
-    padded_policy<Policy> padded_;
     std::uint64_t permits_ = 0;
     std::int64_t pending_shift_ = 0;   // the sum of the queued waiters' shift
 };

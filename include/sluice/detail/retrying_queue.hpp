@@ -31,26 +31,18 @@ namespace sluice::detail {
 ///
 /// Every member but policy() and try_acquire() is called under the owner's lock.
 template <class Policy>
-class retrying_queue : public queue_base<retrying_queue<Policy>> {
+class retrying_queue : public policy_queue_base<retrying_queue<Policy>, Policy> {
     friend class queue_base<retrying_queue>;
-    using base = queue_base<retrying_queue>;
+    using base = policy_queue_base<retrying_queue, Policy>;
     using base::bounds_;
     using base::list_;
 
 public:
-    using policy_type = Policy;
+    using base::base;
+    using base::policy;
 
     /// try_acquire needs no lock: it reads the permits queued from an atomic.
     static constexpr bool lock_free_try = true;
-
-    template <class... Args>
-    explicit retrying_queue(const limiter_options& opts, Args&&... args)
-        : base(opts), padded_(std::forward<Args>(args)...)
-    {
-    }
-
-    Policy& policy() noexcept { return padded_.policy; }
-    const Policy& policy() const noexcept { return padded_.policy; }
 
     /// Admits n permits at `now` if the policy has room and nobody waits: it never passes
     /// a queued waiter (FIFO holds for try_acquire too). Safe without the lock.
@@ -162,7 +154,6 @@ private:
         list_.erase(w);
     }
 
-    padded_policy<Policy> padded_;
     // Read by try_acquire without the lock, so that it does not pass queued waiters.
     std::atomic<std::uint64_t> permits_{0};
     deadline_heap deadlines_;
