@@ -66,6 +66,8 @@ namespace sluice_bench {
 std::string fanout_waiter = "coroutine";
 // --coalesce-us N: the bucket's limiter_options::coalesce (-1: the default, 200 us).
 std::int64_t fanout_coalesce_us = -1;
+// --coalesce-max-us N: the bucket's limiter_options::coalesce_max (-1: the default, 1 ms).
+std::int64_t fanout_coalesce_max_us = -1;
 
 namespace {
 
@@ -301,6 +303,7 @@ int run_fanout_on(const options& o, bool callback, engine e)
     std::optional<ideal_queue> queue;
     sluice::limiter_options lo;
     if (fanout_coalesce_us >= 0) lo.coalesce = std::chrono::microseconds(fanout_coalesce_us);
+    if (fanout_coalesce_max_us >= 0) lo.coalesce_max = std::chrono::microseconds(fanout_coalesce_max_us);
     if (e == engine::leaky) {
         bucket.emplace(io, sluice::rate::per_second(o.rate), std::chrono::nanoseconds(0), lo);
         c.bucket = &*bucket;
@@ -377,6 +380,7 @@ int run_fanout_on(const options& o, bool callback, engine e)
         .add("clock", o.clock)
         .add("coalesce_us", static_cast<long long>(fanout_coalesce_us < 0 ? sluice::limiter_options{}.coalesce.count() / 1000
                                                                           : fanout_coalesce_us))
+        .add("coalesce_max_us", static_cast<long long>(lo.coalesce_max.count() / 1000))
         .add("clock_ns", clock_read_ns(o.clock))
         .add("waiters", static_cast<long long>(W))
         .add("rate", o.rate)

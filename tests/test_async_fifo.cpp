@@ -272,8 +272,8 @@ std::vector<std::int64_t> release_times(const sluice::limiter_options& o, int wa
 
 } // namespace
 
-static_assert(sluice::detail::committed_slots<sluice_test::token_bucket_of<clk>::type::state_type::queue_type>);
-static_assert(!sluice::detail::committed_slots<sluice_test::fixed_window_of<clk>::type::state_type::queue_type>);
+static_assert(sluice::detail::committed_slots<sluice::detail::rate_queue<sluice::policy::gcra>>);
+static_assert(!sluice::detail::committed_slots<sluice::detail::rate_queue<sluice::policy::fixed_counter>>);
 
 TEST_CASE_TEMPLATE("coalescing: a deep queue of committed slots wakes once per coalesce x queued, at most coalesce_max",
                    F, sluice_test::token_bucket_of<clk>, sluice_test::leaky_bucket_of<clk>)
