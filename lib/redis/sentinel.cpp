@@ -151,7 +151,7 @@ asio::awaitable<error_code> talk(exchange_io& io, const sentinel_address& to,
 }
 
 // Connects to `to`, sends `commands` pipelined and reads as many replies, all within
-// `timeout` (then error::timed_out).
+// `timeout` (then error::backend_unavailable).
 asio::awaitable<exchange_result> exchange(sentinel_address to,
                                           std::vector<std::vector<std::string>> commands,
                                           std::chrono::milliseconds timeout)
