@@ -684,7 +684,7 @@ private:
                });
         family("sluice_limiter_max_wait_seconds", "gauge", "The longest wait of an admitted request.",
                [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   line(prefix + "} " + seconds(st.max_wait));
+                   line(prefix + "} " + seconds(st.longest_wait));
                });
         return m;
     }
