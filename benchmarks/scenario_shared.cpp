@@ -218,12 +218,12 @@ child_result run_child_on(const options& o, Limiter& tb, asio::io_context& io, s
     auto s = tb.stats();
     res.admitted = admitted;
     res.attempts = attempts;
-    res.redis_errors = static_cast<std::int64_t>(s.redis_errors);
-    res.fallback = static_cast<std::int64_t>(s.fallback_decisions);
-    res.rtt_us = s.last_round_trip.count();
+    res.redis_errors = static_cast<std::int64_t>(s.backend.errors);
+    res.fallback = static_cast<std::int64_t>(s.backend.fallback_decisions);
+    res.rtt_us = s.backend.last_round_trip.count();
     res.timeouts = timeouts;
-    res.commands = static_cast<std::int64_t>(s.commands);
-    res.lease_expired = static_cast<std::int64_t>(s.lease_expired);
+    res.commands = static_cast<std::int64_t>(s.backend.commands);
+    res.lease_expired = static_cast<std::int64_t>(s.backend.lease_expired);
     res.ok = 1;
     tb.close();
     return res;

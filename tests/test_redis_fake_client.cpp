@@ -126,8 +126,8 @@ TEST_CASE("fake client: try sends one GCRA call with both keys and completes wit
     CHECK(got->admitted);
     CHECK(got->remaining == 8);
     auto s = tb.stats();
-    CHECK(s.commands == 1);
-    CHECK(s.admitted == 1);
+    CHECK(s.backend.commands == 1);
+    CHECK(s.try_admitted == 1);
 }
 
 TEST_CASE("fake client: acquire reserves, sleeps on the limiter's clock until its slot, completes")
@@ -191,7 +191,7 @@ TEST_CASE("fake client: Redis unreachable, the fallback decides, one probe per i
     f.run();
     REQUIRE(d1);
     CHECK(d1->admitted);   // the local fallback (5/s, burst 5)
-    CHECK(tb.stats().degraded);
+    CHECK(tb.stats().backend.degraded);
     // Degraded: nothing goes to Redis until the probe interval has passed.
     int local = 0;
     for (int i = 0; i < 10; ++i)
@@ -199,7 +199,7 @@ TEST_CASE("fake client: Redis unreachable, the fallback decides, one probe per i
     f.run();
     CHECK(f.client.calls.empty());
     CHECK(local == 4);   // burst 5 of the fallback, one taken before
-    CHECK(tb.stats().fallback_decisions == 11);
+    CHECK(tb.stats().backend.fallback_decisions == 11);
     sluice_test::advance<clk>(f.io, 200ms);
     std::optional<sluice::decision> probe;
     tb.async_try_acquire("k", 1, [&](error_code, sluice::decision d) { probe = d; });
@@ -208,7 +208,7 @@ TEST_CASE("fake client: Redis unreachable, the fallback decides, one probe per i
     f.run();
     REQUIRE(probe);
     CHECK(probe->admitted);
-    CHECK_FALSE(tb.stats().degraded);
+    CHECK_FALSE(tb.stats().backend.degraded);
 }
 
 TEST_CASE("fake client: a request beyond the burst in force is error::exceeds_limit after its round trip")
@@ -289,7 +289,7 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     // The one slot held ends within a spacing (plus two round trips) of now: the next run
     // is on its way already.
     CHECK(f.client.calls.size() == 1);
-    CHECK(tb.stats().commands == 3);
+    CHECK(tb.stats().backend.commands == 3);
 }
 
 TEST_SUITE_END();

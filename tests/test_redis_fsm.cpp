@@ -61,7 +61,11 @@ struct fake_core {
     bool fallback_grants = true;
     redis::shared_options opts;
     int unavailable = 0, errors = 0, replies = 0;
+    // Decisions (requests and tries together): admitted, or refused (a try) or timed out
+    // (a request); by the failure policy.
     int admitted = 0, rejected = 0, by_fallback = 0;
+    int started = 0, answered = 0;      // requests
+    std::vector<std::int64_t> waits;    // of the admitted requests, as counted
     std::vector<std::pair<std::uint64_t, std::int64_t>> refunds;
     std::vector<std::uint64_t> prefetches;
     lease_book book;
@@ -75,11 +79,23 @@ struct fake_core {
     void on_unavailable() { ++unavailable; }
     void on_error() { ++errors; }
     void on_reply(const verdict&, round_trip) { ++replies; }
-    void count(bool a, bool fb)
+    void request_started() { ++started; }
+    void count_request(const error_code& ec, std::int64_t waited)
+    {
+        ++answered;
+        if (!ec) {
+            ++admitted;
+            waits.push_back(waited);
+        } else if (ec == sluice::error::timed_out) {
+            ++rejected;
+        }
+    }
+    void count_try(bool a, bool fb)
     {
         ++(a ? admitted : rejected);
-        if (fb) ++by_fallback;
+        if (fb) count_fallback();
     }
+    void count_fallback() { ++by_fallback; }
     void refund(const std::string&, std::uint64_t n, std::int64_t state) { refunds.emplace_back(n, state); }
     sluice::decision fallback_try(const std::string&, std::uint64_t)
     {
@@ -131,13 +147,18 @@ TEST_CASE("bucket acquire: reserve, sleep until the slot, complete")
     s = f.on_reply(c, {}, p(granted(5'000, 77)), false, rt, 0);
     REQUIRE(s.next == op_step::kind::sleep);
     CHECK(s.wait_ns == 5 * ms);
-    CHECK(c.admitted == 1);   // counted when the slot is ours
+    CHECK(c.admitted == 0);   // counted when answered, once
+    CHECK(c.started == 1);
     CHECK(c.replies == 1);
 
     s = f.on_wake(c, {}, false, 5 * ms);
     CHECK(s.next == op_step::kind::complete);
     CHECK_FALSE(f.error());
     CHECK(c.refunds.empty());
+    CHECK(c.admitted == 1);
+    CHECK(c.answered == 1);
+    REQUIRE(c.waits.size() == 1);
+    CHECK(c.waits[0] == 5 * ms);   // from the request to its grant
 }
 
 TEST_CASE("bucket acquire: a slot due now completes at once; a refusal consumes nothing")
@@ -147,6 +168,8 @@ TEST_CASE("bucket acquire: a slot due now completes at once; a refusal consumes 
     now_f.start(c, 0);
     CHECK(now_f.on_reply(c, {}, p(granted(0)), false, rt, 0).next == op_step::kind::complete);
     CHECK_FALSE(now_f.error());
+    REQUIRE(c.waits.size() == 1);
+    CHECK(c.waits[0] == 0);   // granted at once: no wait
 
     redis::detail::bucket_acquire_fsm f("k", 1, 1 * ms);
     f.start(c, 0);

@@ -86,7 +86,7 @@ public:
                                         error::invalid_rate);
     }
 
-    std::int64_t interval_us() const noexcept { return interval_us_; }
+    std::chrono::microseconds interval() const noexcept { return std::chrono::microseconds{interval_us_}; }
     std::uint64_t burst() const noexcept { return burst_; }
 
     // Gives a reservation back in Redis where nothing later depends on it (fire and
@@ -134,13 +134,13 @@ public:
             redis_op<bucket_core, try_fsm>{std::move(self), try_fsm::prefetch(key, count)}, boost::asio::detached, ex);
     }
 
-    shared_stats stats() const
+    limiter_stats stats() const
     {
-        shared_stats s = base_type::stats();
+        limiter_stats s = base_type::stats();
         std::lock_guard lock(mutex_);
-        s.lease_expired = expired_closed_;
+        s.backend.lease_expired = expired_closed_;
         for (const auto& [k, e] : leases_)
-            s.lease_expired += e.expired();
+            s.backend.lease_expired += e.expired();
         return s;
     }
 

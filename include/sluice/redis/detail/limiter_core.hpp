@@ -4,7 +4,10 @@
 // counters.
 #pragma once
 
+#include <sluice/decision.hpp>
+#include <sluice/detail/request_counters.hpp>
 #include <sluice/error.hpp>
+#include <sluice/limiter_stats.hpp>
 #include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 #include <sluice/redis/script.hpp>
@@ -137,27 +140,45 @@ public:
     // local_fallback's decision for a non-blocking request.
     decision fallback_try(const std::string& key, std::uint64_t n) { return fallback_.try_acquire(key, n); }
 
-    void count(bool admitted, bool fallback) noexcept
+    // A request (async_acquire) starts; count_request answers it, once.
+    void request_started() noexcept { pending_.fetch_add(1, std::memory_order_relaxed); }
+
+    // A request answered with `ec`, after waiting `waited_ns` locally (0: it did not).
+    void count_request(const boost::system::error_code& ec, std::int64_t waited_ns) noexcept
     {
-        (admitted ? admitted_ : rejected_).fetch_add(1, std::memory_order_relaxed);
-        if (fallback) fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
+        {
+            std::lock_guard lock(counts_mutex_);
+            requests_.count(ec, waited_ns);
+        }
+        pending_.fetch_sub(1, std::memory_order_relaxed);
     }
 
-    // The server's clock minus this host's system_clock, us (see shared_stats).
+    // A try answered with a decision; `fallback`: by the failure policy.
+    void count_try(bool admitted, bool fallback) noexcept
+    {
+        requests_.count_try(admitted);
+        if (fallback) count_fallback();
+    }
+
+    // A request or try the failure policy answered.
+    void count_fallback() noexcept { fallback_decisions_.fetch_add(1, std::memory_order_relaxed); }
+
+    // The server's clock minus this host's system_clock, us (see limiter_stats::backend).
     std::int64_t clock_offset_us() const noexcept { return offset_us_.load(std::memory_order_relaxed); }
 
-    shared_stats stats() const noexcept
+    limiter_stats stats() const noexcept
     {
-        shared_stats s;
-        s.admitted = admitted_.load(std::memory_order_relaxed);
-        s.rejected = rejected_.load(std::memory_order_relaxed);
-        s.decisions = s.admitted + s.rejected;
-        s.fallback_decisions = fallback_decisions_.load(std::memory_order_relaxed);
-        s.redis_errors = redis_errors_.load(std::memory_order_relaxed);
-        s.clock_offset = std::chrono::microseconds{offset_us_.load(std::memory_order_relaxed)};
-        s.last_round_trip = std::chrono::microseconds{rtt_us_.load(std::memory_order_relaxed)};
-        s.degraded = degraded_.load(std::memory_order_relaxed);
-        s.commands = commands_.load(std::memory_order_relaxed);
+        limiter_stats s;
+        {
+            std::lock_guard lock(counts_mutex_);
+            s = requests_.snapshot(pending_.load(std::memory_order_relaxed));
+        }
+        s.backend.commands = commands_.load(std::memory_order_relaxed);
+        s.backend.errors = redis_errors_.load(std::memory_order_relaxed);
+        s.backend.fallback_decisions = fallback_decisions_.load(std::memory_order_relaxed);
+        s.backend.last_round_trip = std::chrono::microseconds{rtt_us_.load(std::memory_order_relaxed)};
+        s.backend.clock_offset = std::chrono::microseconds{offset_us_.load(std::memory_order_relaxed)};
+        s.backend.degraded = degraded_.load(std::memory_order_relaxed);
         return s;
     }
 
@@ -242,11 +263,12 @@ private:
     std::atomic<std::int64_t> next_probe_{0};
     std::atomic<std::int64_t> offset_us_{0};
     std::atomic<std::int64_t> rtt_us_{0};
-    std::atomic<std::uint64_t> admitted_{0};
-    std::atomic<std::uint64_t> rejected_{0};
     std::atomic<std::uint64_t> fallback_decisions_{0};
     std::atomic<std::uint64_t> redis_errors_{0};
     std::atomic<std::uint64_t> commands_{0};
+    std::atomic<std::size_t> pending_{0};   // requests started and not answered yet
+    mutable std::mutex counts_mutex_;        // guards requests_ but its try counts
+    sluice::detail::request_counters requests_;
 
     std::unordered_set<waiting_timer*> waiting_;
 };

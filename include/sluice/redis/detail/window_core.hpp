@@ -107,7 +107,7 @@ public:
     }
 
     std::uint64_t limit() const noexcept { return limit_; }
-    std::int64_t window_us() const noexcept { return window_us_; }
+    std::chrono::microseconds window() const noexcept { return std::chrono::microseconds{window_us_}; }
 
 private:
     static std::uint64_t checked_limit(std::uint64_t limit)
