@@ -20,8 +20,10 @@
 // first call to the last reservation's reply), waiting_reserved (of the W, those still
 // waiting then), wall_s (to the last completion), rss_before_kib (connected, nothing
 // started), rss_reserved_kib (when the last reply is in), max_rss_kib (the peak);
-// bytes_per_waiter = (rss_reserved - rss_before) / waiting_reserved, bytes_per_request_peak
-// = (max_rss - rss_before) / W; cpu_us_per_request (process CPU from the first call to the
+// bytes_per_waiter = (rss_reserved - rss_before) / waiting_reserved (the resident memory,
+// with what the round trips left in the allocator), heap_bytes_per_waiter = the growth of
+// the heap in use (mallinfo2) over the same span / waiting_reserved (what a waiting
+// request holds), bytes_per_request_peak = (max_rss - rss_before) / W; cpu_us_per_request (process CPU from the first call to the
 // last completion, / W) and cpu_us_per_wait (process CPU from the last reply to the last
 // completion, / waiting_reserved: the waits alone, no round trip); errors.
 //
@@ -40,6 +42,8 @@
 #include <boost/asio/io_context.hpp>
 
 #include <hiredis/hiredis.h>
+
+#include <malloc.h>
 
 #include <signal.h>
 #include <sys/types.h>
@@ -261,6 +265,8 @@ struct wait_result {
     long rss_before_kib = 0;
     long rss_reserved_kib = 0;
     long max_rss_kib = 0;
+    std::int64_t heap_before = 0;     // bytes in use (mallinfo2)
+    std::int64_t heap_reserved = 0;
     double reserved_s = 0;
     double wall_s = 0;
     double cpu_total_s = 0;
@@ -309,6 +315,7 @@ wait_result run_wait_child(const options& o)
         }
     };
     res.rss_before_kib = rss_now_kib();
+    res.heap_before = static_cast<std::int64_t>(::mallinfo2().uordblks);
     const double cpu0 = cpu_seconds();
     const auto t0 = steady::now();
     for (std::int64_t k = 0; k < W; ++k)
@@ -323,6 +330,7 @@ wait_result run_wait_child(const options& o)
     }
     const auto t1 = steady::now();
     res.rss_reserved_kib = rss_now_kib();
+    res.heap_reserved = static_cast<std::int64_t>(::mallinfo2().uordblks);
     const double cpu1 = cpu_seconds();
     res.waiting_reserved = W - c.done;
     while (c.done < W) {
@@ -391,6 +399,7 @@ int run_shared_wait(const options& o)
         .add("rss_reserved_kib", r.rss_reserved_kib)
         .add("max_rss_kib", r.max_rss_kib)
         .add("bytes_per_waiter", static_cast<double>(r.rss_reserved_kib - r.rss_before_kib) * 1024 / waiting)
+        .add("heap_bytes_per_waiter", static_cast<double>(r.heap_reserved - r.heap_before) / waiting)
         .add("bytes_per_request_peak", static_cast<double>(r.max_rss_kib - r.rss_before_kib) * 1024 / W)
         .add("cpu_us_per_request", r.cpu_total_s * 1e6 / W)
         .add("cpu_us_per_wait", r.cpu_wait_s * 1e6 / waiting)
