@@ -15,8 +15,10 @@
 // --mode wait: what waiting costs. ONE process (forked), --waiters W async_acquire calls
 // (plain callbacks, max_wait 1 h) made at once on ONE redis::token_bucket of --rate Q,
 // burst 1: each reserves its slot in Redis (pipelined round trips) and waits locally until
-// it. Pick Q so that W / Q is well beyond the time the reservations take (10,000/s for
-// 100,000 waiters), so that nearly all of them wait at once. Prints: reserved_s (from the
+// it. The key's next --seconds D are reserved first by another limiter of the same rate
+// (as another process would hold them), so that every slot is at least D away: with D
+// beyond the time the W reservations take, all W wait at once, then wake at Q per second.
+// Prints: reserved_s (from the
 // first call to the last reservation's reply), waiting_reserved (of the W, those still
 // waiting then), wall_s (to the last completion), rss_before_kib (connected, nothing
 // started), rss_reserved_kib (when the last reply is in), max_rss_kib (the peak);
@@ -301,6 +303,21 @@ wait_result run_wait_child(const options& o)
         io.run_for(std::chrono::milliseconds(5));
     }
 
+    // The next D seconds of the key go to another limiter first (two requests: the full
+    // bucket, then the D seconds after it, which waits for its slot and is closed at the
+    // end).
+    const auto ahead_n = static_cast<std::uint64_t>(std::ceil(o.rate * o.seconds));
+    redis::token_bucket<redis::connection> ahead(conn, sluice::rate::per_second(o.rate), ahead_n, lo);
+    int ahead_done = 0;
+    ahead.async_acquire("wait", ahead_n, std::chrono::nanoseconds(0), [&](boost::system::error_code) { ++ahead_done; });
+    ahead.async_acquire("wait", ahead_n, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::duration<double>(o.seconds + 1)),
+                        [&](boost::system::error_code) { ++ahead_done; });
+    while (ahead_done == 0) {
+        io.restart();
+        io.run_for(std::chrono::milliseconds(5));
+    }
+
     const std::int64_t W = o.waiters;
     struct counts {
         std::int64_t done = 0;
@@ -348,15 +365,17 @@ wait_result run_wait_child(const options& o)
     res.errors = c.errors;
     res.ok = 1;
     tb.close();
+    ahead.close();
     conn.close();
     return res;
 }
 
 int run_shared_wait(const options& o)
 {
-    if (o.waiters < 1 || !(o.rate > 0) || o.port < 1 || o.port > 65535 || shared_limiter != "bucket") {
-        std::fprintf(stderr, "sluice-bench: shared --mode wait: --waiters, --rate and --port must be positive; "
-                             "--limiter bucket only\n");
+    if (o.waiters < 1 || !(o.rate > 0) || !(o.seconds > 0) || o.port < 1 || o.port > 65535 ||
+        shared_limiter != "bucket") {
+        std::fprintf(stderr, "sluice-bench: shared --mode wait: --waiters, --rate, --seconds and --port must be "
+                             "positive; --limiter bucket only\n");
         return 2;
     }
     server srv(o.port);
@@ -392,6 +411,7 @@ int run_shared_wait(const options& o)
         .add("limiter", shared_limiter)
         .add("waiters", static_cast<long long>(o.waiters))
         .add("rate", o.rate)
+        .add("ahead_s", o.seconds)
         .add("reserved_s", r.reserved_s)
         .add("waiting_reserved", static_cast<long long>(r.waiting_reserved))
         .add("wall_s", r.wall_s)

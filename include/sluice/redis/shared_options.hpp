@@ -43,6 +43,13 @@ struct shared_options {
     /// Options of the local fallback limiter (one token bucket per key).
     keyed_options fallback;
 
+    /// The requests that wait locally (a token bucket's for its reserved slot, a sliding
+    /// window's before its next check) share one timer per limiter, which wakes at most
+    /// once per `coalesce` and releases every request due by then: a wait may end up to
+    /// this much late, never early, and the timer costs a bounded number of system calls
+    /// per second however many wait. 0 wakes for every request. >= 0.
+    std::chrono::nanoseconds coalesce = std::chrono::microseconds(200);
+
     /// Leasing (0: off; token bucket): async_try_acquire reserves a run of consecutive
     /// future slots of a key in one round trip and hands them out locally, each no
     /// earlier than its slot on the server. lease_size is the longest run: a run may be

@@ -162,11 +162,11 @@ public:
     {
         if (!this->mark_closed())
             return;
+        this->engine().close();
         std::vector<std::pair<std::string, lease_give_back>> unused;
         {
             std::int64_t t = now();
             std::lock_guard lock(mutex_);
-            this->wake_waiters_locked();
             for (auto& [k, e] : leases_)
                 if (auto g = e.close(limits(), t); g.count > 0)
                     unused.emplace_back(k, g);

@@ -1,19 +1,20 @@
 // What every Redis-backed limiter shares, whatever its script: the client, the options,
 // the health of the link (Redis or the failure policy, with probing), the local fallback,
-// the timers of waiting requests (so that close() can wake them), key building and the
-// counters.
+// the wait engine of the requests that wait locally, key building and the counters.
 #pragma once
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/request_counters.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_stats.hpp>
+#include <sluice/detail/wait_engine.hpp>
+#include <sluice/limiter_options.hpp>
 #include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/detail/wake_queue.hpp>
 #include <sluice/redis/script.hpp>
 #include <sluice/redis/shared_options.hpp>
 
-#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <atomic>
@@ -23,7 +24,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -42,8 +42,9 @@ public:
     using client_type = Client;
     using clock_type = Clock;
     using executor_type = typename Client::executor_type;
-    using timer_type = boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, executor_type>;
     using fallback_type = Fallback;
+    // Where requests wait locally (for a reserved slot, or a re-check): one timer for all.
+    using engine_type = sluice::detail::wait_engine<wake_queue, Clock, executor_type>;
 
     /// make_fallback(executor, checked options) builds the fallback; it runs after the
     /// options are checked (it may divide by expected_nodes). Requests for more than
@@ -53,7 +54,8 @@ public:
         : client_(client),
           opts_(checked(std::move(opts))),
           max_count_(max_count),
-          fallback_(std::forward<MakeFallback>(make_fallback)(client.get_executor(), opts_))
+          fallback_(std::forward<MakeFallback>(make_fallback)(client.get_executor(), opts_)),
+          engine_(std::make_shared<engine_type>(client.get_executor(), waiting_options(opts_)))
     {
     }
 
@@ -62,6 +64,7 @@ public:
 
     Client& client() noexcept { return client_; }
     fallback_type& fallback() noexcept { return fallback_; }
+    engine_type& engine() noexcept { return *engine_; }
     const shared_options& options() const noexcept { return opts_; }
 
     std::string key_for(std::string_view key) const
@@ -182,41 +185,13 @@ public:
         return s;
     }
 
-    // A waiting request's timer, known to the core while it waits so that close() can
-    // wake it. Owned by the operation; unregisters itself.
-    class waiting_timer {
-    public:
-        explicit waiting_timer(std::shared_ptr<limiter_core> core)
-            : core_(std::move(core)), timer_(core_->client().get_executor())
-        {
-            std::lock_guard lock(core_->mutex_);
-            core_->waiting_.insert(this);
-        }
-        waiting_timer(const waiting_timer&) = delete;
-        waiting_timer& operator=(const waiting_timer&) = delete;
-        ~waiting_timer()
-        {
-            std::lock_guard lock(core_->mutex_);
-            core_->waiting_.erase(this);
-        }
-        timer_type& timer() noexcept { return timer_; }
-
-    private:
-        friend class limiter_core;
-        std::shared_ptr<limiter_core> core_;
-        timer_type timer_;
-    };
-
     // Wakes every waiting request (they complete with error::closed) and closes the
     // fallback; later requests fail with error::closed.
     void close()
     {
         if (!mark_closed())
             return;
-        {
-            std::lock_guard lock(mutex_);
-            wake_waiters_locked();
-        }
+        engine_->close();
         fallback_.close();
     }
 
@@ -231,13 +206,7 @@ protected:
     // False when already closed.
     bool mark_closed() noexcept { return !closed_.exchange(true, std::memory_order_acq_rel); }
 
-    void wake_waiters_locked()
-    {
-        for (waiting_timer* w : waiting_)
-            w->timer_.cancel();
-    }
-
-    // Guards the waiting timers and whatever a derived core keeps per key.
+    // Guards what a derived core keeps per key.
     mutable std::mutex mutex_;
 
 private:
@@ -248,9 +217,16 @@ private:
 
     static shared_options checked(shared_options o)
     {
-        if (o.expected_nodes == 0 || o.probe_interval.count() <= 0)
+        if (o.expected_nodes == 0 || o.probe_interval.count() <= 0 || o.coalesce.count() < 0)
             throw boost::system::system_error(make_error_code(error::invalid_option));
         return o;
+    }
+
+    static limiter_options waiting_options(const shared_options& o) noexcept
+    {
+        limiter_options w;
+        w.coalesce = o.coalesce;
+        return w;
     }
 
     Client& client_;
@@ -269,8 +245,7 @@ private:
     std::atomic<std::size_t> pending_{0};   // requests started and not answered yet
     mutable std::mutex counts_mutex_;        // guards requests_ but its try counts
     sluice::detail::request_counters requests_;
-
-    std::unordered_set<waiting_timer*> waiting_;
+    std::shared_ptr<engine_type> engine_;
 };
 
 } // namespace sluice::redis::detail
