@@ -5,6 +5,7 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/queue_support.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
@@ -28,7 +29,12 @@ namespace sluice::detail {
 ///
 /// Every member but policy() and try_acquire() is called under the owner's lock.
 template <class Policy>
-class reserving_queue {
+class reserving_queue : public queue_base<reserving_queue<Policy>> {
+    friend class queue_base<reserving_queue>;
+    using base = queue_base<reserving_queue>;
+    using base::bounds_;
+    using base::list_;
+
 public:
     using policy_type = Policy;
 
@@ -37,12 +43,9 @@ public:
 
     template <class... Args>
     explicit reserving_queue(const limiter_options& opts, Args&&... args)
-        : padded_(std::forward<Args>(args)...), bounds_(opts)
+        : base(opts), padded_(std::forward<Args>(args)...)
     {
     }
-
-    reserving_queue(const reserving_queue&) = delete;
-    reserving_queue& operator=(const reserving_queue&) = delete;
 
     Policy& policy() noexcept { return padded_.policy; }
     const Policy& policy() const noexcept { return padded_.policy; }
@@ -75,20 +78,6 @@ public:
         return true;
     }
 
-    /// Removes a waiting `w` (false if it is not waiting): it completes with
-    /// operation_aborted, its permits go back to the policy and the waiters behind it move
-    /// up (those now due are released).
-    bool cancel(waiter* w, std::int64_t now, completion_list& done)
-    {
-        if (!w->queued)
-            return false;
-        remove(w, now, true);
-        w->result = boost::asio::error::operation_aborted;
-        done.push(w);
-        release_due(now, done);
-        return true;
-    }
-
     /// Moves every waiter whose slot has come to `done` (granted). Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
     {
@@ -105,17 +94,6 @@ public:
 
     /// When release_due has work next: the head's slot; max_ns when nobody waits.
     std::int64_t wake_at() const noexcept { return list_.empty() ? max_ns : slot(list_.front()); }
-
-    /// Completes every waiter with `ec`, giving its permits back.
-    void close(boost::system::error_code ec, std::int64_t now, completion_list& done)
-    {
-        while (!list_.empty()) {
-            waiter* w = list_.front();
-            remove(w, now, true);
-            w->result = ec;
-            done.push(w);
-        }
-    }
 
     /// Runs f(now), a change of the policy's configuration, and reschedules the waiters.
     /// When f returns {num, den} (the policy rescaled its debt around now by num / den, as
@@ -150,12 +128,8 @@ public:
     /// Gives back what reserve_blocking committed (the blocked caller gave up).
     void unreserve_blocking(std::uint64_t n, std::int64_t now) noexcept { policy().refund(n, now); }
 
-    /// Waiters queued, and the permits they ask for.
-    std::size_t size() const noexcept { return list_.size(); }
+    /// Permits the queued waiters ask for.
     std::uint64_t queued_permits() const noexcept { return permits_; }
-
-    /// Frees every waiter without completing it (the owner is torn down).
-    void destroy_all() noexcept { list_.destroy_all(); }
 
 private:
     static std::int64_t slot(const waiter* w) noexcept { return sat_sub(w->ready, w->shift); }
@@ -166,8 +140,8 @@ private:
         return d > max_ns - t ? max_ns : t + static_cast<std::int64_t>(d);
     }
 
-    // Takes `w` out; a cancelled waiter gives its permits back, and what the policy moved
-    // back is passed to the next waiter (and so to every later one).
+    // Takes `w` out; one that leaves without its grant gives its permits back, and what
+    // the policy moved back is passed to the next waiter (and so to every later one).
     void remove(waiter* w, std::int64_t now, bool refund)
     {
         std::int64_t moved = refund ? policy().refund(w->n, now) : 0;
@@ -182,8 +156,6 @@ private:
     }
 
     padded_policy<Policy> padded_;
-    queue_bounds bounds_;
-    waiter_list list_;
     std::uint64_t permits_ = 0;
     std::int64_t pending_shift_ = 0;   // the sum of the queued waiters' shift
 };

@@ -6,6 +6,7 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/queue_support.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
@@ -30,7 +31,12 @@ namespace sluice::detail {
 ///
 /// Every member but policy() and try_acquire() is called under the owner's lock.
 template <class Policy>
-class retrying_queue {
+class retrying_queue : public queue_base<retrying_queue<Policy>> {
+    friend class queue_base<retrying_queue>;
+    using base = queue_base<retrying_queue>;
+    using base::bounds_;
+    using base::list_;
+
 public:
     using policy_type = Policy;
 
@@ -39,12 +45,9 @@ public:
 
     template <class... Args>
     explicit retrying_queue(const limiter_options& opts, Args&&... args)
-        : padded_(std::forward<Args>(args)...), bounds_(opts)
+        : base(opts), padded_(std::forward<Args>(args)...)
     {
     }
-
-    retrying_queue(const retrying_queue&) = delete;
-    retrying_queue& operator=(const retrying_queue&) = delete;
 
     Policy& policy() noexcept { return padded_.policy; }
     const Policy& policy() const noexcept { return padded_.policy; }
@@ -89,19 +92,6 @@ public:
         return true;
     }
 
-    /// Removes a waiting `w` (false if it is not waiting): it completes with
-    /// operation_aborted. It consumed nothing; the waiter behind it may go at once.
-    bool cancel(waiter* w, std::int64_t now, completion_list& done)
-    {
-        if (!w->queued)
-            return false;
-        remove(w, now);
-        w->result = boost::asio::error::operation_aborted;
-        done.push(w);
-        release_due(now, done);
-        return true;
-    }
-
     /// Grants the head while it fits, and gives up on waiters past their deadline, moving
     /// them to `done`. A head the policy can never grant any more (its limit was lowered
     /// below the request) completes with the policy's error. Returns wake_at().
@@ -140,17 +130,6 @@ public:
         return retry_at_ < d ? retry_at_ : d;
     }
 
-    /// Completes every waiter with `ec`.
-    void close(boost::system::error_code ec, std::int64_t now, completion_list& done)
-    {
-        while (!list_.empty()) {
-            waiter* w = list_.front();
-            remove(w, now);
-            w->result = ec;
-            done.push(w);
-        }
-    }
-
     /// Runs f(now), a change of the policy's configuration, and retries the head at once.
     template <class F>
     void reconfigure(F&& f, std::int64_t now, completion_list& done)
@@ -169,15 +148,12 @@ public:
     /// reserve_blocking never commits ahead: nothing to give back.
     void unreserve_blocking(std::uint64_t, std::int64_t) noexcept {}
 
-    /// Waiters queued, and the permits they ask for.
-    std::size_t size() const noexcept { return list_.size(); }
+    /// Permits the queued waiters ask for.
     std::uint64_t queued_permits() const noexcept { return permits_.load(std::memory_order_relaxed); }
 
-    /// Frees every waiter without completing it (the owner is torn down).
-    void destroy_all() noexcept { list_.destroy_all(); }
-
 private:
-    void remove(waiter* w, std::int64_t now) noexcept
+    // Takes `w` out; a waiter holds no reservation, so nothing goes back.
+    void remove(waiter* w, std::int64_t now, bool = false) noexcept
     {
         deadlines_.erase(w);
         if (w == list_.front())
@@ -189,8 +165,6 @@ private:
     padded_policy<Policy> padded_;
     // Read by try_acquire without the lock, so that it does not pass queued waiters.
     std::atomic<std::uint64_t> permits_{0};
-    queue_bounds bounds_;
-    waiter_list list_;
     deadline_heap deadlines_;
     std::int64_t retry_at_ = 0;   // when the head may be granted (a lower bound)
 };

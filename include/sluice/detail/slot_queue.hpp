@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/queue_support.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
@@ -23,15 +24,14 @@ namespace sluice::detail {
 /// at now + max_wait completes with error::timed_out.
 ///
 /// Every member is called under the owner's lock.
-class slot_queue {
+class slot_queue : public queue_base<slot_queue> {
+    friend class queue_base<slot_queue>;
+
 public:
     /// try_acquire reads the queue: it needs the lock.
     static constexpr bool lock_free_try = false;
 
-    slot_queue(const limiter_options& opts, std::uint64_t limit) noexcept : bounds_(opts), limit_(limit) {}
-
-    slot_queue(const slot_queue&) = delete;
-    slot_queue& operator=(const slot_queue&) = delete;
+    slot_queue(const limiter_options& opts, std::uint64_t limit) noexcept : queue_base(opts), limit_(limit) {}
 
     /// Takes n slots if they are free and nobody waits.
     bool try_acquire(std::uint64_t n, std::int64_t /*now*/) noexcept
@@ -83,19 +83,6 @@ public:
         grant(done);
     }
 
-    /// Removes a waiting `w` (false if it is not waiting): it completes with
-    /// operation_aborted; a large head gone may let smaller ones in.
-    bool cancel(waiter* w, std::int64_t /*now*/, completion_list& done)
-    {
-        if (!w->queued)
-            return false;
-        remove(w);
-        w->result = boost::asio::error::operation_aborted;
-        done.push(w);
-        grant(done);
-        return true;
-    }
-
     /// Gives up on the waiters past their deadline (timed_out) and grants those that fit.
     /// Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
@@ -113,29 +100,15 @@ public:
     /// The earliest deadline; max_ns when none (returned slots, not time, wake waiters).
     std::int64_t wake_at() const noexcept { return deadlines_.empty() ? max_ns : deadlines_.top()->deadline; }
 
-    /// Completes every waiter with `ec`. Slots in use stay in use.
-    void close(boost::system::error_code ec, std::int64_t /*now*/, completion_list& done)
-    {
-        while (!list_.empty()) {
-            waiter* w = list_.front();
-            remove(w);
-            w->result = ec;
-            done.push(w);
-        }
-    }
-
     std::uint64_t in_use() const noexcept { return in_use_; }
     std::uint64_t limit() const noexcept { return limit_; }
 
-    /// Waiters queued, and the slots they ask for.
-    std::size_t size() const noexcept { return list_.size(); }
+    /// Slots the queued waiters ask for.
     std::uint64_t queued_permits() const noexcept { return permits_; }
 
-    /// Frees every waiter without completing it (the owner is torn down).
-    void destroy_all() noexcept { list_.destroy_all(); }
-
 private:
-    void remove(waiter* w) noexcept
+    // Takes `w` out; a waiter holds no slot, so nothing goes back (slots in use stay so).
+    void remove(waiter* w, std::int64_t = 0, bool = false) noexcept
     {
         deadlines_.erase(w);
         list_.erase(w);
@@ -161,11 +134,9 @@ private:
         }
     }
 
-    queue_bounds bounds_;
     std::uint64_t limit_;
     std::uint64_t in_use_ = 0;
     std::uint64_t permits_ = 0;
-    waiter_list list_;
     deadline_heap deadlines_;
 };
 
