@@ -1,11 +1,13 @@
 // The sans-io halves of the Redis limiters, step by step, without a server or an
 // io_context: the state machines of async_try_acquire and async_acquire (bucket and
-// window) against a fake limiter core, and the lease book against an independent model
-// of the server's GCRA lease script, over a simulated fleet.
+// window) against a fake limiter core, the queue their local waits go to in the wait
+// engine, and the lease book against an independent model of the server's GCRA lease
+// script, over a simulated fleet.
 #include <sluice/error.hpp>
 #include <sluice/redis/detail/acquire_fsm.hpp>
 #include <sluice/redis/detail/lease_book.hpp>
 #include <sluice/redis/detail/try_fsm.hpp>
+#include <sluice/redis/detail/wake_queue.hpp>
 #include <sluice/redis/shared_options.hpp>
 
 #include <boost/asio/error.hpp>
@@ -424,6 +426,52 @@ TEST_CASE("try with leasing: the book answers locally, fetches a run when empty,
     d2.start(c, c.now_ns);
     CHECK_FALSE(d2.result().admitted);
     CHECK(d2.result().retry_after == std::chrono::microseconds(100));
+}
+
+static_assert(sluice::detail::waiting_queue<redis::detail::wake_queue>);
+
+TEST_CASE("wake queue: waiters are handed out by their wake-up time, whatever their order; cancel and close")
+{
+    using sluice::detail::completion_list;
+    using sluice::detail::waiter;
+    redis::detail::wake_queue q(sluice::limiter_options{});
+    waiter w[5];
+    auto names = [&](const completion_list& done) {
+        std::string out;
+        done.for_each([&](const waiter* x) { out += static_cast<char>('a' + (x - w)); });
+        return out;
+    };
+    CHECK(q.wake_at() == sluice::detail::max_ns);
+    CHECK(q.enqueue(&w[0], 1, 30 * ms, 0));   // a: at 30 ms
+    CHECK(q.enqueue(&w[1], 1, 10 * ms, 0));   // b: at 10 ms
+    CHECK(q.enqueue(&w[2], 2, 15 * ms, 5 * ms));   // c: at 20 ms
+    CHECK(q.enqueue(&w[3], 1, 25 * ms, 0));   // d: at 25 ms
+    CHECK_FALSE(q.enqueue(&w[4], 1, 0, 0));   // nothing to wait for: done at once
+    CHECK_FALSE(w[4].queued);
+    CHECK(q.size() == 4);
+    CHECK(q.wake_at() == 10 * ms);
+
+    completion_list done;
+    CHECK(q.release_due(10 * ms - 1, done) == 10 * ms);
+    CHECK(names(done).empty());
+    CHECK(q.release_due(20 * ms, done) == 25 * ms);
+    CHECK(names(done) == "bc");
+    CHECK_FALSE(w[1].result);
+
+    completion_list cancelled;
+    CHECK(q.cancel(&w[3], 21 * ms, cancelled));
+    CHECK_FALSE(q.cancel(&w[3], 21 * ms, cancelled));   // not waiting any more
+    CHECK(names(cancelled) == "d");
+    CHECK(w[3].result == boost::asio::error::operation_aborted);
+    CHECK(q.wake_at() == 30 * ms);
+
+    completion_list closed;
+    q.close(make_error_code(sluice::error::closed), 22 * ms, closed);
+    CHECK(names(closed) == "a");
+    CHECK(w[0].result == sluice::error::closed);
+    CHECK(q.size() == 0);
+    CHECK(q.wake_at() == sluice::detail::max_ns);
+    CHECK_FALSE(q.try_acquire(1, 0).admitted);
 }
 
 TEST_CASE("lease book: a refused run holds refusals locally; slots expire unused and shorten the run; close gives back")

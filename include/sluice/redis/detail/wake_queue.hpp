@@ -7,13 +7,10 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/limiter_options.hpp>
 
-#include <boost/asio/error.hpp>
-#include <boost/system/error_code.hpp>
-
-#include <cstddef>
 #include <cstdint>
 
 namespace sluice::redis::detail {
@@ -24,18 +21,19 @@ namespace sluice::redis::detail {
 /// (the bucket's request is granted, the window's asks again); one cancelled or closed
 /// completes with operation_aborted or the close error, and its operation gives its slot
 /// back (the refund script) or leaves the waiters' queue in Redis. Nothing is refused
-/// here: the slot is already reserved when a request waits.
-class wake_queue {
+/// here: the slot is already reserved when a request waits, so the queue bounds of
+/// limiter_options do not apply.
+class wake_queue : public sluice::detail::queue_base<wake_queue> {
+    friend class sluice::detail::queue_base<wake_queue>;
+
 public:
-    /// Not answering tries: every try of a Redis limiter is a round trip.
+    /// try_acquire is never asked of this queue: every try of a Redis limiter is a round
+    /// trip, made by its own operation.
     static constexpr bool lock_free_try = true;
 
-    explicit wake_queue(const limiter_options&) noexcept {}
+    explicit wake_queue(const limiter_options& opts) noexcept : queue_base(opts) {}
 
-    wake_queue(const wake_queue&) = delete;
-    wake_queue& operator=(const wake_queue&) = delete;
-
-    /// `w` waits `wait` ns from now (false, granted at once, when wait <= 0).
+    /// `w` waits `wait` ns from now (false, done at once, when wait <= 0).
     bool enqueue(sluice::detail::waiter* w, std::uint64_t n, std::int64_t wait, std::int64_t now)
     {
         w->n = n;
@@ -64,47 +62,19 @@ public:
     /// The earliest wake-up time; max_ns when nobody waits.
     std::int64_t wake_at() const noexcept { return heap_.empty() ? sluice::detail::max_ns : heap_.top()->deadline; }
 
-    /// Takes `w` out (what it holds in Redis its operation gives back).
+    /// The engine's try, which a Redis limiter never makes (its tries are round trips):
+    /// refused, so that nothing is ever granted here by mistake.
+    decision try_acquire(std::uint64_t, std::int64_t) const noexcept { return {}; }
+
+private:
+    // Takes `w` out; what it holds in Redis its operation gives back (queue_base's cancel
+    // and close hand it out with its error).
     void remove(sluice::detail::waiter* w, std::int64_t /*now*/, bool /*gives_back*/) noexcept
     {
         heap_.erase(w);
         list_.erase(w);
     }
 
-    /// Removes a waiting `w` (false if it is not waiting): it completes with
-    /// operation_aborted.
-    bool cancel(sluice::detail::waiter* w, std::int64_t now, sluice::detail::completion_list& done)
-    {
-        if (!w->queued)
-            return false;
-        remove(w, now, true);
-        w->result = boost::asio::error::operation_aborted;
-        done.push(w);
-        return true;
-    }
-
-    /// Completes every waiter with `ec`.
-    void close(boost::system::error_code ec, std::int64_t now, sluice::detail::completion_list& done)
-    {
-        while (!list_.empty()) {
-            sluice::detail::waiter* w = list_.front();
-            remove(w, now, true);
-            w->result = ec;
-            done.push(w);
-        }
-    }
-
-    /// Waiters queued.
-    std::size_t size() const noexcept { return list_.size(); }
-
-    /// Frees every waiter without completing it (the engine is torn down).
-    void destroy_all() noexcept { list_.destroy_all(); }
-
-    /// A Redis limiter never asks the engine for a try (it is a round trip): refused.
-    decision try_acquire(std::uint64_t, std::int64_t) const noexcept { return {}; }
-
-private:
-    sluice::detail::waiter_list list_;
     sluice::detail::deadline_heap heap_;
 };
 
