@@ -99,9 +99,7 @@ public:
     auto async_set_limit(std::string_view key, std::uint64_t limit,
                          Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
-        auto req = base_type::core_type::configure_request(0, limit);
-        if (limit == 0) req.second = make_error_code(error::invalid_limit);
-        return this->async_configure(key, req, std::forward<Token>(token));
+        return this->async_set_count(key, limit, std::forward<Token>(token));
     }
 
     /// Changes the window of `key` for every process (rounded up to whole us), as
@@ -111,9 +109,7 @@ public:
     auto async_set_window(std::string_view key, std::chrono::nanoseconds window,
                           Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
-        auto req = base_type::core_type::configure_request(window.count(), 0);
-        if (window.count() <= 0) req.second = make_error_code(error::invalid_duration);
-        return this->async_configure(key, req, std::forward<Token>(token));
+        return this->async_set_span(key, window, std::forward<Token>(token));
     }
 
     /// The most permits of one key in any window-long interval (the constructor's).

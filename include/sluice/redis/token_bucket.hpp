@@ -111,8 +111,7 @@ public:
     auto async_set_rate(std::string_view key, rate r,
                         Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
-        return this->async_configure(key, base_type::core_type::configure_request(r.interval().count(), 0),
-                                     std::forward<Token>(token));
+        return this->async_set_span(key, r.interval(), std::forward<Token>(token));
     }
 
     /// Changes the burst of `key` for every process, as async_set_rate: the permits
@@ -124,9 +123,7 @@ public:
     auto async_set_burst(std::string_view key, std::uint64_t burst,
                          Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
-        auto req = base_type::core_type::configure_request(0, burst);
-        if (burst == 0) req.second = make_error_code(error::invalid_limit);
-        return this->async_configure(key, req, std::forward<Token>(token));
+        return this->async_set_count(key, burst, std::forward<Token>(token));
     }
 
     /// Leasing: permits this process holds and has not handed out yet (all keys).

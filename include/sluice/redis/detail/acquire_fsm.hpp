@@ -32,13 +32,14 @@ public:
     static constexpr bool with_decision = false;
     static constexpr bool total_cancellation = true;
 
-protected:
-    enum class state { start, evaluating, sleeping, falling_back, done };
-
+    /// A request for n permits of `key` (the Redis key), waiting at most max_wait_ns.
     acquire_fsm_base(std::string key, std::uint64_t n, std::int64_t max_wait_ns)
         : op_fsm(std::move(key), n), max_wait_ns_(std::max<std::int64_t>(0, max_wait_ns))
     {
     }
+
+protected:
+    enum class state { start, evaluating, sleeping, falling_back, done };
 
     // The request starts at `now`.
     template <class Ctx>
@@ -127,10 +128,7 @@ protected:
 /// The token bucket: one reservation, then a local wait until the slot.
 class bucket_acquire_fsm : public acquire_fsm_base {
 public:
-    bucket_acquire_fsm(std::string key, std::uint64_t n, std::int64_t max_wait_ns)
-        : acquire_fsm_base(std::move(key), n, max_wait_ns)
-    {
-    }
+    using acquire_fsm_base::acquire_fsm_base;
 
     template <class Ctx>
     op_step start(Ctx& c, std::int64_t now)
@@ -195,10 +193,7 @@ private:
 /// leaves the queue.
 class window_acquire_fsm : public acquire_fsm_base {
 public:
-    window_acquire_fsm(std::string key, std::uint64_t n, std::int64_t max_wait_ns)
-        : acquire_fsm_base(std::move(key), n, max_wait_ns)
-    {
-    }
+    using acquire_fsm_base::acquire_fsm_base;
 
     template <class Ctx>
     op_step start(Ctx& c, std::int64_t now)

@@ -79,11 +79,13 @@ public:
                 modes[static_cast<int>(r.how)]};
     }
 
-    // set_rate / set_burst: the request, or the error of a bad value.
+    // set_rate / set_burst: the request, or the error of a bad value (bad_span for an
+    // interval out of range).
+    static constexpr error bad_span = error::invalid_rate;
     static std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t interval_ns, std::uint64_t burst)
     {
         return detail::configure_request(interval_ns, burst, static_cast<std::uint64_t>(lua::max_span_us), lua::max_span_us,
-                                        error::invalid_rate);
+                                        bad_span);
     }
 
     std::chrono::microseconds interval() const noexcept { return std::chrono::microseconds{interval_us_}; }

@@ -124,7 +124,25 @@ public:
 protected:
     using core_type = Core;
 
-    // set_rate and its kin: one configure script call, void(error_code).
+    // set_rate, set_window: a new span (interval, window) for `key`, rounded up to whole
+    // us; one that is not positive is Core::bad_span. One configure script call.
+    template <class Token>
+    auto async_set_span(std::string_view key, std::chrono::nanoseconds span, Token&& token)
+    {
+        auto req = Core::configure_request(span.count(), 0);
+        if (span.count() <= 0) req.second = make_error_code(Core::bad_span);
+        return async_configure(key, req, std::forward<Token>(token));
+    }
+
+    // set_burst, set_limit: a new count for `key`; 0 is error::invalid_limit.
+    template <class Token>
+    auto async_set_count(std::string_view key, std::uint64_t count, Token&& token)
+    {
+        auto req = Core::configure_request(0, count);
+        if (count == 0) req.second = make_error_code(error::invalid_limit);
+        return async_configure(key, req, std::forward<Token>(token));
+    }
+
     template <class Token>
     auto async_configure(std::string_view key, std::pair<eval_request, boost::system::error_code> r, Token&& token)
     {
