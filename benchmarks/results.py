@@ -215,6 +215,13 @@ def main():
                       ("fleet " + rate + " cmds", "commands_per_decision", 100),
                       ("fleet " + rate + " share min", "share_min"), ("fleet " + rate + " share max", "share_max"),
                       ("fleet " + rate + " decisions", "decisions_per_s"))
+        # Waiting on Redis: W requests at once on one token bucket, all waiting for their
+        # reserved slots (the first --seconds ahead), then woken at 100,000/s.
+        wait = ["--scenario", "shared", "--mode", "wait", "--waiters", waiters, "--rate", "100000",
+                "--seconds", "5" if a.quick else "20", "--port", "6396"]
+        r.run(rnd, "sluice", [B] + wait, ("wait heap", "heap_bytes_per_waiter"), ("wait rss", "bytes_per_waiter"),
+              ("wait peak", "max_rss_kib", 1 / 1024), ("wait cpu request", "cpu_us_per_request"),
+              ("wait cpu", "cpu_us_per_wait"), ("wait waiting", "waiting_reserved"))
         redis_benchmark(r, rnd, 6399)
 
     end = datetime.datetime.now(datetime.timezone.utc)
@@ -283,6 +290,20 @@ def main():
                 rate, c, r.cell("fleet " + rate + " pct", c, "%.1f"), r.cell("fleet " + rate + " over", c, "%+.2f"),
                 r.cell("fleet " + rate + " cmds", c, "%.2f"), r.cell("fleet " + rate + " share min", c, "%.2f"),
                 r.cell("fleet " + rate + " share max", c, "%.2f"), r.cell("fleet " + rate + " decisions", c, "%.0f")))
+    md.append("")
+    md.append("| waiting on Redis: %s requests at once on one token bucket | waiting at once | heap per waiting "
+              "request, bytes | resident per waiting request, bytes | peak RSS, MB | CPU per request, us "
+              "| CPU per wait, us |" % waiters)
+    md.append("| --- | --- | --- | --- | --- | --- | --- |")
+    md.append("| sluice | %s |" % " | ".join(r.cell(row, "sluice", fmt) for row, fmt in (
+        ("wait waiting", "%.0f"), ("wait heap", "%.0f"), ("wait rss", "%.0f"), ("wait peak", "%.0f"),
+        ("wait cpu request", "%.2f"), ("wait cpu", "%.2f"))))
+    md.append("")
+    md.append("`--scenario shared --mode wait`: each request reserves its slot in Redis (pipelined round trips)")
+    md.append("and waits locally until it; the key's first seconds are reserved ahead, so all wait at once, then")
+    md.append("wake at 100,000/s. Heap: the heap in use when the last reservation is in, over the requests then")
+    md.append("waiting; resident: the same with the process's RSS (which keeps what the round trips left in the")
+    md.append("allocator); CPU per request: the whole run; CPU per wait: from the last reply on (the waits alone).")
     md.append("")
     md.append("redis-benchmark, the GCRA script by EVALSHA with 128 in flight (`-c 4 -P 32`): %s requests per second."
               % r.cell("fleet 1000 rps", "redis-benchmark", "%.0f"))
