@@ -1,7 +1,7 @@
 // The public face every Redis-backed limiter shares (redis::token_bucket,
-// redis::sliding_window): moves, closing, the asynchronous operations and their coroutine
-// shorthands over a shared core. The named limiters derive from it and add their
-// constructors and accessors, as the local ones do from sluice::basic_limiter.
+// redis::sliding_window): the contract of every limiter (sluice::limiter, with the key
+// first) over a shared core, moves and closing. The named limiters derive from it and add
+// their constructors, setters and accessors.
 #pragma once
 
 #include <sluice/acquire_result.hpp>
