@@ -250,7 +250,7 @@ TEST_CASE("threads: a keyed limiter shared by threads: per-key bounds hold throu
     sluice_test::handler_stats hs;
     auto start = steady::now();
     double elapsed = 0;
-    sluice::keyed_stats st;
+    sluice::limiter_stats st;
     {
         sluice::keyed<sluice::token_bucket<>, int> k(io, sluice::rate::per_second(rate), burst, o);
         k.set_overflow(sluice::rate::per_second(rate), burst);
@@ -285,19 +285,19 @@ TEST_CASE("threads: a keyed limiter shared by threads: per-key bounds hold throu
     work.reset();
     for (auto& t : runners) t.join();
     CHECK(async_done == 2 * 1000);   // every waiter completed, exactly once (counted above)
-    CHECK(st.keys <= 16);
-    CHECK(st.evicted > 0);
-    CHECK(st.overflow_requests > 0);
+    CHECK(st.keys.tracked <= 16);
+    CHECK(st.keys.evicted > 0);
+    CHECK(st.keys.overflow_requests > 0);
     // A key's own bucket, or the overflow: each admits at most burst + rate * elapsed.
     long own_bound = static_cast<long>(burst + rate * elapsed) + 1;
     long total = 0;
     for (auto& g : granted) {
-        CHECK(g.load() <= own_bound + static_cast<long>(st.overflow_admitted));
+        CHECK(g.load() <= own_bound + static_cast<long>(st.keys.overflow_admitted));
         total += g.load();
     }
-    CHECK(st.overflow_admitted <= static_cast<std::uint64_t>(own_bound));
+    CHECK(st.keys.overflow_admitted <= static_cast<std::uint64_t>(own_bound));
     CHECK(async_ok > 0);
-    MESSAGE("keyed: " << total << " granted over " << keys << " keys in " << elapsed << " s; created " << st.created
-            << ", evicted " << st.evicted << ", overflow " << st.overflow_requests << " (" << st.overflow_admitted
+    MESSAGE("keyed: " << total << " granted over " << keys << " keys in " << elapsed << " s; created " << st.keys.created
+            << ", evicted " << st.keys.evicted << ", overflow " << st.keys.overflow_requests << " (" << st.keys.overflow_admitted
             << " admitted)");
 }

@@ -196,12 +196,12 @@ TEST_CASE_TEMPLATE("keyed: keys of every type decide exactly as their own policy
         check_same(keyed.try_acquire(key_of<Key>(i), n), p->try_acquire(n, now));
     }
     auto st = keyed.stats();
-    CHECK(st.evicted > 500);
-    CHECK(st.keys == st.created - st.evicted);
-    CHECK(st.overflow_requests == 0);
+    CHECK(st.keys.evicted > 500);
+    CHECK(st.keys.tracked == st.keys.created - st.keys.evicted);
+    CHECK(st.keys.overflow_requests == 0);
     clk::advance(1s);
     keyed.sweep();
-    CHECK(keyed.stats().keys == 0);   // every key idle: all gone (long keys' heap copies too)
+    CHECK(keyed.stats().keys.tracked == 0);   // every key idle: all gone (long keys' heap copies too)
 }
 
 TEST_CASE("keyed: long string keys (beyond 15 characters) are stored apart and behave as short ones")
@@ -218,13 +218,13 @@ TEST_CASE("keyed: long string keys (beyond 15 characters) are stored apart and b
     }
     CHECK(!k.contains(std::string(99, 'x')));   // a prefix is another key
     CHECK(!k.contains(std::string(15, 'x')));
-    CHECK(k.stats().keys == 3);
+    CHECK(k.stats().keys.tracked == 3);
     k.set_override(long_key, sluice::rate::per_second(100), 1);
     clk::advance(10ms);
     CHECK(k.try_acquire(long_key).admitted);   // the override refilled it
     clk::advance(2s);
     k.sweep();
-    CHECK(k.stats().keys == 0);
+    CHECK(k.stats().keys.tracked == 0);
 }
 
 TEST_CASE("keyed: keys of equal hashes are told apart and each is evicted once idle")
@@ -237,7 +237,7 @@ TEST_CASE("keyed: keys of equal hashes are told apart and each is evicted once i
         CHECK(k.try_acquire(i, 2).admitted);
         CHECK(!k.try_acquire(i).admitted);
     }
-    CHECK(k.stats().keys == 100);
+    CHECK(k.stats().keys.tracked == 100);
     // Half the keys stay throttled (each permit taken as it comes: never full again); the
     // others go idle.
     for (int t = 0; t < 30; ++t) {
@@ -249,11 +249,11 @@ TEST_CASE("keyed: keys of equal hashes are told apart and each is evicted once i
         CAPTURE(i);
         CHECK(k.contains(i) == (i % 2 == 0));
     }
-    CHECK(k.stats().evicted == 50);
+    CHECK(k.stats().keys.evicted == 50);
     clk::advance(3s);
     k.sweep();
-    CHECK(k.stats().keys == 0);
-    CHECK(k.stats().evicted == 100);
+    CHECK(k.stats().keys.tracked == 0);
+    CHECK(k.stats().keys.evicted == 100);
 }
 
 TEST_CASE("keyed: the compact state decides as policy::gcra, also at the ends of the clock, and moves to it exactly")
@@ -330,7 +330,7 @@ TEST_CASE("keyed: a compact key that has to wait moves to a whole policy with th
     advance<clk>(io, 2s);
     k.sweep();
     CHECK(!k.contains("a"));
-    CHECK(k.stats().waiting_keys == 0);
+    CHECK(k.stats().keys.waiting == 0);
 }
 
 TEST_CASE("keyed: threads racing over shared keys at the cap: exact totals, no key over its burst")
@@ -352,9 +352,9 @@ TEST_CASE("keyed: threads racing over shared keys at the cap: exact totals, no k
         });
     for (auto& th : pool) th.join();
     auto st = k.stats();
-    CHECK(st.keys == 256);
-    CHECK(st.created == 256);
-    CHECK(st.evicted == 0);
+    CHECK(st.keys.tracked == 256);
+    CHECK(st.keys.created == 256);
+    CHECK(st.keys.evicted == 0);
     std::uint64_t total = 0;
     for (int key = 0; key < keys; ++key) {
         std::uint64_t g = 0;
@@ -362,7 +362,7 @@ TEST_CASE("keyed: threads racing over shared keys at the cap: exact totals, no k
         if (k.contains(static_cast<std::uint64_t>(key))) CHECK(g == 3);   // 12 tries, burst 3
         total += g;
     }
-    CHECK(st.overflow_admitted == 3);   // the overflow bucket: one key's configuration
+    CHECK(st.keys.overflow_admitted == 3);   // the overflow bucket: one key's configuration
     CHECK(total == 256 * 3 + 3);
 }
 
@@ -520,9 +520,9 @@ TEST_CASE_TEMPLATE("keyed: every key decides exactly as its own policy fed the s
     auto st = keyed.stats();
     CAPTURE(K::name);
     CHECK(checks == 60'000);
-    CHECK(st.evicted > 1000);   // eviction happened all along, and never showed
-    CHECK(st.keys == st.created - st.evicted);
-    CHECK(st.overflow_requests == 0);
+    CHECK(st.keys.evicted > 1000);   // eviction happened all along, and never showed
+    CHECK(st.keys.tracked == st.keys.created - st.keys.evicted);
+    CHECK(st.keys.overflow_requests == 0);
 }
 
 TEST_CASE("keyed: a throttled key is never evicted; it goes once it is back to fresh")
@@ -543,7 +543,7 @@ TEST_CASE("keyed: a throttled key is never evicted; it goes once it is back to f
     clk::advance(2ms);
     k.sweep();
     CHECK(!k.contains("a"));
-    CHECK(k.stats().evicted == 1);
+    CHECK(k.stats().keys.evicted == 1);
     CHECK(k.try_acquire("a", 3).admitted);      // a new key is what the old one was: full
 }
 
@@ -554,7 +554,7 @@ TEST_CASE("keyed: eviction happens by itself as requests come, a little at a tim
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(100), 1, small_wheel());
     for (int i = 0; i < 1000; ++i)
         REQUIRE(k.try_acquire("cold" + std::to_string(i)).admitted);
-    CHECK(k.stats().keys == 1000);
+    CHECK(k.stats().keys.tracked == 1000);
     // Idle 10 ms later; a hot key's requests alone drive the wheels of its shard.
     for (int i = 0; i < 5000; ++i) {
         clk::advance(100us);
@@ -563,9 +563,9 @@ TEST_CASE("keyed: eviction happens by itself as requests come, a little at a tim
     // Only the hot key's shard is swept by its requests: a quarter of the cold keys, at
     // most `sweep_budget` a request.
     auto st = k.stats();
-    CHECK(st.evicted > 100);
+    CHECK(st.keys.evicted > 100);
     k.sweep();
-    CHECK(k.stats().keys == 1);   // everything cold is gone, the hot key stays
+    CHECK(k.stats().keys.tracked == 1);   // everything cold is gone, the hot key stays
 }
 
 TEST_CASE("keyed: a flood of 1,000,000 new keys keeps the store at its cap; the overflow limiter serves the rest")
@@ -583,16 +583,16 @@ TEST_CASE("keyed: a flood of 1,000,000 new keys keeps the store at its cap; the 
     for (int i = 0; i < total; ++i) {
         clk::advance(1us);   // 1,000,000 new keys a second for one second
         admitted += k.try_acquire("attacker-" + std::to_string(i)).admitted;
-        if (i % 1000 == 0) most = std::max(most, k.stats().keys);
+        if (i % 1000 == 0) most = std::max(most, k.stats().keys.tracked);
     }
     auto st = k.stats();
     CHECK(most <= 1000);
-    CHECK(st.keys <= 1000);
-    CHECK(st.created + st.overflow_requests == total + 1);
-    CHECK(st.overflow_requests > 900'000);
+    CHECK(st.keys.tracked <= 1000);
+    CHECK(st.keys.created + st.keys.overflow_requests == total + 1);
+    CHECK(st.keys.overflow_requests > 900'000);
     // Overflow: burst 100 + 100/s for 1 s. Tracked keys: 1000 at a time, each 10 at once.
-    CHECK(st.overflow_admitted <= 100 + 100 + 1);
-    CHECK(admitted == st.overflow_admitted + (st.created - 1));
+    CHECK(st.keys.overflow_admitted <= 100 + 100 + 1);
+    CHECK(admitted == st.keys.overflow_admitted + (st.keys.created - 1));
     CHECK(k.contains("victim"));                    // never evicted while throttled,
     CHECK(!k.try_acquire("victim", 2).admitted);     // and still throttled (1/s, 1 s on)...
     clk::advance(1s);
@@ -689,7 +689,7 @@ TEST_CASE("keyed: each key waits in its own FIFO; slots per key are exact; keys 
     CHECK(ob->ok());
     CHECK(!a[1]->done());
     CHECK(k.queued("a") == 2);
-    CHECK(k.stats().waiting_keys == 1);
+    CHECK(k.stats().keys.waiting == 1);
     advance<clk>(io, 99ms);
     CHECK(!a[1]->done());
     advance<clk>(io, 1ms);
@@ -708,7 +708,7 @@ TEST_CASE("keyed: each key waits in its own FIFO; slots per key are exact; keys 
     // Once nobody waits, the wheel frees the key's queue, then the key.
     advance<clk>(io, 1s);
     k.sweep();
-    CHECK(k.stats().waiting_keys == 0);
+    CHECK(k.stats().keys.waiting == 0);
     CHECK(!k.contains("a"));
 }
 
@@ -774,8 +774,8 @@ TEST_CASE("keyed: requests beyond the cap wait on the overflow limiter with the 
     advance<clk>(io, 100ms);
     CHECK(o2->ok());
     auto st = k.stats();
-    CHECK(st.overflow_requests == 2);
-    CHECK(st.overflow_admitted == 2);
+    CHECK(st.keys.overflow_requests == 2);
+    CHECK(st.keys.overflow_admitted == 2);
     CHECK(!k.contains("c"));
 }
 

@@ -478,7 +478,8 @@ int main(int argc, char** argv)
     const auto st = c.limiter.stats();
     std::printf("adaptations: %llu (final limiter rate %.1f/s, pauses for Retry-After: %llu, malformed fields "
                 "ignored: %llu)\n",
-                count(st.adaptations), c.limiter.rate().per_second(), count(st.pauses), count(st.malformed_fields));
+                count(st.adaptive.adaptations), c.limiter.rate().per_second(), count(st.adaptive.pauses),
+                count(st.adaptive.malformed_fields));
     if (c.server_policy) {
         const auto& p = *c.server_policy;
         auto burst = sluice::http::uint_extension(p.extensions, "sluice-burst");

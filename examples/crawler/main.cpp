@@ -519,7 +519,7 @@ private:
                         // The host's fault as much as a 503 is: back off, and tell the
                         // adaptive limit.
                         ++conn_errors_;
-                        if (hslot.adaptive) hslot.adaptive.dropped();
+                        if (hslot.adaptive) hslot.adaptive.drop();
                         conn.reset();
                         if (!finished_) host_failed(h, target, attempts, "connect: " + ec.message(), std::nullopt);
                         --fetching_;
@@ -583,7 +583,7 @@ private:
         if (finished_) co_return;
         if (ec) {
             ++conn_errors_;
-            if (hslot.adaptive) hslot.adaptive.dropped();
+            if (hslot.adaptive) hslot.adaptive.drop();
             host_failed(h, target, attempts, "request: " + ec.message(), std::nullopt);
             co_return;
         }
@@ -591,7 +591,7 @@ private:
         ++status_counts_[status];
         if (res.keep_alive()) h.idle.push_back(std::move(conn));
         if (status == 429 || status == 503) {
-            if (hslot.adaptive) hslot.adaptive.dropped();
+            if (hslot.adaptive) hslot.adaptive.drop();
             // Delay-seconds or an HTTP-date (sluice::http); absent, malformed or in the
             // past: none, and the host backs off on its own.
             std::optional<std::chrono::nanoseconds> retry_after;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <sluice/error.hpp>
+#include <sluice/limiter_stats.hpp>
 
 #include <boost/system/system_error.hpp>
 
@@ -104,17 +105,6 @@ struct concurrency_sample {
 /// The controller. Not thread-safe: sluice::adaptive_concurrency serialises its calls.
 class adaptive_concurrency_controller {
 public:
-    /// Counters since construction.
-    struct statistics {
-        /// Samples fed.
-        std::uint64_t samples = 0;
-        /// Of those, dropped.
-        std::uint64_t dropped = 0;
-        /// Times the limit went up.
-        std::uint64_t increases = 0;
-        /// Times it went down.
-        std::uint64_t decreases = 0;
-    };
 
     /// Throws system_error(error::invalid_option) for options out of range.
     explicit adaptive_concurrency_controller(const adaptive_concurrency_options& opts = {})
@@ -155,7 +145,7 @@ public:
     const adaptive_concurrency_options& options() const noexcept { return opts_; }
 
     /// Counters since construction.
-    const statistics& stats() const noexcept { return stats_; }
+    const limiter_stats::adaptive_counts& stats() const noexcept { return stats_; }
 
 private:
     static const adaptive_concurrency_options& check(const adaptive_concurrency_options& o)
@@ -296,7 +286,7 @@ private:
     adaptive_concurrency_options opts_;
     double estimate_;
     std::uint64_t limit_;
-    statistics stats_;
+    limiter_stats::adaptive_counts stats_;
     // aimd
     std::int64_t last_decrease_ = INT64_MIN;
     // vegas

@@ -69,6 +69,7 @@ public:
             return false;
         }
         w->ready = r.at;
+        w->deadline = sat_add(now, max_wait);
         // r.at already counts every refund so far, including those still on their way
         // down the queue (pending_shift_): offset them, or they would count twice.
         w->shift = -pending_shift_;
@@ -116,6 +117,34 @@ public:
             }
         }
         release_due(now, done);
+    }
+
+    /// Runs f(now), a change after which every queued slot must be reserved again (a pause
+    /// that begins): the reservations are given back, newest first, so that the policy is
+    /// as if none had been made; f runs; then each waiter reserves again in its turn, with
+    /// what is left of its max_wait. A waiter that no longer fits completes with the
+    /// policy's error (error::timed_out); FIFO order is kept.
+    template <class F>
+    void reschedule(F&& f, std::int64_t now, completion_list& done)
+    {
+        for (waiter* w = list_.back(); w; w = w->prev)
+            policy().refund(w->n, now);
+        f(now);
+        pending_shift_ = 0;
+        for (waiter* w = list_.front(); w;) {
+            waiter* next = w->next;
+            w->shift = 0;
+            reservation r = policy().reserve(w->n, now, w->deadline > now ? w->deadline - now : 0);
+            if (r.error || r.at <= now) {
+                permits_ -= w->n;
+                list_.erase(w);
+                w->result = r.error;
+                done.push(w);
+            } else {
+                w->ready = r.at;
+            }
+            w = next;
+        }
     }
 
     /// For a caller that waits on its own thread: commits n permits usable from r.at, in

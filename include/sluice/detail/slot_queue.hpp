@@ -12,11 +12,15 @@
 
 #include <boost/asio/error.hpp>
 #include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <cstddef>
 #include <cstdint>
 
 namespace sluice::detail {
+
+/// How a permit of a concurrency limit ended (an adaptive limit's sample).
+enum class sample_kind { success, dropped, ignored };
 
 /// At most `limit` slots in use. Strict FIFO: only the head may take slots, so a large
 /// request is never starved by small ones. The length of a wait cannot be predicted (it
@@ -30,8 +34,23 @@ class slot_queue : public queue_base<slot_queue> {
 public:
     /// try_acquire reads the queue: it needs the lock.
     static constexpr bool lock_free_try = false;
+    /// What the limit is built from: the number of slots.
+    using config_type = std::uint64_t;
+    /// Permits need no sample (no clock read at their grant).
+    static constexpr bool samples = false;
+    /// A limit has no default.
+    static constexpr bool default_config = false;
 
-    slot_queue(const limiter_options& opts, std::uint64_t limit) noexcept : queue_base(opts), limit_(limit) {}
+    /// Throws system_error(error::invalid_limit) for a limit of 0.
+    slot_queue(const limiter_options& opts, std::uint64_t limit) : queue_base(opts), limit_(check(limit)) {}
+
+    /// `limit`, or system_error(error::invalid_limit) for 0.
+    static std::uint64_t check(std::uint64_t limit)
+    {
+        if (limit == 0)
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
+        return limit;
+    }
 
     /// Takes n slots if they are free and nobody waits.
     bool try_acquire(std::uint64_t n, std::int64_t /*now*/) noexcept
@@ -72,6 +91,12 @@ public:
     {
         in_use_ -= n;
         grant(done);
+    }
+
+    /// A permit of n slots ended (a fixed limit takes no sample): release(n).
+    void complete(std::uint64_t n, std::int64_t /*start*/, sample_kind, std::int64_t /*now*/, completion_list& done)
+    {
+        release(n, done);
     }
 
     /// Changes the limit; slots in use stay in use, waiters are granted as slots allow. A

@@ -179,7 +179,10 @@ public:
     limiter_stats stats() const
     {
         std::lock_guard lock(mutex_);
-        return counters_.snapshot(queue_.size() + blocking_);
+        limiter_stats s = counters_.snapshot(queue_.size() + blocking_);
+        if constexpr (requires { queue_.add_stats(s); })
+            queue_.add_stats(s);   // what the queue counts itself (an adaptive controller's)
+        return s;
     }
 
     /// f(queue) under the lock, for a query.
