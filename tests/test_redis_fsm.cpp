@@ -21,9 +21,10 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "rng.hpp"
 
 namespace redis = sluice::redis;
 using redis::detail::eval_request;
@@ -577,7 +578,7 @@ struct sim_result {
 sim_result simulate(std::int64_t interval_us, int procs, std::int64_t seconds_ms, std::uint64_t max_run, std::uint32_t seed,
                     std::int64_t poll_ns)
 {
-    std::mt19937 rng(seed);
+    sluice_test::rng rng{seed};
     gcra_server srv{interval_us, 1};
     lease_limits lim{interval_us * us, 250 * ms, max_run};
     struct in_flight {
@@ -595,7 +596,7 @@ sim_result simulate(std::int64_t interval_us, int procs, std::int64_t seconds_ms
         std::int64_t next_poll = 0;
     };
     std::vector<proc> ps(static_cast<std::size_t>(procs));
-    for (auto& p : ps) p.rtt = std::uniform_int_distribution<std::int64_t>(60, 400)(rng) * us;
+    for (auto& p : ps) p.rtt = rng.in(60, 400) * us;
     sim_result r;
     const std::int64_t end = seconds_ms * ms;
     const std::int64_t step = 1 * us;

@@ -50,7 +50,7 @@ concept blocking_queue = waiting_queue<Q> && requires(Q& q, std::uint64_t n, std
 
 /// The FIFO of a waiting queue and what every queue does with it alike. `Derived` provides
 /// remove(w, now, gives_back) (take `w` out of the FIFO and of its own books; gives_back:
-/// it leaves without its grant, by cancellation or close, so what it holds goes back) and
+/// it leaves without its admission, by cancellation or close, so what it holds goes back) and
 /// release_due(now, done).
 template <class Derived>
 class queue_base {

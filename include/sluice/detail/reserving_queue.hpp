@@ -50,12 +50,12 @@ public:
     Policy& policy() noexcept { return padded_.policy; }
     const Policy& policy() const noexcept { return padded_.policy; }
 
-    /// Grants n permits at `now` if the policy holds them. Safe without the lock; never
+    /// Admits n permits at `now` if the policy holds them. Safe without the lock; never
     /// passes a waiter, whose slot is committed.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return policy().try_acquire(n, now); }
 
     /// Asks for n permits within max_wait (>= 0) of now. Returns false when answered at
-    /// once (w->result: empty when granted), true when `w` waits for its slot.
+    /// once (w->result: empty when admitted), true when `w` waits for its slot.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)
     {
         w->n = n;
@@ -79,7 +79,7 @@ public:
         return true;
     }
 
-    /// Moves every waiter whose slot has come to `done` (granted). Returns wake_at().
+    /// Moves every waiter whose slot has come to `done` (admitted). Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
     {
         while (!list_.empty()) {
@@ -169,7 +169,7 @@ private:
         return d > max_ns - t ? max_ns : t + static_cast<std::int64_t>(d);
     }
 
-    // Takes `w` out; one that leaves without its grant gives its permits back, and what
+    // Takes `w` out; one that leaves without its admission gives its permits back, and what
     // the policy moved back is passed to the next waiter (and so to every later one).
     void remove(waiter* w, std::int64_t now, bool refund)
     {

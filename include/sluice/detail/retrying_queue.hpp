@@ -23,8 +23,8 @@
 
 namespace sluice::detail {
 
-/// FIFO of waiters over a policy whose reserve() grants only at once (else predicts when
-/// to retry, counting the permits queued ahead). Only the head is ever granted, so a large
+/// FIFO of waiters over a policy whose reserve() admits only at once (else predicts when
+/// to retry, counting the permits queued ahead). Only the head is ever admitted, so a large
 /// request is not starved by later small ones; each waiter also sits in a deadline heap
 /// and completes with timed_out if it is still queued at now + max_wait (the
 /// prediction was a lower bound).
@@ -52,7 +52,7 @@ public:
     Policy& policy() noexcept { return padded_.policy; }
     const Policy& policy() const noexcept { return padded_.policy; }
 
-    /// Grants n permits at `now` if the policy has room and nobody waits: it never passes
+    /// Admits n permits at `now` if the policy has room and nobody waits: it never passes
     /// a queued waiter (FIFO holds for try_acquire too). Safe without the lock.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
@@ -69,7 +69,7 @@ public:
     }
 
     /// Asks for n permits within max_wait (>= 0) of now. Returns false when answered at
-    /// once (w->result: empty when granted), true when `w` waits.
+    /// once (w->result: empty when admitted), true when `w` waits.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)
     {
         w->n = n;
@@ -92,8 +92,8 @@ public:
         return true;
     }
 
-    /// Grants the head while it fits, and gives up on waiters past their deadline, moving
-    /// them to `done`. A head the policy can never grant any more (its limit was lowered
+    /// Admits the head while it fits, and gives up on waiters past their deadline, moving
+    /// them to `done`. A head the policy can never admit any more (its limit was lowered
     /// below the request) completes with the policy's error. Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
     {
@@ -138,7 +138,7 @@ public:
         release_due(now, done);
     }
 
-    /// For a caller that waits on its own thread: grants at once when nothing is queued
+    /// For a caller that waits on its own thread: admits at once when nothing is queued
     /// and the policy has room, else says when to try again. Nothing is committed ahead.
     reservation reserve_blocking(std::uint64_t n, std::int64_t now, std::int64_t max_wait) noexcept
     {
@@ -166,7 +166,7 @@ private:
     // Read by try_acquire without the lock, so that it does not pass queued waiters.
     std::atomic<std::uint64_t> permits_{0};
     deadline_heap deadlines_;
-    std::int64_t retry_at_ = 0;   // when the head may be granted (a lower bound)
+    std::int64_t retry_at_ = 0;   // when the head may be admitted (a lower bound)
 };
 
 } // namespace sluice::detail

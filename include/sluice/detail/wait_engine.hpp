@@ -1,6 +1,6 @@
 // The one driver of every waiting queue: it owns the lock, the timer and the clock, and
 // completes waiters outside the lock. The queues (reserving_queue, retrying_queue,
-// slot_queue) only say who is granted, refused or due, and when to wake next.
+// slot_queue) only say who is admitted, refused or due, and when to wake next.
 #pragma once
 
 #include <sluice/decision.hpp>
@@ -218,7 +218,7 @@ public:
         update([&](Queue& q, std::int64_t t, completion_list& done) { q.reconfigure(f, t, done); });
     }
 
-    /// Waits on the calling thread until n permits are granted, max_wait at most.
+    /// Waits on the calling thread until n permits are admitted, max_wait at most.
     /// Reserving queues commit the caller's slot in the same order as asynchronous
     /// waiters; others retry and let queued waiters go first. close() wakes it early.
     boost::system::error_code acquire_blocking(std::uint64_t n, std::int64_t max_wait)
