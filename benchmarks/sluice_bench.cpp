@@ -32,7 +32,7 @@ extern std::int64_t bandwidth_connections;   // scenario_bandwidth.cpp: --connec
 #ifdef SLUICE_BENCH_REDIS
 int run_shared(const options& o);   // scenario_shared.cpp
 extern std::int64_t shared_lease;   // scenario_shared.cpp: --lease N
-extern std::string shared_mode;     // scenario_shared.cpp: --mode try|acquire
+extern std::string shared_mode;     // scenario_shared.cpp: --mode try|acquire|wait
 extern std::string shared_limiter;  // scenario_shared.cpp: --limiter bucket|window
 #endif
 
@@ -54,7 +54,7 @@ constexpr scenario_entry scenarios[] = {
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --key string|u64|ipv4|ipv6 --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
 #ifdef SLUICE_BENCH_REDIS
-    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N] [--mode try|acquire] [--limiter bucket|window]"},
+    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window] [--waiters W]"},
 #endif
 };
 

@@ -13,6 +13,7 @@
 // the test process crashes; start and restart them from the main thread.
 #pragma once
 
+#include <sluice/limiter_stats.hpp>
 #include <sluice/redis/connection_config.hpp>
 #include <sluice/redis/reply.hpp>
 
@@ -43,6 +44,13 @@
 #include "rng.hpp"
 
 namespace sluice_test {
+
+/// A Redis limiter's decisions so far: requests admitted or timed out, tries admitted or
+/// refused (errors are not decisions).
+inline std::uint64_t decisions(const sluice::limiter_stats& s)
+{
+    return s.admitted + s.timed_out + s.try_admitted + s.try_refused;
+}
 
 /// Bounded polling: true as soon as pred() holds, false after `limit`.
 template <class Pred>

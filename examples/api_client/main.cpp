@@ -496,7 +496,7 @@ int main(int argc, char** argv)
         auto st = c.shared->stats();
         std::printf("shared quota: %s (burst %llu) at redis %s key %s; decisions without Redis: %llu\n",
                     o.rate.c_str(), count(o.burst), o.redis.c_str(), c.shared->redis_key(c.shared_key).c_str(),
-                    count(st.fallback_decisions));
+                    count(st.backend.fallback_decisions));
         if (c.shared_rate_changes > 0)
             std::printf("shared rate lowered to the server's quota: %.3f/s (%llu change(s) by this process)\n",
                         1e9 / static_cast<double>(c.shared_interval_ns), count(c.shared_rate_changes));

@@ -2,9 +2,9 @@
 #pragma once
 
 #include <sluice/detail/config.hpp>
-#include <boost/system/error_code.hpp>
+#include <sluice/detail/error_category.hpp>
 
-#include <type_traits>
+#include <boost/system/error_code.hpp>
 
 namespace sluice {
 
@@ -64,16 +64,11 @@ enum class error {
 /// The category of sluice::error; its name() is "sluice".
 const boost::system::error_category& error_category() noexcept;
 
-/// `e` as an error_code of error_category(); found by argument-dependent lookup, so that
-/// `ec == error::closed` compiles.
-inline boost::system::error_code make_error_code(error e) noexcept
-{
-    return {static_cast<int>(e), error_category()};
-}
+/// error_category(), found by argument-dependent lookup from a sluice::error.
+inline const boost::system::error_category& category_of(error) noexcept { return error_category(); }
+
+/// `make_error_code(e)`: `e` as an error_code of error_category(); found by
+/// argument-dependent lookup, so that `ec == error::closed` compiles.
+using sluice::detail::make_error_code;
 
 } // namespace sluice
-
-/// \cond boost_traits (Boost's, not part of sluice's reference)
-template <>
-struct boost::system::is_error_code_enum<sluice::error> : std::true_type {};
-/// \endcond

@@ -66,15 +66,11 @@ reply convert(const redisReply* r)
     reply out;
     switch (r->type) {
     case REDIS_REPLY_STRING:
-        out.type = reply::kind::string;
-        out.str.assign(r->str, r->len);
-        break;
     case REDIS_REPLY_STATUS:
-        out.type = reply::kind::status;
-        out.str.assign(r->str, r->len);
-        break;
     case REDIS_REPLY_ERROR:
-        out.type = reply::kind::error;
+        out.type = r->type == REDIS_REPLY_STRING   ? reply::kind::string
+                   : r->type == REDIS_REPLY_STATUS ? reply::kind::status
+                                                   : reply::kind::error;
         out.str.assign(r->str, r->len);
         break;
     case REDIS_REPLY_INTEGER:
@@ -206,23 +202,18 @@ void hiredis_adapter::on_reply_cb(redisAsyncContext* ac, void* r, void*)
     if (s.events_) s.events_->on_reply(raw_reply(static_cast<const redisReply*>(r)));
 }
 
-void hiredis_adapter::on_add_read(void* p)
+// hiredis wants (on) or no longer wants to read (or write).
+void hiredis_adapter::want(void* p, bool read, bool on)
 {
     auto& s = self_of(p);
-    s.reading_ = true;
-    s.arm(true);
+    (read ? s.reading_ : s.writing_) = on;
+    if (on) s.arm(read);
 }
 
-void hiredis_adapter::on_del_read(void* p) { self_of(p).reading_ = false; }
-
-void hiredis_adapter::on_add_write(void* p)
-{
-    auto& s = self_of(p);
-    s.writing_ = true;
-    s.arm(false);
-}
-
-void hiredis_adapter::on_del_write(void* p) { self_of(p).writing_ = false; }
+void hiredis_adapter::on_add_read(void* p) { want(p, true, true); }
+void hiredis_adapter::on_del_read(void* p) { want(p, true, false); }
+void hiredis_adapter::on_add_write(void* p) { want(p, false, true); }
+void hiredis_adapter::on_del_write(void* p) { want(p, false, false); }
 
 // Last event before hiredis closes the fd: take it away from Asio first (release cancels
 // our waits; their handlers see a new generation and do nothing).
