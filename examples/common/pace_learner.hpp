@@ -85,11 +85,13 @@ public:
         s.at = now;
         s.rate = pace_;
         if (last_sent_ != duration::min() && now > last_sent_) {
+            // The gap was scheduled at the pace of then, or of now if it moved since.
             const double gap = seconds(now - last_sent_);
             s.rate = std::min(pace_, 1 / gap);
-            s.busy = gap <= 1.25 / pace_;
+            s.busy = gap <= 1.25 / std::min(pace_, pace_at_last_sent_);
         }
         last_sent_ = std::max(last_sent_, now);
+        pace_at_last_sent_ = pace_;
         return s;
     }
 
@@ -187,6 +189,7 @@ private:
     bool slow_start_ = true;
     duration cut_at_ = duration::min();
     duration last_sent_ = duration::min();
+    double pace_at_last_sent_ = 0;
     std::uint64_t refusals_ = 0;
 };
 
