@@ -9,9 +9,10 @@
 //    (tripling per second by default) from `initial` up to `ceiling`, so that the first
 //    refusal comes just above L and lo, the last rate accepted, is just under it.
 //  - After a refusal: when lo and hi are close (hi <= lo x (1 + bracket)) the pace settles
-//    at min(lo, hi) x margin, a little under what the server accepted; otherwise (the first
-//    requests refused at once: nothing accepted yet) it drops to hi / 2 and climbs back
-//    toward hi x margin with the time constant `approach`, to find lo on the way.
+//    at min(lo, hi) x margin, a little under what the server accepted; otherwise it restarts
+//    from lo x margin (hi / 2 when nothing was accepted yet: the first requests refused at
+//    once) and climbs toward hi x margin with the time constant `approach`, to find a
+//    closer lo on the way.
 //  - Held there without refusal for `hold` of sending, the pace rises by `probe` per second,
 //    so that a server whose limit went up is found again (one refusal per cycle).
 // Answers to requests sent before the pace was last cut say nothing about the new pace and
@@ -109,8 +110,10 @@ public:
             if (safe > 0 && hi_ <= safe * (1 + o_.bracket)) {
                 target_ = pace_ = clamp(safe * o_.margin);
             } else {
+                // Far apart: climb from what was proven (or from hi / 2 when nothing was)
+                // toward hi x margin, to find a closer lo on the way.
                 target_ = clamp(hi_ * o_.margin);
-                pace_ = clamp(std::min(hi_ / 2, target_));
+                pace_ = clamp(std::min(safe > 0 ? safe * o_.margin : hi_ / 2, target_));
             }
             cut_at_ = now;
             lo_ = 0;
@@ -121,7 +124,7 @@ public:
             // proven (against a server whose burst is 0, each accepted gap is).
             if (last_ok_rate_ > 0) lo_ = std::max(lo_, s.rate);
             last_ok_rate_ = s.rate;
-            grow(std::min(1 / s.rate, 1.25 / pace_));
+            grow(std::min(1 / s.rate, 1.25 / pace_), s.rate);
         } else {
             last_ok_rate_ = 0;
         }
@@ -159,11 +162,14 @@ private:
     static double seconds(duration d) { return std::chrono::duration<double>(d).count(); }
     double clamp(double r) const { return std::clamp(r, o_.floor, o_.ceiling); }
 
-    // dt seconds of sending at the pace went by without refusal.
-    void grow(double dt)
+    // dt seconds of sending at the pace went by without refusal, the last request sent at
+    // `tested` per second.
+    void grow(double dt, double tested)
     {
         if (hi_ == std::numeric_limits<double>::infinity()) {
-            if (slow_start_) pace_ = clamp(pace_ * std::exp(o_.growth * dt));
+            // Requests queued for a permit keep the pace they queued at: the pace must not run
+            // far ahead of the rates tested, or the first refusal would say little.
+            if (slow_start_) pace_ = clamp(std::min(pace_, 1.25 * tested) * std::exp(o_.growth * dt));
             return;
         }
         if (pace_ < target_ * 0.999) {

@@ -271,6 +271,38 @@ TEST_CASE("pace_learner: answers to requests sent before a cut, and idle sends, 
     CHECK(l.rate() == doctest::Approx(50));
 }
 
+TEST_CASE("pace_learner: a refusal far above what was accepted restarts from what was accepted")
+{
+    pace_learner_options o;
+    o.ceiling = 100;
+    o.initial = 10;
+    pace_learner l(o);
+    ns t{0};
+    for (int i = 0; i < 5; ++i) {   // accepted at 10/s: the pace grows in slow start
+        auto s = l.on_sent(t);
+        l.on_answer(t + 1ms, s, false);
+        t += 100ms;
+    }
+    CHECK(l.slow_start());
+    CHECK(l.rate() > 10);
+    // Sent 50 ms after the last one, refused: a rate is only ever counted up to the pace it
+    // was sent at (a shorter gap is jitter), and that is still well above the 10/s proven.
+    const double paced = l.rate();
+    CHECK(paced < 1.25 * 10 * 1.2);   // the pace stays within reach of the rates tested
+    auto s = l.on_sent(t - 50ms);
+    CHECK(l.on_answer(t, s, true));
+    CHECK_FALSE(l.slow_start());
+    CHECK(l.refused_at() == doctest::Approx(paced));
+    CHECK(l.rate() == doctest::Approx(10 * 0.97));
+    for (int i = 0; i < 50; ++i) {   // then climbs toward what was refused x 0.97
+        auto a = l.on_sent(t);
+        l.on_answer(t + 1ms, a, false);
+        t += ns(static_cast<std::int64_t>(1e9 / l.rate()));
+    }
+    CHECK(l.rate() > 10);
+    CHECK(l.rate() == doctest::Approx(paced * 0.97).epsilon(0.02));
+}
+
 TEST_CASE("pace_learner: the ceiling binds, bad options are refused")
 {
     pace_learner_options o;

@@ -126,8 +126,8 @@ sluice::adaptive_rate_options fields_options(const crawl::options& o)
 }
 
 struct host_state {
-    host_state(asio::io_context& io, const crawl::url& where, tcp::endpoint ep, const crawl::options& o)
-        : name(where.authority()), endpoint(ep), slots(io, o.per_host_inflight), wake(io), pause(io),
+    host_state(asio::io_context& io, const crawl::url& where, std::vector<tcp::endpoint> eps, const crawl::options& o)
+        : name(where.authority()), endpoints(std::move(eps)), slots(io, o.per_host_inflight), wake(io), pause(io),
           learner(learner_options(o)), fields(fields_options(o))
     {
         if (o.per_host_adaptive) {
@@ -163,7 +163,7 @@ struct host_state {
     }
 
     std::string name;   // authority: the Host field, and the key of the host's pace
-    tcp::endpoint endpoint;
+    std::vector<tcp::endpoint> endpoints;   // its name resolved: tried in order
     std::deque<page> frontier;
     sluice::concurrency_limit<> slots;                        // --per-host-inflight
     std::optional<sluice::adaptive_concurrency<>> adaptive;   // --per-host-adaptive
@@ -219,7 +219,7 @@ public:
     }
 
     /// Starts the crawl of `seeds`, each with the address its host resolved to.
-    void start(const std::vector<std::pair<crawl::url, tcp::endpoint>>& seeds)
+    void start(const std::vector<std::pair<crawl::url, std::vector<tcp::endpoint>>>& seeds)
     {
         start_ = clock_type::now();
         for (auto& [u, ep] : seeds) enqueue(host(u, ep), u.target, 0, true);
@@ -255,7 +255,7 @@ public:
                         name.c_str(), n(h->pages), n(h->requests), rate, h->learner.rate(), how.c_str(),
                         opt_.per_host_rate.per_second());
             if (h->robots_known && (h->robots.rule_count() > 0 || h->robots.crawl_delay() || h->robots.disallows_all()))
-                std::printf("  host %s: robots.txt: %s\n", name.c_str(),
+                std::printf("  robots.txt of %s: %s\n", name.c_str(),
                             h->robots.disallows_all() ? "unreachable: nothing allowed"
                                                       : (std::to_string(h->robots.rule_count()) + " rules" +
                                                          (h->robots.crawl_delay()
@@ -301,11 +301,11 @@ private:
         return b;
     }
 
-    host_state& host(const crawl::url& u, tcp::endpoint ep)
+    host_state& host(const crawl::url& u, const std::vector<tcp::endpoint>& eps)
     {
         auto it = hosts_.find(u.authority());
         if (it == hosts_.end()) {
-            it = hosts_.emplace(u.authority(), std::make_unique<host_state>(io_, u, ep, opt_)).first;
+            it = hosts_.emplace(u.authority(), std::make_unique<host_state>(io_, u, eps, opt_)).first;
             host_state& h = *it->second;
             apply_pace(h);
             // robots.txt comes first: nothing else is handed out before it is known.
@@ -526,7 +526,8 @@ private:
         std::erase_if(connections_, [](auto& w) { return w.expired(); });
         connections_.push_back(c);
         c->stream.next_layer().expires_after(std::chrono::milliseconds(opt_.timeout_ms));
-        auto [ec] = co_await c->stream.next_layer().async_connect(h.endpoint, asio::as_tuple(asio::use_awaitable));
+        auto [ec, ep] = co_await c->stream.next_layer().async_connect(h.endpoints, asio::as_tuple(asio::use_awaitable));
+        (void)ep;
         if (ec) co_return nullptr;
         c->stream.next_layer().socket().set_option(tcp::no_delay(true), ec);
         co_return c;
@@ -924,7 +925,7 @@ int main(int argc, char** argv)
     try {
         asio::io_context io;
         // Seeds' hosts are resolved once, here: only they are crawled.
-        std::vector<std::pair<crawl::url, tcp::endpoint>> seeds;
+        std::vector<std::pair<crawl::url, std::vector<tcp::endpoint>>> seeds;
         tcp::resolver resolver(io);
         for (auto& u : opt.seeds) {
             boost::system::error_code ec;
@@ -934,7 +935,9 @@ int main(int argc, char** argv)
                              ec ? ec.message().c_str() : "no address");
                 return 1;
             }
-            seeds.emplace_back(u, found.begin()->endpoint());
+            std::vector<tcp::endpoint> eps;
+            for (auto& e : found) eps.push_back(e.endpoint());
+            seeds.emplace_back(u, std::move(eps));
         }
         crawler cr(io, opt);
         cr.start(seeds);

@@ -121,6 +121,8 @@ TEST_CASE("url: what the crawler fetches: http, a host, a port, a target without
     CHECK_FALSE(crawl::parse_http_url("ftp://example.com/", why));
     CHECK(why.find("http only") != std::string::npos);
     CHECK_FALSE(crawl::parse_http_url("127.0.0.1:8080/", why));
+    CHECK_FALSE(crawl::parse_http_url("localhost:8080/", why));
+    CHECK(why.find("absolute") != std::string::npos);
     CHECK_FALSE(crawl::parse_http_url("/relative", why));
     CHECK(why.find("absolute") != std::string::npos);
     CHECK_FALSE(crawl::parse_http_url("http://h:0/", why));

@@ -121,8 +121,10 @@ inline std::optional<std::string> resolve(std::string_view base, std::string_vie
 /// user information; normalized, the fragment dropped. On failure, nullopt and why.
 inline std::optional<url> parse_http_url(std::string_view text, std::string& why)
 {
-    if (detail::uri raw(text); !raw.parsed || !raw.u.scheme.first) {
-        why = raw.parsed ? "not an absolute URL: it needs http://HOST[:PORT]/" : "not a valid URL (RFC 3986)";
+    // "localhost:8080/" parses as scheme "localhost": without "://" it is no URL a user meant.
+    if (detail::uri raw(text); !raw.parsed || !raw.u.scheme.first || text.find("://") == std::string_view::npos) {
+        why = raw.parsed || text.find("://") == std::string_view::npos ? "not an absolute URL: it needs http://HOST[:PORT]/"
+                                                                        : "not a valid URL (RFC 3986)";
         return std::nullopt;
     }
     auto normal = resolve(text, "");

@@ -94,7 +94,8 @@ void print_usage()
         "              [--max-inflight N] [--trusted-proxy IP]... [--pages N] [--seconds N]\n"
         "              [--threads N] [--access-log FILE] [--backend-workers N]\n"
         "              [--shed aimd|vegas|gradient2] [--shed-latency-ms N]\n"
-        "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /)\n"
+        "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /); /robots.txt\n"
+        "                        disallows /api/\n"
         "  GET /api/<anything>   {\"ok\":true}; /api/work?ms=N answers after N ms\n"
         "  GET /metrics          Prometheus text format, not limited\n"
         "  --backend-workers N   /api/work holds one of N workers of a stand-in backend (a pool\n"
@@ -544,6 +545,7 @@ private:
     asio::awaitable<response> route(connection& c, std::string_view path, std::string_view target)
     {
         if (path == "/") co_return text(http::status::ok, page(0, true), "text/html");
+        if (path == "/robots.txt") co_return text(http::status::ok, "User-agent: *\nDisallow: /api/\n");
         if (path.starts_with("/site/")) {
             std::uint64_t i = 0;
             if (examples::parse_number(path.substr(6), i) && i < opt_.pages) co_return text(http::status::ok, page(i, false), "text/html");
