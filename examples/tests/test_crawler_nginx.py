@@ -66,8 +66,12 @@ if len(after) > 10:
     span = after[-1][0] - after[0][0]
     check((len(after) - 1) / span <= 20.5, "after the first refusal, nginx saw %.1f requests/s (<= 20)"
           % ((len(after) - 1) / span))
-# Ideal 60 pages / 20 per s = 3 s; the old crawler took ~8 s (a 1 s pause every ~11 pages).
-check(took < 7, "the crawl took %.2f s (3 s at the limit, one Retry-After pause, the slow start)" % took)
+# Ideal 62 requests / 20 per s = 3.1 s; the slow start costs about a second, each refusal its
+# 1 s Retry-After; 1 s more for the rest. A crawler that paced itself well under the limit
+# between refusals (at 10/s: 6 s) fails here, whatever its refusals.
+budget = 3.1 + 1 + len(refused) + 1
+check(took < budget, "the crawl took %.2f s (< %.1f s: 3.1 s at the limit, the slow start, %d Retry-After pauses)"
+      % (took, budget, len(refused)))
 
 # ---- exit codes and messages -----------------------------------------------------------------
 n = nginx.Nginx(tmp, rate="1000r/s", burst=1000)
