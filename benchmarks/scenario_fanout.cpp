@@ -18,10 +18,10 @@
 // Start gate: every coroutine is spawned first and parks at the gate; opening it lets the
 // first 256 waiters go, and the last of them lets the next 256 go before it acquires, so
 // the waiters start in order right away (a batch, not one a time: each post is a round
-// of the scheduler, with its epoll_wait). (A timer cancelled with W waits on it, the gate
-// until 2026-11, queues all W completions before the first waiter runs: 3-4 ms at
-// W = 100,000 on the 2-core VM, charged to the rate of the limiter, whose schedule starts
-// at the first acquire, but not to the floor's, whose timers are set from the gate.)
+// of the scheduler, with its epoll_wait). (A timer cancelled with W waits on it would queue
+// all W completions before the first waiter runs, a delay charged to the rate of the
+// limiter, whose schedule starts at the first acquire, but not to the floor's, whose timers
+// are set from the gate.)
 // wall_s runs from the gate opening to the last completion (the clock is read in each
 // waiter right after it resumes); first_acquire_s from the gate to the first acquire. spawn_s is the time to create and park all waiters
 // (0 for callbacks: they have nothing to create before the gate), wall_incl_spawn_s is

@@ -244,8 +244,8 @@ result measure(const options& o, std::size_t keys, const std::vector<std::vector
         auto s1 = k.stats();
         res.ns_per_op = wall / static_cast<double>(o.ops);
         res.admitted = adm;
-        res.created = s1.created - s0.created;
-        res.evicted = s1.evicted - s0.evicted;
+        res.created = s1.keys.created - s0.keys.created;
+        res.evicted = s1.keys.evicted - s0.keys.evicted;
     }
     return res;
 }

@@ -60,7 +60,8 @@ int main()
     auto st = per_host.stats();
     std::printf("flood: %d of 40 one-off hosts admitted at once\n", flood_ok);
     std::printf("store: %zu keys (cap %zu), %llu created, %llu evicted, %llu overflow requests, %llu admitted by the overflow\n",
-                st.keys, opts.max_keys, static_cast<unsigned long long>(st.created),
-                static_cast<unsigned long long>(st.evicted), static_cast<unsigned long long>(st.overflow_requests),
-                static_cast<unsigned long long>(st.overflow_admitted));
+                st.keys.tracked, opts.max_keys, static_cast<unsigned long long>(st.keys.created),
+                static_cast<unsigned long long>(st.keys.evicted),
+                static_cast<unsigned long long>(st.keys.overflow_requests),
+                static_cast<unsigned long long>(st.keys.overflow_admitted));
 }

@@ -31,7 +31,7 @@ struct result {
 std::shared_ptr<result> acquire(cap_type& cap, std::chrono::nanoseconds max_wait = 10s)
 {
     auto r = std::make_shared<result>();
-    cap.async_acquire(max_wait, [r](boost::system::error_code ec, permit p) {
+    cap.async_acquire(1, max_wait, [r](boost::system::error_code ec, permit p) {
         CHECK(r->calls == 0);
         ++r->calls;
         r->ec = ec;
@@ -83,18 +83,18 @@ TEST_CASE("adaptive_concurrency: at most limit() in flight; a slow operation shr
     drain(io);
     CHECK(cap.limit() == 3);
     CHECK(r[4]->p);
-    CHECK(cap.controller_stats().samples == 1);
+    CHECK(cap.stats().adaptive.samples == 1);
 
     // r[2], r[3] were granted at 0 and are 100 ms old: slow. r[4] was granted now.
     clk::advance(10ms);
     r[4]->p.release();   // fast, 3 in use: +1/3
     drain(io);
-    CHECK(cap.controller_stats().samples == 2);
-    CHECK(cap.controller_stats().increases == 0);
+    CHECK(cap.stats().adaptive.samples == 2);
+    CHECK(cap.stats().adaptive.increases == 0);
     CHECK(r[5]->p);   // its slot went to the last waiter
 }
 
-TEST_CASE("adaptive_concurrency: dropped() shrinks the limit whatever the latency; destruction counts as success")
+TEST_CASE("adaptive_concurrency: drop() shrinks the limit whatever the latency; destruction counts as success")
 {
     boost::asio::io_context io;
     clk::set(clk::duration{0});
@@ -102,18 +102,18 @@ TEST_CASE("adaptive_concurrency: dropped() shrinks the limit whatever the latenc
     {
         auto p = cap.try_acquire();
         REQUIRE(p);
-        p.dropped();
+        p.drop();
         CHECK_FALSE(p);
         p.release();   // ended already: nothing more
     }
     CHECK(cap.limit() == 9);
     CHECK(cap.in_use() == 0);
-    CHECK(cap.controller_stats().dropped == 1);
+    CHECK(cap.stats().adaptive.dropped == 1);
     {
         auto p = cap.try_acquire();
         REQUIRE(p);
     }
-    CHECK(cap.controller_stats().samples == 2);
+    CHECK(cap.stats().adaptive.samples == 2);
     CHECK(cap.in_use() == 0);
 }
 
@@ -130,7 +130,7 @@ TEST_CASE("adaptive_concurrency: deadlines, cancellation, close and stats follow
     auto deadline = acquire(cap, 5ms);
     boost::asio::cancellation_signal sig;
     auto cancelled = std::make_shared<result>();
-    cap.async_acquire(10s, boost::asio::bind_cancellation_slot(sig.slot(), [cancelled](boost::system::error_code ec, permit p) {
+    cap.async_acquire(1, 10s, boost::asio::bind_cancellation_slot(sig.slot(), [cancelled](boost::system::error_code ec, permit p) {
         ++cancelled->calls;
         cancelled->ec = ec;
         cancelled->p = std::move(p);
@@ -184,7 +184,7 @@ TEST_CASE("adaptive_concurrency: a coroutine's acquire returns the permit or its
     drain(io);
     CHECK(ok == 40);
     CHECK(cap.limit() > 2);
-    CHECK(cap.controller_stats().increases > 0);
+    CHECK(cap.stats().adaptive.increases > 0);
 }
 
 TEST_CASE("adaptive_concurrency: options out of range throw at construction")

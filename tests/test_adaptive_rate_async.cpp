@@ -70,7 +70,7 @@ TEST_CASE("the bucket runs at the controller's rate, and follows it")
     auto fb = l.on_response({200, "\"default\";q=100;w=1;sluice-burst=10", "\"default\";r=4;t=1", {}}, clk::now(), wall);
     CHECK(fb.rate_changed);
     CHECK(l.rate() == sluice::rate::per_second(100));
-    CHECK(l.stats().with_fields == 1);
+    CHECK(l.stats().adaptive.with_fields == 1);
 }
 
 TEST_CASE("a 429 with Retry-After holds every request until the pause ends")

@@ -2,6 +2,7 @@
 // limiter, with random cancellations. Real steady_clock; only generous bounds on time. Also
 // run under TSan (keep it fast).
 #include "async_support.hpp"
+#include "rng.hpp"
 
 #include <sluice/keyed.hpp>
 
@@ -20,7 +21,6 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -72,12 +72,11 @@ asio::awaitable<void> worker(Limiter& l, run_stats& s, int id, std::optional<std
 template <class Limiter, class Executor>
 void spawn_workers(Limiter& l, run_stats& s, int first, int n, const Executor& ex, unsigned seed)
 {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> pick(0, 2), delay(0, 20000);
+    sluice_test::rng rng{seed};
     for (int i = first; i < first + n; ++i) {
         std::optional<std::chrono::microseconds> cancel;
-        if (pick(rng) == 0)
-            cancel = std::chrono::microseconds(delay(rng));
+        if (rng.in(0, 2) == 0)
+            cancel = std::chrono::microseconds(rng.in(0, 20000));
         asio::co_spawn(asio::make_strand(ex), worker(l, s, i, cancel), asio::detached);
     }
 }
@@ -250,14 +249,14 @@ TEST_CASE("threads: a keyed limiter shared by threads: per-key bounds hold throu
     sluice_test::handler_stats hs;
     auto start = steady::now();
     double elapsed = 0;
-    sluice::keyed_stats st;
+    sluice::limiter_stats st;
     {
         sluice::keyed<sluice::token_bucket<>, int> k(io, sluice::rate::per_second(rate), burst, o);
         k.set_overflow(sluice::rate::per_second(rate), burst);
         std::vector<std::thread> checkers;
         for (int t = 0; t < 2; ++t) {
             checkers.emplace_back([&, t] {
-                std::mt19937 rng(static_cast<unsigned>(t));
+                sluice_test::rng rng{static_cast<std::uint64_t>(t)};
                 for (int i = 0; i < 20000; ++i) {
                     int key = static_cast<int>(rng() % keys);
                     if (k.try_acquire(key).admitted) granted[static_cast<std::size_t>(key)].fetch_add(1);
@@ -285,19 +284,19 @@ TEST_CASE("threads: a keyed limiter shared by threads: per-key bounds hold throu
     work.reset();
     for (auto& t : runners) t.join();
     CHECK(async_done == 2 * 1000);   // every waiter completed, exactly once (counted above)
-    CHECK(st.keys <= 16);
-    CHECK(st.evicted > 0);
-    CHECK(st.overflow_requests > 0);
+    CHECK(st.keys.tracked <= 16);
+    CHECK(st.keys.evicted > 0);
+    CHECK(st.keys.overflow_requests > 0);
     // A key's own bucket, or the overflow: each admits at most burst + rate * elapsed.
     long own_bound = static_cast<long>(burst + rate * elapsed) + 1;
     long total = 0;
     for (auto& g : granted) {
-        CHECK(g.load() <= own_bound + static_cast<long>(st.overflow_admitted));
+        CHECK(g.load() <= own_bound + static_cast<long>(st.keys.overflow_admitted));
         total += g.load();
     }
-    CHECK(st.overflow_admitted <= static_cast<std::uint64_t>(own_bound));
+    CHECK(st.keys.overflow_admitted <= static_cast<std::uint64_t>(own_bound));
     CHECK(async_ok > 0);
-    MESSAGE("keyed: " << total << " granted over " << keys << " keys in " << elapsed << " s; created " << st.created
-            << ", evicted " << st.evicted << ", overflow " << st.overflow_requests << " (" << st.overflow_admitted
+    MESSAGE("keyed: " << total << " granted over " << keys << " keys in " << elapsed << " s; created " << st.keys.created
+            << ", evicted " << st.keys.evicted << ", overflow " << st.keys.overflow_requests << " (" << st.keys.overflow_admitted
             << " admitted)");
 }

@@ -8,8 +8,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <random>
 #include <string>
+
+#include "rng.hpp"
 
 namespace http = sluice::http;
 using namespace std::chrono_literals;
@@ -258,6 +259,20 @@ TEST_CASE("HTTP-date: the three forms of RFC 9110, exact")
           http::parse_http_date("Sat, 01 Jan 1977 00:00:00 GMT", now).value().time_since_epoch());
 }
 
+TEST_CASE("Retry-After: a date beyond 2262 (past nanoseconds since 1970) waits until it, without overflow")
+{
+    // Found by fuzz/retry_after: the date was converted to now's nanoseconds to compare.
+    auto now = std::chrono::system_clock::from_time_t(1780000000);   // 2026-05-28
+    for (const char* text : {"Fri, 31 Dec 9999 23:59:59 GMT", "Tue Apr 24 22:22:22 7145"}) {
+        CAPTURE(text);
+        auto r = http::parse_retry_after(text, now);
+        REQUIRE(r.has_value());
+        CHECK(r->delay_from(now) == r->date.time_since_epoch() - 1780000000s);
+        CHECK(r->delay_from(now + 500ms) == r->date.time_since_epoch() - 1780000000s);
+    }
+    CHECK(http::parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now)->delay_from(now) == 251622300799s);
+}
+
 TEST_CASE("HTTP-date: invalid dates are refused")
 {
     auto now = std::chrono::system_clock::from_time_t(784111777);
@@ -282,7 +297,7 @@ TEST_CASE("HTTP-date: invalid dates are refused")
 
 TEST_CASE("HTTP-date: random instants round-trip through all three forms (model: the C library)")
 {
-    std::mt19937_64 gen(7);
+    sluice_test::rng gen{7};
     auto now = std::chrono::system_clock::from_time_t(784111777);
     for (int i = 0; i < 20000; ++i) {
         // From year 0 to 9999, with extra weight near the epoch and on day boundaries.

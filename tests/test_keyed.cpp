@@ -2,6 +2,7 @@
 // keys are evicted, the store stays at its cap under a flood of new keys, overrides,
 // overflow, waiting per key, shutdown. Also the eviction wheel on its own.
 #include "async_support.hpp"
+#include "rng.hpp"
 
 #include <sluice/detail/idle_wheel.hpp>
 #include <sluice/keyed.hpp>
@@ -19,7 +20,6 @@
 #include <map>
 #include <memory>
 #include <new>
-#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -184,7 +184,7 @@ TEST_CASE_TEMPLATE("keyed: keys of every type decide exactly as their own policy
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>, Key> keyed(io, sluice::rate::per_second(50), 5, small_wheel(300));
     std::map<std::uint64_t, std::unique_ptr<sluice::policy::gcra>> model;
-    std::mt19937_64 rng(7);
+    sluice_test::rng rng{7};
     for (int step = 0; step < 30'000; ++step) {
         std::uint64_t r = rng() % 1000;
         clk::advance(std::chrono::nanoseconds(r < 900 ? rng() % 2'000'000 : rng() % 300'000'000));
@@ -196,12 +196,12 @@ TEST_CASE_TEMPLATE("keyed: keys of every type decide exactly as their own policy
         check_same(keyed.try_acquire(key_of<Key>(i), n), p->try_acquire(n, now));
     }
     auto st = keyed.stats();
-    CHECK(st.evicted > 500);
-    CHECK(st.keys == st.created - st.evicted);
-    CHECK(st.overflow_requests == 0);
+    CHECK(st.keys.evicted > 500);
+    CHECK(st.keys.tracked == st.keys.created - st.keys.evicted);
+    CHECK(st.keys.overflow_requests == 0);
     clk::advance(1s);
     keyed.sweep();
-    CHECK(keyed.stats().keys == 0);   // every key idle: all gone (long keys' heap copies too)
+    CHECK(keyed.stats().keys.tracked == 0);   // every key idle: all gone (long keys' heap copies too)
 }
 
 TEST_CASE("keyed: long string keys (beyond 15 characters) are stored apart and behave as short ones")
@@ -218,13 +218,13 @@ TEST_CASE("keyed: long string keys (beyond 15 characters) are stored apart and b
     }
     CHECK(!k.contains(std::string(99, 'x')));   // a prefix is another key
     CHECK(!k.contains(std::string(15, 'x')));
-    CHECK(k.stats().keys == 3);
+    CHECK(k.stats().keys.tracked == 3);
     k.set_override(long_key, sluice::rate::per_second(100), 1);
     clk::advance(10ms);
     CHECK(k.try_acquire(long_key).admitted);   // the override refilled it
     clk::advance(2s);
     k.sweep();
-    CHECK(k.stats().keys == 0);
+    CHECK(k.stats().keys.tracked == 0);
 }
 
 TEST_CASE("keyed: keys of equal hashes are told apart and each is evicted once idle")
@@ -237,7 +237,7 @@ TEST_CASE("keyed: keys of equal hashes are told apart and each is evicted once i
         CHECK(k.try_acquire(i, 2).admitted);
         CHECK(!k.try_acquire(i).admitted);
     }
-    CHECK(k.stats().keys == 100);
+    CHECK(k.stats().keys.tracked == 100);
     // Half the keys stay throttled (each permit taken as it comes: never full again); the
     // others go idle.
     for (int t = 0; t < 30; ++t) {
@@ -249,11 +249,11 @@ TEST_CASE("keyed: keys of equal hashes are told apart and each is evicted once i
         CAPTURE(i);
         CHECK(k.contains(i) == (i % 2 == 0));
     }
-    CHECK(k.stats().evicted == 50);
+    CHECK(k.stats().keys.evicted == 50);
     clk::advance(3s);
     k.sweep();
-    CHECK(k.stats().keys == 0);
-    CHECK(k.stats().evicted == 100);
+    CHECK(k.stats().keys.tracked == 0);
+    CHECK(k.stats().keys.evicted == 100);
 }
 
 TEST_CASE("keyed: the compact state decides as policy::gcra, also at the ends of the clock, and moves to it exactly")
@@ -271,7 +271,7 @@ TEST_CASE("keyed: the compact state decides as policy::gcra, also at the ends of
                               {sluice::rate::every(1ns), 1000, 0ns}};
     const std::int64_t bases[] = {0, 1'000'000'000, sluice::detail::min_ns + 5, sluice::detail::max_ns - 5'000'000'000,
                                   sluice::detail::min_ns / 2};
-    std::mt19937_64 rng(11);
+    sluice_test::rng rng{11};
     int widened = 0;
     for (const config& c : configs) {
         for (std::int64_t base : bases) {
@@ -307,6 +307,56 @@ TEST_CASE("keyed: the compact state decides as policy::gcra, also at the ends of
     CHECK(widened > 0);   // the low end of the clock is beyond the compact range
 }
 
+TEST_CASE("keyed: an override on an idle key lets no burst through: it decides as a new bucket with the new settings")
+{
+    // The leaky buckets of the issue, on an idle key that is compact (moved to a whole
+    // policy by the override) or already wide (an earlier override): after the change the
+    // key decides as a new bucket with the new settings, at once and later (no slack
+    // credit stored up while idle). A wheel of one-hour ticks keeps the idle keys in the
+    // store, so that the reconfigured key decides, not a new one.
+    struct change_case {
+        const char* name;
+        sluice::rate from, to;
+        std::chrono::nanoseconds slack_from, slack_to;
+    };
+    const change_case cases[] = {
+        // Granted at once before the fix: 11, 3, and 11 (up to 20 just under 1 ms later).
+        {"10,000/s then 20,000/s (1 ms slack)", sluice::rate::per_second(10'000), sluice::rate::per_second(20'000), 1ms, 1ms},
+        {"100/s then 200/s (25 ms slack)", sluice::rate::per_second(100), sluice::rate::per_second(200), 25ms, 25ms},
+        {"10,000/s, slack 1 ms then 2 ms", sluice::rate::per_second(10'000), sluice::rate::per_second(10'000), 1ms, 2ms},
+    };
+    sluice::keyed_options o = small_wheel();
+    o.tick = std::chrono::hours(1);
+    for (const change_case& c : cases) {
+        for (bool wide : {false, true}) {
+            for (auto later : {0ns, std::chrono::nanoseconds(999us), std::chrono::nanoseconds(10ms)}) {
+                CAPTURE(std::string(c.name));
+                CAPTURE(wide);
+                CAPTURE(later.count());
+                boost::asio::io_context io;
+                clk::set(t0);
+                sluice::keyed<sluice::leaky_bucket<clk>> k(io, c.from, c.slack_from, o);
+                if (wide) k.set_override("a", c.from, c.slack_from);
+                REQUIRE(k.try_acquire("a").admitted);
+                clk::advance(1s);   // idle
+                k.set_override("a", c.to, c.slack_to);
+                clk::advance(later);
+                sluice::policy::gcra fresh(c.to, 1, c.slack_to);
+                // Drained at one instant, then probed at every part of an interval.
+                std::uint64_t at_once = 0;
+                for (int i = 0; i < 100 && k.try_acquire("a").admitted; ++i) ++at_once;
+                CHECK(at_once == 1);
+                CHECK(fresh.try_acquire(1, sluice_test::now_ns<clk>()).admitted);
+                for (int i = 0; i < 400; ++i) {
+                    clk::advance(c.to.interval() / 4 + std::chrono::nanoseconds(i % 7));
+                    check_same(k.try_acquire("a"), fresh.try_acquire(1, sluice_test::now_ns<clk>()));
+                }
+                CHECK(k.stats().evicted == 0);
+            }
+        }
+    }
+}
+
 TEST_CASE("keyed: a compact key that has to wait moves to a whole policy with the same state")
 {
     boost::asio::io_context io;
@@ -330,7 +380,7 @@ TEST_CASE("keyed: a compact key that has to wait moves to a whole policy with th
     advance<clk>(io, 2s);
     k.sweep();
     CHECK(!k.contains("a"));
-    CHECK(k.stats().waiting_keys == 0);
+    CHECK(k.stats().keys.waiting == 0);
 }
 
 TEST_CASE("keyed: threads racing over shared keys at the cap: exact totals, no key over its burst")
@@ -352,9 +402,9 @@ TEST_CASE("keyed: threads racing over shared keys at the cap: exact totals, no k
         });
     for (auto& th : pool) th.join();
     auto st = k.stats();
-    CHECK(st.keys == 256);
-    CHECK(st.created == 256);
-    CHECK(st.evicted == 0);
+    CHECK(st.keys.tracked == 256);
+    CHECK(st.keys.created == 256);
+    CHECK(st.keys.evicted == 0);
     std::uint64_t total = 0;
     for (int key = 0; key < keys; ++key) {
         std::uint64_t g = 0;
@@ -362,7 +412,7 @@ TEST_CASE("keyed: threads racing over shared keys at the cap: exact totals, no k
         if (k.contains(static_cast<std::uint64_t>(key))) CHECK(g == 3);   // 12 tries, burst 3
         total += g;
     }
-    CHECK(st.overflow_admitted == 3);   // the overflow bucket: one key's configuration
+    CHECK(st.keys.overflow_admitted == 3);   // the overflow bucket: one key's configuration
     CHECK(total == 256 * 3 + 3);
 }
 
@@ -495,7 +545,7 @@ TEST_CASE_TEMPLATE("keyed: every key decides exactly as its own policy fed the s
     clk::set(t0);
     auto keyed = K::make(io, small_wheel());
     std::map<std::string, decltype(K::policy())> model;
-    std::mt19937_64 rng(42);
+    sluice_test::rng rng{42};
     std::uint64_t checks = 0;
     for (int step = 0; step < 60'000; ++step) {
         // Bursts, short gaps and long idle spells, over a few hot and many cold keys.
@@ -520,9 +570,9 @@ TEST_CASE_TEMPLATE("keyed: every key decides exactly as its own policy fed the s
     auto st = keyed.stats();
     CAPTURE(K::name);
     CHECK(checks == 60'000);
-    CHECK(st.evicted > 1000);   // eviction happened all along, and never showed
-    CHECK(st.keys == st.created - st.evicted);
-    CHECK(st.overflow_requests == 0);
+    CHECK(st.keys.evicted > 1000);   // eviction happened all along, and never showed
+    CHECK(st.keys.tracked == st.keys.created - st.keys.evicted);
+    CHECK(st.keys.overflow_requests == 0);
 }
 
 TEST_CASE("keyed: a throttled key is never evicted; it goes once it is back to fresh")
@@ -543,7 +593,7 @@ TEST_CASE("keyed: a throttled key is never evicted; it goes once it is back to f
     clk::advance(2ms);
     k.sweep();
     CHECK(!k.contains("a"));
-    CHECK(k.stats().evicted == 1);
+    CHECK(k.stats().keys.evicted == 1);
     CHECK(k.try_acquire("a", 3).admitted);      // a new key is what the old one was: full
 }
 
@@ -554,7 +604,7 @@ TEST_CASE("keyed: eviction happens by itself as requests come, a little at a tim
     sluice::keyed<sluice::token_bucket<clk>> k(io, sluice::rate::per_second(100), 1, small_wheel());
     for (int i = 0; i < 1000; ++i)
         REQUIRE(k.try_acquire("cold" + std::to_string(i)).admitted);
-    CHECK(k.stats().keys == 1000);
+    CHECK(k.stats().keys.tracked == 1000);
     // Idle 10 ms later; a hot key's requests alone drive the wheels of its shard.
     for (int i = 0; i < 5000; ++i) {
         clk::advance(100us);
@@ -563,9 +613,9 @@ TEST_CASE("keyed: eviction happens by itself as requests come, a little at a tim
     // Only the hot key's shard is swept by its requests: a quarter of the cold keys, at
     // most `sweep_budget` a request.
     auto st = k.stats();
-    CHECK(st.evicted > 100);
+    CHECK(st.keys.evicted > 100);
     k.sweep();
-    CHECK(k.stats().keys == 1);   // everything cold is gone, the hot key stays
+    CHECK(k.stats().keys.tracked == 1);   // everything cold is gone, the hot key stays
 }
 
 TEST_CASE("keyed: a flood of 1,000,000 new keys keeps the store at its cap; the overflow limiter serves the rest")
@@ -583,16 +633,16 @@ TEST_CASE("keyed: a flood of 1,000,000 new keys keeps the store at its cap; the 
     for (int i = 0; i < total; ++i) {
         clk::advance(1us);   // 1,000,000 new keys a second for one second
         admitted += k.try_acquire("attacker-" + std::to_string(i)).admitted;
-        if (i % 1000 == 0) most = std::max(most, k.stats().keys);
+        if (i % 1000 == 0) most = std::max(most, k.stats().keys.tracked);
     }
     auto st = k.stats();
     CHECK(most <= 1000);
-    CHECK(st.keys <= 1000);
-    CHECK(st.created + st.overflow_requests == total + 1);
-    CHECK(st.overflow_requests > 900'000);
+    CHECK(st.keys.tracked <= 1000);
+    CHECK(st.keys.created + st.keys.overflow_requests == total + 1);
+    CHECK(st.keys.overflow_requests > 900'000);
     // Overflow: burst 100 + 100/s for 1 s. Tracked keys: 1000 at a time, each 10 at once.
-    CHECK(st.overflow_admitted <= 100 + 100 + 1);
-    CHECK(admitted == st.overflow_admitted + (st.created - 1));
+    CHECK(st.keys.overflow_admitted <= 100 + 100 + 1);
+    CHECK(admitted == st.keys.overflow_admitted + (st.keys.created - 1));
     CHECK(k.contains("victim"));                    // never evicted while throttled,
     CHECK(!k.try_acquire("victim", 2).admitted);     // and still throttled (1/s, 1 s on)...
     clk::advance(1s);
@@ -689,7 +739,7 @@ TEST_CASE("keyed: each key waits in its own FIFO; slots per key are exact; keys 
     CHECK(ob->ok());
     CHECK(!a[1]->done());
     CHECK(k.queued("a") == 2);
-    CHECK(k.stats().waiting_keys == 1);
+    CHECK(k.stats().keys.waiting == 1);
     advance<clk>(io, 99ms);
     CHECK(!a[1]->done());
     advance<clk>(io, 1ms);
@@ -708,7 +758,7 @@ TEST_CASE("keyed: each key waits in its own FIFO; slots per key are exact; keys 
     // Once nobody waits, the wheel frees the key's queue, then the key.
     advance<clk>(io, 1s);
     k.sweep();
-    CHECK(k.stats().waiting_keys == 0);
+    CHECK(k.stats().keys.waiting == 0);
     CHECK(!k.contains("a"));
 }
 
@@ -774,8 +824,8 @@ TEST_CASE("keyed: requests beyond the cap wait on the overflow limiter with the 
     advance<clk>(io, 100ms);
     CHECK(o2->ok());
     auto st = k.stats();
-    CHECK(st.overflow_requests == 2);
-    CHECK(st.overflow_admitted == 2);
+    CHECK(st.keys.overflow_requests == 2);
+    CHECK(st.keys.overflow_admitted == 2);
     CHECK(!k.contains("c"));
 }
 

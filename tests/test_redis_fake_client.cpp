@@ -292,4 +292,49 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     CHECK(tb.stats().commands == 3);
 }
 
+TEST_CASE("fake client: a verdict that cannot answer the call is not believed (found by fuzz/acquire_fsm, fuzz/lease_book)")
+{
+    fixture f;
+    SUBCASE("a try granted with a wait: admitted now, before its time")
+    {
+        redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10);
+        std::optional<error_code> got;
+        tb.async_try_acquire("k", 1, [&](error_code ec, sluice::decision) { got = ec; });
+        f.client.answer({}, gcra_granted(5'000));
+        f.run();
+        REQUIRE(got);
+        CHECK(*got == sluice::error::protocol_error);
+        CHECK(tb.stats().admitted == 0);
+    }
+    SUBCASE("a reservation beyond max_wait: the waiter would sleep past its deadline")
+    {
+        redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10);
+        std::optional<error_code> got;
+        tb.async_acquire("k", 1, 10ms, [&](error_code ec) { got = ec; });
+        f.client.answer({}, gcra_granted(10'001));
+        f.run();
+        REQUIRE(got);
+        CHECK(*got == sluice::error::protocol_error);
+    }
+    SUBCASE("a lease of more slots than asked: handed out as the server's")
+    {
+        redis::shared_options o;
+        o.lease_size = 8;
+        redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10000), 10, o);
+        std::optional<error_code> got;
+        tb.async_try_acquire("k", 1, [&](error_code ec, sluice::decision) { got = ec; });
+        REQUIRE(f.client.calls.size() == 1);
+        CHECK(f.client.calls[0].args[2] == "1");
+        f.client.answer({}, ints({1, 0, 0, 0, 1'000'000, 9, 1'000'000, 100, 10}));
+        f.run();
+        REQUIRE(got);
+        CHECK(*got == sluice::error::protocol_error);
+        CHECK(tb.leased() == 0);
+        // The book is free again: the next try makes its own round trip.
+        tb.async_try_acquire("k", 1, [](error_code, sluice::decision) {});
+        f.run();
+        CHECK(f.client.calls.size() == 1);
+    }
+}
+
 TEST_SUITE_END();

@@ -6,7 +6,10 @@
 #include <sluice/redis/detail/acquire_fsm.hpp>
 #include <sluice/redis/detail/lease_book.hpp>
 #include <sluice/redis/detail/try_fsm.hpp>
+#include <sluice/redis/reply.hpp>
+#include <sluice/redis/scripts.hpp>
 #include <sluice/redis/shared_options.hpp>
+#include <sluice/redis/detail/verdict.hpp>
 
 #include <boost/asio/error.hpp>
 
@@ -16,9 +19,10 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "rng.hpp"
 
 namespace redis = sluice::redis;
 using redis::detail::eval_request;
@@ -503,7 +507,7 @@ struct sim_result {
 sim_result simulate(std::int64_t interval_us, int procs, std::int64_t seconds_ms, std::uint64_t max_run, std::uint32_t seed,
                     std::int64_t poll_ns)
 {
-    std::mt19937 rng(seed);
+    sluice_test::rng rng{seed};
     gcra_server srv{interval_us, 1};
     lease_limits lim{interval_us * us, 250 * ms, max_run};
     struct in_flight {
@@ -521,7 +525,7 @@ sim_result simulate(std::int64_t interval_us, int procs, std::int64_t seconds_ms
         std::int64_t next_poll = 0;
     };
     std::vector<proc> ps(static_cast<std::size_t>(procs));
-    for (auto& p : ps) p.rtt = std::uniform_int_distribution<std::int64_t>(60, 400)(rng) * us;
+    for (auto& p : ps) p.rtt = rng.in(60, 400) * us;
     sim_result r;
     const std::int64_t end = seconds_ms * ms;
     const std::int64_t step = 1 * us;
@@ -602,6 +606,96 @@ TEST_CASE("leasing over a simulated fleet: never a slot before its time, never m
                 CHECK(r.commands * 20 <= r.granted);   // Redis calls <= 5 % of the grants
         }
     }
+}
+
+TEST_CASE("answers: only a verdict the script could give to that call is believed (found by fuzz/acquire_fsm)")
+{
+    using redis::detail::answers;
+    eval_request try_now{eval_request::mode::try_now, 2, 0};
+    eval_request reserve{eval_request::mode::reserve, 2, 10'000};
+    eval_request lease{eval_request::mode::lease, 4, 250'000};
+    CHECK(answers(granted(0, 1, 2), try_now));
+    CHECK(answers(refused(3'000), try_now));
+    CHECK_FALSE(answers(granted(1), try_now));   // admitted now, with a wait
+    CHECK(answers(granted(10'000), reserve));
+    CHECK_FALSE(answers(granted(10'001), reserve));   // past the caller's max_wait
+    CHECK(answers(granted(0, 1, 1), lease));
+    CHECK(answers(granted(250'000, 1, 4), lease));
+    CHECK_FALSE(answers(granted(0, 1, 5), lease));   // more slots than asked
+    CHECK_FALSE(answers(granted(0, 1, 0), lease));
+    CHECK_FALSE(answers(granted(250'001, 1, 1), lease));
+    CHECK_FALSE(answers(refused(0), lease));   // a lease is refused only with a wait
+    verdict huge = refused(1);
+    huge.interval_us = sluice::redis::lua::max_span_us + 1;
+    CHECK_FALSE(answers(huge, try_now));
+}
+
+TEST_CASE("lease book: a round trip across a system clock step, a long wait or long intervals overflow nothing (found by fuzz/lease_book)")
+{
+    lease_limits lim{1 * ms, 50 * ms, 16};
+    SUBCASE("round trips measured across a clock step")
+    {
+        for (std::int64_t rtt : {INT64_MIN / 2, INT64_MAX / 2}) {
+            lease_book b;
+            b.take(lim, 1, 0);
+            b.fill(lim, 0, granted(0, 1, 1), 0, rtt);
+            CHECK(b.lead(lim) >= lim.spacing_ns);
+            CHECK(b.lead(lim) <= 2 * lim.ttl_ns + lim.spacing_ns + 5 * ms);
+        }
+    }
+    SUBCASE("a refusal's wait near 2^53 us, late in the clock's range")
+    {
+        lease_book b;
+        const std::int64_t now = std::int64_t{1} << 62;
+        b.take(lim, 1, now);
+        auto d = b.fill(lim, 1, refused((std::int64_t{1} << 53) - 1), now, 100 * us).d;
+        CHECK_FALSE(d.admitted);
+        CHECK(d.retry_after.count() > 0);
+        CHECK(b.take(lim, 1, now + 1 * ms).d.retry_after.count() > 0);   // still refused, locally
+    }
+    SUBCASE("six slots of the longest interval: the first ones are due now, not in the far future")
+    {
+        lease_limits longest{sluice::redis::lua::max_span_us * 1000, 50 * ms, 16};
+        lease_book b;
+        b.take(longest, 6, 0);
+        verdict v = granted(0, 1, 6);
+        v.interval_us = sluice::redis::lua::max_span_us;
+        CHECK(b.fill(longest, 6, v, 1 * ms, 100 * us).d.admitted);
+    }
+}
+
+TEST_CASE("try with leasing: a refusal without a wait ends the reservation (found by fuzz/try_fsm)")
+{
+    fake_core c;
+    c.opts.lease_size = 64;
+    redis::detail::try_fsm a("k", 1);
+    REQUIRE(a.start(c, 0).next == op_step::kind::eval);
+    a.on_reply(c, {}, p(refused(0)), false, rt, 0);
+    CHECK(a.error() == sluice::error::exceeds_limit);
+    // The book is not left waiting for it: the next request makes its own round trip.
+    redis::detail::try_fsm b("k", 1);
+    CHECK(b.start(c, 1 * ms).next == op_step::kind::eval);
+}
+
+TEST_CASE("parse_verdict: a server's now beyond 2^53 us is not believed (found by fuzz/limiter_core)")
+{
+    // The clock offset (the server's now minus the round trip's middle) overflowed on it.
+    auto reply_with_now = [](std::int64_t now) {
+        sluice::redis::reply r;
+        r.type = sluice::redis::reply::kind::array;
+        for (std::int64_t x : {std::int64_t{1}, std::int64_t{0}, std::int64_t{3}, std::int64_t{0}, now, std::int64_t{0}}) {
+            sluice::redis::reply e;
+            e.type = sluice::redis::reply::kind::integer;
+            e.integer = x;
+            r.elements.push_back(e);
+        }
+        return r;
+    };
+    const std::int64_t two53 = std::int64_t{1} << 53;
+    CHECK(redis::detail::parse_verdict(reply_with_now(1'700'000'000'000'000)));
+    CHECK(redis::detail::parse_verdict(reply_with_now(-(two53 - 1))));   // a test's simulated clock
+    CHECK_FALSE(redis::detail::parse_verdict(reply_with_now(two53)));
+    CHECK_FALSE(redis::detail::parse_verdict(reply_with_now(INT64_MIN + 5)));
 }
 
 TEST_SUITE_END();

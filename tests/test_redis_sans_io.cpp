@@ -2,6 +2,7 @@
 // reconnection schedule, the pipeline's reply bookkeeping, the NOSCRIPT decision, and the
 // RESP formatter and reader of the short exchanges (Sentinel discovery).
 #include "redis/backoff.hpp"
+#include "redis/cluster_replies.hpp"
 #include "redis/eval_fsm.hpp"
 #include "redis/hiredis_adapter.hpp"
 #include "redis/reply_queue.hpp"
@@ -197,6 +198,27 @@ TEST_CASE("reply_reader: reads back what format_commands wrote, a byte at a time
     CHECK_FALSE((fed && bad.next(r)));
 }
 
+TEST_CASE("reply_reader: an aggregate declaring more elements than any sluice reply is a protocol error, not an allocation")
+{
+    using sluice::redis::detail::reply_reader;
+    std::optional<reply> r;
+
+    // hiredis 0.14 would allocate 5 GB for this header before reading an element.
+    for (const std::string wire : {"*666666630\r\n", "*2\r\n:1\r\n*65537\r\n", "*2147483647\r\n"}) {
+        reply_reader rd;
+        const bool fed = rd.feed(wire.data(), wire.size());
+        CHECK_FALSE((fed && rd.next(r)));
+    }
+    // The bound itself is readable.
+    std::string wire = "*65536\r\n";
+    for (int i = 0; i < 65536; ++i) wire += ":1\r\n";
+    reply_reader rd;
+    REQUIRE(rd.feed(wire.data(), wire.size()));
+    REQUIRE(rd.next(r));
+    REQUIRE(r);
+    CHECK(r->elements.size() == 65536);
+}
+
 TEST_CASE("eval_fsm: a reply is the answer; an error reply is backend_error with the reply")
 {
     eval_fsm f;
@@ -257,6 +279,70 @@ TEST_CASE("eval_fsm: an error_code (link lost, timed out) is the answer as it is
     CHECK(g.on_evalsha(ec, r) == eval_fsm::next::done);
     CHECK(ec == sluice::error::backend_unavailable);
     CHECK_FALSE(r.is_error());
+}
+
+TEST_CASE("eval_fsm: a retry that ran the script is the answer, even after a failed load (found by fuzz/eval_fsm)")
+{
+    // The load failed here (OOM, say) but another client loaded the script meanwhile: the
+    // retry ran it, and its reply (a decision that may have consumed permits) must not be
+    // replaced by the load's error.
+    eval_fsm f;
+    error_code ec;
+    reply r = noscript();
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::reload);
+    f.on_load({}, error_reply("OOM command not allowed when used memory > 'maxmemory'."));
+    r = integer_reply(1);
+    CHECK(f.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK_FALSE(ec);
+    CHECK(r.type == reply::kind::integer);
+    CHECK(r.integer == 1);
+
+    eval_fsm g;   // another error than NOSCRIPT is the retry's own answer too
+    r = noscript();
+    CHECK(g.on_evalsha(ec, r) == eval_fsm::next::reload);
+    g.on_load({}, error_reply("ERR Error compiling script"));
+    r = error_reply("BUSY Redis is busy running a script.");
+    CHECK(g.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK(ec == sluice::error::backend_error);
+    CHECK(r.str.starts_with("BUSY"));
+}
+
+TEST_CASE("cluster replies: MOVED and ASK name a slot and a host:port, CLUSTER SLOTS ranges with their masters")
+{
+    using sluice::redis::detail::parse_cluster_slots;
+    using sluice::redis::detail::parse_redirect;
+    auto moved = parse_redirect("MOVED 3999 127.0.0.1:6381", "MOVED");
+    REQUIRE(moved);
+    CHECK(moved->first == 3999);
+    CHECK(moved->second == "127.0.0.1:6381");
+    CHECK(parse_redirect("ASK 16383 [::1]:7000", "ASK")->second == "[::1]:7000");
+    CHECK_FALSE(parse_redirect("MOVED 3999 127.0.0.1:6381", "ASK"));
+    CHECK_FALSE(parse_redirect("MOVED 16384 127.0.0.1:6381", "MOVED"));
+    CHECK_FALSE(parse_redirect("MOVED 39x9 127.0.0.1:6381", "MOVED"));
+    CHECK_FALSE(parse_redirect("MOVED 3999 127.0.0.1", "MOVED"));
+    // A port beyond 16 bits was taken modulo 2^16 when connecting: someone else's port.
+    CHECK_FALSE(parse_redirect("MOVED 3999 127.0.0.1:71917", "MOVED"));
+    CHECK_FALSE(parse_redirect("MOVED 3999 127.0.0.1:0", "MOVED"));
+    CHECK_FALSE(parse_redirect("MOVED 3999 127.0.0.1:", "MOVED"));
+
+    auto text = [](std::string s) { return reply{reply::kind::string, 0, std::move(s), {}}; };
+    auto array = [](std::vector<reply> e) { return reply{reply::kind::array, 0, {}, std::move(e)}; };
+    auto range = [&](std::int64_t lo, std::int64_t hi, reply host, reply port) {
+        return array({integer_reply(lo), integer_reply(hi), array({std::move(host), std::move(port), text("id")})});
+    };
+    reply slots = array({range(0, 5460, text("10.0.0.1"), integer_reply(7000)),
+                         range(5461, 16383, text(""), integer_reply(7001)),          // the node asked
+                         range(1, 2, text("10.0.0.3"), integer_reply(70000)),        // no such port
+                         range(3, 4, text("10.0.0.4"), text("7000")),                // not an integer
+                         range(9, 8, text("10.0.0.5"), integer_reply(7000)),         // empty range
+                         range(0, 16384, text("10.0.0.6"), integer_reply(7000))});   // no such slot
+    auto r = parse_cluster_slots(slots, "10.0.0.2");
+    REQUIRE(r.size() == 2);
+    CHECK(r[0].first == 0);
+    CHECK(r[0].last == 5460);
+    CHECK(r[0].address == "10.0.0.1:7000");
+    CHECK(r[1].address == "10.0.0.2:7001");
+    CHECK(parse_cluster_slots(integer_reply(1), "x").empty());
 }
 
 TEST_SUITE_END();

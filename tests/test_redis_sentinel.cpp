@@ -361,7 +361,7 @@ public:
     // Grants of the local fallback: waits and tries.
     std::uint64_t fallback_admitted() const
     {
-        auto s = this->core_->fallback().stats().requests;
+        auto s = this->core_->fallback().stats();
         return s.admitted + s.try_admitted;
     }
 };

@@ -3,6 +3,7 @@
 // strands on another io_context while replies arrive (also run under ThreadSanitizer:
 // suite 'concurrency').
 #include "redis_support.hpp"
+#include "rng.hpp"
 
 #include "redis/pending_op.hpp"
 
@@ -30,7 +31,6 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <random>
 #include <thread>
 
 namespace asio = boost::asio;
@@ -142,7 +142,7 @@ struct lane : std::enable_shared_from_this<lane<Client>> {
     int id;
     std::deque<std::atomic<int>> calls;
     asio::cancellation_signal sig;
-    std::minstd_rand rng;
+    sluice_test::rng rng;
     int next = 0;
     tally& t;
 };
@@ -198,7 +198,7 @@ TEST_CASE("pending_op: a cancellation racing the completion completes once, on t
         state(strand_type s, unsigned seed) : strand(std::move(s)), rng(seed) {}
         strand_type strand;
         asio::cancellation_signal sig;
-        std::minstd_rand rng;
+        sluice_test::rng rng;
         int next = 0;
     };
     std::vector<std::unique_ptr<state>> st;

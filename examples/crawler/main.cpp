@@ -471,7 +471,7 @@ private:
                 if (!conn) {
                     // The host's fault as much as a 503 is: back off, and tell the adaptive limit.
                     ++conn_errors_;
-                    if (hslot.adaptive) hslot.adaptive.dropped();
+                    if (hslot.adaptive) hslot.adaptive.drop();
                     if (!finished_) host_failed(h, std::move(p), "connect failed", std::nullopt, true);
                     --fetching_;
                     page_done();
@@ -606,7 +606,7 @@ private:
         if (!ec) space_from_answer(h, write, now);
         if (ec) {
             ++conn_errors_;
-            if (hslot.adaptive) hslot.adaptive.dropped();
+            if (hslot.adaptive) hslot.adaptive.drop();
             host_failed(h, std::move(p), "request: " + ec.message(), std::nullopt, true);
             co_return;
         }
@@ -618,7 +618,7 @@ private:
         learn(h, sent, res);
 
         if (status == 429 || status == 503) {
-            if (hslot.adaptive) hslot.adaptive.dropped();
+            if (hslot.adaptive) hslot.adaptive.drop();
             // Delay-seconds or an HTTP-date (sluice::http); absent, malformed or in the
             // past: none, and the host backs off on its own.
             std::optional<std::chrono::nanoseconds> retry_after;
@@ -631,7 +631,7 @@ private:
             co_return;
         }
         if (status >= 500) {   // a server error: retried after a backoff, as a connection error
-            if (hslot.adaptive) hslot.adaptive.dropped();
+            if (hslot.adaptive) hslot.adaptive.drop();
             host_failed(h, std::move(p), "HTTP " + std::to_string(status), std::nullopt, true);
             co_return;
         }

@@ -906,7 +906,7 @@ private:
             line("# HELP sluice_adaptive_limit Requests the adaptive limit lets run at once now.");
             line("# TYPE sluice_adaptive_limit gauge");
             line("sluice_adaptive_limit " + u(shed_->limit()));
-            const auto cs = shed_->controller_stats();
+            const auto cs = shed_->stats().adaptive;
             line("# HELP sluice_adaptive_samples_total Requests whose latency the adaptive limit learnt from.");
             line("# TYPE sluice_adaptive_samples_total counter");
             line("sluice_adaptive_samples_total " + u(cs.samples));
@@ -940,7 +940,7 @@ private:
         }
         line("# HELP sluice_keys Clients tracked by the per-client limiter.");
         line("# TYPE sluice_keys gauge");
-        line("sluice_keys " + u(per_client_.stats().keys));
+        line("sluice_keys " + u(per_client_.stats().keys.tracked));
         line("# HELP sluice_wait_seconds Time delayed requests waited for a permit.");
         line("# TYPE sluice_wait_seconds histogram");
         char le[32];
@@ -957,7 +957,7 @@ private:
 
         // Each limiter's own counts (limiter_stats), one label per limiter.
         std::vector<std::pair<const char*, sluice::limiter_stats>> limiters = {
-            {"per_client", per_client_.stats().requests},
+            {"per_client", per_client_.stats()},
             {"inflight", inflight_.stats()},
         };
         if (shed_) limiters.emplace_back("shed", shed_->stats());
@@ -993,7 +993,7 @@ private:
                });
         family("sluice_limiter_max_wait_seconds", "gauge", "The longest wait of an admitted request.",
                [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   line(prefix + "} " + seconds(st.max_wait));
+                   line(prefix + "} " + seconds(st.longest_wait));
                });
         return m;
     }

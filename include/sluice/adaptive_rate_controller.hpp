@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sluice/error.hpp>
+#include <sluice/limiter_stats.hpp>
 #include <sluice/http/ratelimit_fields.hpp>
 #include <sluice/http/retry_after.hpp>
 #include <sluice/rate.hpp>
@@ -128,27 +129,6 @@ public:
     /// Times and instants: nanoseconds since the caller's epoch.
     using duration = std::chrono::nanoseconds;
 
-    /// Counters since construction.
-    struct statistics {
-        /// Responses fed.
-        std::uint64_t responses = 0;
-        /// Of those, refusals (429 or 503).
-        std::uint64_t refusals = 0;
-        /// Responses whose RateLimit fields set the rate.
-        std::uint64_t with_fields = 0;
-        /// Fields ignored as malformed (up to three a response).
-        std::uint64_t malformed_fields = 0;
-        /// Pauses started or extended.
-        std::uint64_t pauses = 0;
-        /// Pauses cut to adaptive_rate_options::max_pause.
-        std::uint64_t pauses_cut = 0;
-        /// AIMD decreases on refusals.
-        std::uint64_t decreases = 0;
-        /// Times rate_changed was reported: the rate to apply moved.
-        std::uint64_t adaptations = 0;
-        /// Times a server's fields were found to contradict its refusals and were distrusted.
-        std::uint64_t distrusted = 0;
-    };
 
     /// Throws system_error(error::invalid_option) for options out of range (see
     /// adaptive_rate_options).
@@ -260,7 +240,7 @@ public:
     /// Whether a pause lasts at `now`.
     bool paused(duration now) const noexcept { return now < paused_until_; }
     /// The counters.
-    const statistics& stats() const noexcept { return stats_; }
+    const limiter_stats::adaptive_counts& stats() const noexcept { return stats_; }
     /// The options it was built with.
     const adaptive_rate_options& options() const noexcept { return opts_; }
 
@@ -431,7 +411,7 @@ private:
     duration last_decrease_ = duration::min();
     duration paused_until_ = duration::min();
     std::vector<policy_state> states_;
-    statistics stats_;
+    limiter_stats::adaptive_counts stats_;
 };
 
 } // namespace sluice

@@ -1,22 +1,24 @@
-// Concurrency limit: at most K operations in flight, each holding an RAII permit.
+// Concurrency limits: at most `limit` operations in flight, each holding an RAII permit.
+// One front end for the fixed limit (concurrency_limit) and the adaptive one
+// (adaptive_concurrency.hpp), which differ only in their queue.
 #pragma once
 
+#include <sluice/acquire_result.hpp>
+#include <sluice/default_clock.hpp>
+#include <sluice/detail/immediate.hpp>
 #include <sluice/detail/initiate_acquire.hpp>
-#include <sluice/detail/permit_error.hpp>
 #include <sluice/detail/slot_queue.hpp>
 #include <sluice/detail/wait_engine.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/execution_context.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/system/system_error.hpp>
+#include <boost/asio/deferred.hpp>
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <tuple>
@@ -26,126 +28,195 @@
 namespace sluice {
 
 /// Limits how many operations run at once: async_acquire yields a move-only permit that
-/// holds its slots until it is destroyed or released. A crawler combines it with a rate
-/// limiter (requests per second AND requests in flight).
-///
-/// Waiting follows the rate limiters' rules: FIFO (a large request is never starved),
-/// a queue bound (limiter_options::max_queued), close(). The length of a wait cannot be predicted (it depends on when permits are
-/// returned), so max_wait is a deadline: max_wait 0 fails at once with
-/// error::timed_out when no slot is free, and a waiter still queued at its
-/// deadline completes with error::timed_out (as late as limiter_options::coalesce, never
-/// early).
+/// holds its slots until it is released or destroyed. `Queue` decides the limit: fixed
+/// (concurrency_limit) or moved by an adaptive_concurrency_controller from the latency and
+/// the outcome of the operations the permits cover (adaptive_concurrency). A crawler
+/// combines it with a rate limiter (requests per second AND requests in flight); a client
+/// caps its requests to a backend at what the backend serves without queueing; a server
+/// sheds the load above what it can serve in time. It keeps the contract of every sluice
+/// limiter (sluice::local_limiter), with a permit where a rate limiter has a decision.
 ///
 ///     sluice::concurrency_limit cap(io, 8);
 ///     auto permit = co_await cap.acquire(2s);   // empty on failure; permit.error() tells why
 ///     if (!permit) co_return;
 ///
+///     sluice::adaptive_concurrency shed(io, {.algorithm = sluice::concurrency_algorithm::vegas});
+///     auto p = co_await shed.acquire(100ms);
+///     if (!p) co_return send_503();
+///     auto res = co_await call_backend();
+///     if (res.overloaded()) p.drop();   // a timeout, a 503: the limit shrinks
+///     // else the permit's destructor reports success and the latency
+///
+/// Waiting follows the rate limiters' rules: FIFO (a large request is never starved), a
+/// queue bound (limiter_options::max_queued), close(). The length of a wait cannot be
+/// predicted (it depends on when permits are returned), so max_wait is a deadline:
+/// max_wait 0 fails at once with error::timed_out when no slot is free, and a waiter still
+/// queued at its deadline completes with error::timed_out (as late as
+/// limiter_options::coalesce, never early).
+///
 /// Executor: completion handlers run on their associated executor (the limiter's when they
-/// have none), never inside async_acquire or another completion, and never with the
-/// limiter's lock held. The limiter's own executor runs its timer (the waiters'
-/// deadlines). A granted permit whose handler is dropped unrun (its executor shut down)
-/// returns its slots.
+/// have none), never inside the initiating function, and never with the limiter's lock
+/// held. The limiter's own executor runs its timer (the waiters' deadlines). An admitted
+/// permit whose handler is dropped unrun (its executor shut down) returns its slots
+/// without a sample.
 ///
 /// Cancellation: async_acquire honours terminal, partial and total cancellation while it
 /// waits: it completes with asio::error::operation_aborted and an empty permit (a waiter
 /// holds no slot), and the waiters behind it move up. close() and the destructor complete
-/// every waiter with error::closed; permits already granted stay valid and return their
-/// slots when released.
+/// every waiter with error::closed; permits already admitted stay valid, return their slots
+/// and report their samples when released.
 ///
 /// Thread-safety: distinct objects safe; a shared limit may be used from any number of
 /// threads and io_contexts at once. Every operation, try_acquire included, takes a short
-/// mutex, and a permit may be released on any thread. One permit object is not to be
-/// used by two threads at once.
-template <class Clock = std::chrono::steady_clock, class Executor = boost::asio::any_io_executor>
-class concurrency_limit {
-    using state_type = detail::wait_engine<detail::slot_queue, Clock, Executor>;
+/// mutex, and a permit may be released on any thread. One permit object is not to be used
+/// by two threads at once.
+template <class Queue, class Clock = default_clock, class Executor = boost::asio::any_io_executor>
+class basic_concurrency_limit {
+    using state_type = detail::wait_engine<Queue, Clock, Executor>;
     struct permit_grant;
 
 public:
-    /// The clock the deadlines are measured on.
+    /// The clock deadlines (and an adaptive limit's latencies) are measured on.
     using clock_type = Clock;
     /// The executor of the limiter's timer, and the default one of completion handlers.
     using executor_type = Executor;
+    /// What decides the limit: a number of slots (concurrency_limit), or
+    /// adaptive_concurrency_options.
+    using config_type = typename Queue::config_type;
 
     /// The limiter's type on another executor type, as on Asio's I/O objects (what
     /// `use_awaitable_t<>::as_default_on_t` needs).
     template <class OtherExecutor>
     struct rebind_executor {
         /// The same limiter on another executor type.
-        using other = concurrency_limit<Clock, OtherExecutor>;
+        using other = basic_concurrency_limit<Queue, Clock, OtherExecutor>;
     };
 
-    /// Slots held by one grant; returns them when destroyed or released. An empty permit
-    /// (default-constructed, moved-from, or from a failed acquire) holds nothing; from a
-    /// failed acquire, error() tells why.
-    class permit : public detail::permit_error {
+    /// Slots held by one admission, and the measure of the operation they cover, from the
+    /// admission to the end. A permit is an acquire_result: from a failed acquire it is empty
+    /// and error(), timed_out(), closed() tell why. It ends in one of three ways, which
+    /// return its slots (waking the next waiter): release() or the destructor, success (an
+    /// adaptive limit takes its latency as a sample); drop(), it failed from overload (a
+    /// timeout, a 503, a refused connection: an adaptive limit shrinks); ignore(), it says
+    /// nothing about load (a 404, a cancelled call: no sample). A fixed limit treats the
+    /// three alike. An empty permit (default-constructed, moved-from, ended, or from a
+    /// failed acquire) holds nothing.
+    class permit : public acquire_result {
     public:
         /// An empty permit.
         permit() noexcept = default;
+
         /// Takes over `other`'s slots (and error); `other` is left empty.
         permit(permit&& other) noexcept
-            : detail::permit_error(std::move(other)), state_(std::move(other.state_)), n_(std::exchange(other.n_, 0))
+            : acquire_result(std::exchange(static_cast<acquire_result&>(other), acquire_result())),
+              state_(std::move(other.state_)), n_(std::exchange(other.n_, 0)), start_(other.start_)
         {
         }
-        /// Releases the slots held, then takes over `other`'s; `other` is left empty.
+
+        /// Ends this permit with success, then takes over `other`'s.
         permit& operator=(permit&& other) noexcept
         {
             if (this != &other) {
                 release();
-                detail::permit_error::operator=(std::move(other));
+                static_cast<acquire_result&>(*this) = std::exchange(static_cast<acquire_result&>(other), acquire_result());
                 state_ = std::move(other.state_);
                 n_ = std::exchange(other.n_, 0);
+                start_ = other.start_;
             }
             return *this;
         }
-        /// Releases the slots held.
+
+        /// Ends the permit with success (see release()).
         ~permit() { release(); }
 
-        /// Returns the slots now (waking the next waiter).
-        void release() noexcept
+        /// The operation succeeded: the slots go back; an adaptive limit takes the latency,
+        /// from the admission (or restart_clock()) to now, as a sample.
+        void release() noexcept { end(detail::sample_kind::success); }
+
+        /// The operation failed from overload: the slots go back and an adaptive limit
+        /// shrinks whatever the latency.
+        void drop() noexcept { end(detail::sample_kind::dropped); }
+
+        /// The slots go back without a sample: the operation tells nothing of load.
+        void ignore() noexcept { end(detail::sample_kind::ignored); }
+
+        /// The operation starts now: its latency is measured from here, not from the admission
+        /// (for a permit taken before other waits, such as a rate limiter's).
+        void restart_clock() noexcept
+        {
+            if (state_) start_ = state_type::now();
+        }
+
+        /// Slots held (0 when empty).
+        std::uint64_t count() const noexcept { return n_; }
+
+        /// Whether the permit holds slots.
+        explicit operator bool() const noexcept { return state_ != nullptr; }
+
+        /// When the slots were admitted (or restart_clock() last ran), on clock_type. An
+        /// adaptive limit's permits only: a fixed limit does not read the clock for them.
+        typename Clock::time_point granted_at() const noexcept
+        {
+            return typename Clock::time_point(
+                std::chrono::duration_cast<typename Clock::duration>(std::chrono::nanoseconds(start_)));
+        }
+
+    private:
+        friend class basic_concurrency_limit;
+        friend struct permit_grant;
+
+        permit(std::shared_ptr<state_type> s, std::uint64_t n) noexcept
+            : state_(std::move(s)), n_(n), start_(Queue::samples ? state_type::now() : 0)
+        {
+        }
+
+        explicit permit(const boost::system::error_code& ec) noexcept : acquire_result(ec) {}
+
+        void end(detail::sample_kind kind) noexcept
         {
             if (state_) {
-                give_back(*state_, n_);
+                give_back(*state_, n_, start_, kind);
                 state_.reset();
                 n_ = 0;
             }
         }
 
-        /// Slots held (0 when empty).
-        std::uint64_t count() const noexcept { return n_; }
-        /// Whether the permit holds slots.
-        explicit operator bool() const noexcept { return state_ != nullptr; }
-
-    private:
-        friend class concurrency_limit;
-        friend struct permit_grant;
-        permit(std::shared_ptr<state_type> s, std::uint64_t n) noexcept : state_(std::move(s)), n_(n) {}
-        explicit permit(const boost::system::error_code& ec) noexcept : detail::permit_error(ec) {}
-
         std::shared_ptr<state_type> state_;
         std::uint64_t n_ = 0;
+        std::int64_t start_ = 0;
     };
 
-    /// Throws system_error(error::invalid_limit) for a limit of 0.
-    concurrency_limit(const std::type_identity_t<Executor>& ex, std::uint64_t limit, const limiter_options& opts = {})
-        : state_(std::make_shared<state_type>(ex, opts, check(limit)))
+    /// Builds the limit from `config`: concurrency_limit(ex or io_context, limit,
+    /// [limiter_options]); adaptive_concurrency(ex or io_context, [adaptive options],
+    /// [limiter_options]). Throws system_error(error::invalid_limit) for a limit of 0,
+    /// error::invalid_option for adaptive options out of range.
+    basic_concurrency_limit(const std::type_identity_t<Executor>& ex, const config_type& config,
+                            const limiter_options& opts = {})
+        : state_(std::make_shared<state_type>(ex, opts, config))
     {
     }
 
     /// The same, on the executor of an execution context (an io_context).
     template <detail::execution_context_ref Context>
-    concurrency_limit(Context& ctx, std::uint64_t limit, const limiter_options& opts = {})
-        : concurrency_limit(Executor(ctx.get_executor()), limit, opts)
+    basic_concurrency_limit(Context& ctx, const config_type& config, const limiter_options& opts = {})
+        : basic_concurrency_limit(Executor(ctx.get_executor()), config, opts)
+    {
+    }
+
+    /// With the default configuration (adaptive_concurrency: default options).
+    template <detail::execution_context_ref Context>
+        requires Queue::default_config
+    explicit basic_concurrency_limit(Context& ctx) : basic_concurrency_limit(Executor(ctx.get_executor()), config_type{})
     {
     }
 
     /// Takes over `other`'s limit, waiters and permits out included; `other` may then only
     /// be destroyed.
-    concurrency_limit(concurrency_limit&&) noexcept = default;
-    concurrency_limit& operator=(concurrency_limit&&) = delete;
+    basic_concurrency_limit(basic_concurrency_limit&&) noexcept = default;
+    basic_concurrency_limit& operator=(basic_concurrency_limit&&) = delete;
 
     /// Completes pending waiters with error::closed. Permits already out stay valid.
-    ~concurrency_limit()
+    ~basic_concurrency_limit()
     {
         if (state_) state_->close();
     }
@@ -154,16 +225,32 @@ public:
     executor_type get_executor() const noexcept { return state_->get_executor(); }
 
     /// A permit for n slots if they are free now and nobody is queued; else an empty one.
-    permit try_acquire(std::uint64_t n = 1)
+    permit try_acquire(std::uint64_t n = 1) { return state_->try_acquire(n) ? permit(state_, n) : permit(); }
+
+    /// try_acquire as an asynchronous operation, for code written against the contract of
+    /// every limiter (sluice::limiter). Handler signature: void(boost::system::error_code,
+    /// permit): error::closed after close(), else the permit (empty when refused).
+    /// Completes through the handler's executor, never inside this call.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, permit))
+                  Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_try_acquire(std::uint64_t n, Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
-        return state_->try_acquire(n) ? permit(state_, n) : permit();
+        return boost::asio::async_initiate<Token, void(boost::system::error_code, permit)>(
+            [](auto handler, std::shared_ptr<state_type> s, std::uint64_t n) {
+                if (s->closed())
+                    return detail::post_answer(std::move(handler), s->get_executor(), error::closed,
+                                               permit(make_error_code(error::closed)));
+                permit p = s->try_acquire(n) ? permit(s, n) : permit();
+                detail::post_answer(std::move(handler), s->get_executor(), boost::system::error_code(), std::move(p));
+            },
+            token, state_, n);
     }
 
     /// Waits for n slots. Handler signature: void(boost::system::error_code, permit).
-    /// Errors: error::timed_out (max_wait 0 and no slot free), error::timed_out
-    /// (deadline reached while queued), error::queue_full, error::exceeds_limit (n above
-    /// the limit), error::invalid_count (n == 0), error::closed,
-    /// asio::error::operation_aborted (cancelled). The permit is empty on error.
+    /// Errors: error::timed_out (max_wait 0 and no slot free, or the deadline reached while
+    /// queued), error::queue_full, error::exceeds_limit (n above the limit),
+    /// error::invalid_count (n == 0), error::closed, asio::error::operation_aborted
+    /// (cancelled). The permit is empty on error.
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, permit))
                   Token = boost::asio::default_completion_token_t<executor_type>>
     auto async_acquire(std::uint64_t n, std::chrono::nanoseconds max_wait,
@@ -176,54 +263,51 @@ public:
     /// Waits for one slot for at most max_wait. On failure the permit is empty and its
     /// error() tells why (timed_out(), closed(), or another error, operation_aborted when
     /// cancelled). It never throws for an error_code.
-    boost::asio::awaitable<permit> acquire(std::chrono::nanoseconds max_wait = wait_forever)
-    {
-        return acquire(1, max_wait);
-    }
+    boost::asio::awaitable<permit> acquire(std::chrono::nanoseconds max_wait = wait_forever) { return acquire(1, max_wait); }
 
     /// Waits for n slots; see acquire(max_wait).
     boost::asio::awaitable<permit> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
     {
-        // A failed acquire's permit is empty and carries the error.
-        auto result = co_await async_acquire(n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
-        co_return std::move(std::get<1>(result));
+        return detail::await_acquire(async_acquire(n, max_wait, boost::asio::deferred));
     }
 
-    /// Changes the limit; permits out stay valid, waiters are granted as slots allow. A
-    /// waiter asking for more than the new limit completes with error::exceeds_limit.
+    /// Changes the limit (concurrency_limit); permits out stay valid, waiters are admitted
+    /// as slots allow. A waiter asking for more than the new limit completes with
+    /// error::exceeds_limit. Throws system_error(error::invalid_limit) for 0.
     void set_limit(std::uint64_t limit)
+        requires(!Queue::samples)
     {
-        check(limit);
-        state_->update([limit](detail::slot_queue& q, std::int64_t, detail::completion_list& done) {
-            q.set_limit(limit, done);
-        });
+        detail::slot_queue::check(limit);
+        state_->update([limit](Queue& q, std::int64_t, detail::completion_list& done) { q.set_limit(limit, done); });
     }
 
     /// Completes every pending waiter with error::closed; later requests fail the same way.
     /// Permits already out stay valid.
     void close() { state_->close(); }
 
+    /// The most slots held at once, now.
+    std::uint64_t limit() const
+    {
+        return state_->inspect([](const Queue& q) { return q.limit(); });
+    }
+
     /// Slots held by permits now.
     std::uint64_t in_use() const
     {
-        return state_->inspect([](const detail::slot_queue& q) { return q.in_use(); });
-    }
-
-    /// The most slots held at once.
-    std::uint64_t limit() const
-    {
-        return state_->inspect([](const detail::slot_queue& q) { return q.limit(); });
+        return state_->inspect([](const Queue& q) { return q.in_use(); });
     }
 
     /// Requests waiting now.
     std::size_t queued() const { return state_->queued(); }
 
-    /// What callers were answered so far, and how long they waited (see limiter_stats).
+    /// What callers were answered so far and how long they waited, and for an adaptive
+    /// limit its controller's counters (the adaptive group: samples, drops, increases and
+    /// decreases of the limit). See limiter_stats.
     limiter_stats stats() const { return state_->stats(); }
 
 private:
-    // The handler receives a permit owning the granted slots; a grant dropped unrun (its
-    // executor shut down) frees them.
+    // The handler receives a permit owning the admitted slots; an admission dropped unrun (its
+    // executor shut down) returns them without a sample.
     struct permit_grant {
         static std::tuple<permit> make(const boost::system::error_code& ec, std::uint64_t n,
                                        const std::shared_ptr<state_type>& s)
@@ -233,23 +317,21 @@ private:
 
         static void drop(state_type& s, const boost::system::error_code& ec, std::uint64_t n) noexcept
         {
-            if (!ec) give_back(s, n);
+            if (!ec) give_back(s, n, 0, detail::sample_kind::ignored);
         }
     };
 
-    static void give_back(state_type& s, std::uint64_t n) noexcept
+    static void give_back(state_type& s, std::uint64_t n, std::int64_t start, detail::sample_kind kind) noexcept
     {
-        s.update([n](detail::slot_queue& q, std::int64_t, detail::completion_list& done) { q.release(n, done); });
-    }
-
-    static std::uint64_t check(std::uint64_t limit)
-    {
-        if (limit == 0)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return limit;
+        s.update([=](Queue& q, std::int64_t now, detail::completion_list& done) { q.complete(n, start, kind, now, done); });
     }
 
     std::shared_ptr<state_type> state_;
 };
+
+/// A fixed limit of concurrent operations: concurrency_limit(ex or io_context, limit,
+/// [limiter_options]).
+template <class Clock = default_clock, class Executor = boost::asio::any_io_executor>
+using concurrency_limit = basic_concurrency_limit<detail::slot_queue, Clock, Executor>;
 
 } // namespace sluice

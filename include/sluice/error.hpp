@@ -10,8 +10,8 @@ namespace sluice {
 
 /// Errors reported by sluice, named for what was wrong. Completion handlers receive them
 /// as boost::system::error_code; constructors and setters throw them as
-/// boost::system::system_error. docs/guide.md ("Errors") has the same table with where
-/// each one comes from.
+/// boost::system::system_error. docs/guide.md ("Errors") has them in one table, with
+/// what returns each.
 enum class error {
     /// A rate is zero, negative, NaN, infinite, or faster than one permit per nanosecond.
     invalid_rate = 1,
@@ -27,11 +27,11 @@ enum class error {
     /// A request asked for zero permits.
     invalid_count,
 
-    /// A request asked for more permits than the limiter can ever grant at once (more
-    /// than its burst or limit): it would never be granted.
+    /// A request asked for more permits than the limiter can ever admit at once (more
+    /// than its burst or limit): it would never be admitted.
     exceeds_limit,
 
-    /// The request could not be granted within its max_wait: predicted at once (nothing
+    /// The request could not be admitted within its max_wait: predicted at once (nothing
     /// was consumed), or its deadline passed while it waited.
     timed_out,
 

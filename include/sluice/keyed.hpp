@@ -1,9 +1,10 @@
 // Keyed limiters: one limiter per client, host or API key, with bounded memory.
 #pragma once
 
-#include <sluice/basic_limiter.hpp>
+#include <sluice/rate_limiter.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/immediate.hpp>
 #include <sluice/detail/keyed_core.hpp>
 #include <sluice/detail/trailing_options.hpp>
 #include <sluice/error.hpp>
@@ -11,6 +12,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
@@ -85,9 +87,9 @@ struct key_hash<detail::uint128> {
 /// IPv6 address as boost::asio::ip::address_v4 / address_v6 or as an unsigned __int128,
 /// or any type with a Hash and a KeyEqual. A check is one look-up in a flat hash table
 /// whose slot holds the key and, for token and leaky buckets, the key's whole state in 8
-/// bytes (the configuration is shared): a tracked key costs about 40 bytes at the cap
-/// (strings up to 15 characters, 128-bit keys), 31 for 64-bit and IPv4 keys. A key that
-/// waits, has an override, or uses another policy has its policy on the heap as well.
+/// bytes (the configuration is shared). A key that waits, has an override, or uses another
+/// policy has its policy on the heap as well. Bytes per key and ns per check, by key type:
+/// benchmarks/RESULTS.md, "keyed".
 ///
 /// Memory is bounded: at most keyed_options::max_keys keys are tracked. A key is evicted
 /// only when it is idle (its state is back to that of a new limiter and nobody waits on
@@ -97,20 +99,13 @@ struct key_hash<detail::uint128> {
 /// one limiter shared by all such keys (by default configured like one key): a flood of
 /// new keys neither grows memory nor gets through unlimited.
 ///
-/// Executor: every key's limiter, and the overflow limiter, run their timers on the keyed
-/// limiter's executor. Completion handlers run on their associated executor (that one when
-/// they have none), never inside async_acquire or another completion, and never with a
-/// lock held.
-///
-/// Cancellation: async_acquire honours terminal, partial and total cancellation while it
-/// waits, as Limiter does: it completes with asio::error::operation_aborted, gives back
-/// what it had reserved, and the key's waiters behind it move up. close() and the
-/// destructor complete every waiter of every key with error::closed.
+/// Executor, cancellation and errors: as rate_limiter's (its class comment), per key.
+/// Every key's timer, and the overflow limiter's, runs on the keyed limiter's executor;
+/// close() and the destructor complete every waiter of every key with error::closed.
 ///
 /// Thread-safety: shared objects are safe from any number of threads. Keys are spread
-/// over shards, each with its own short lock (a look-up in a flat hash set and one
-/// decision, held for a few hundred nanoseconds at most: it spins briefly before it
-/// sleeps); no lock is global.
+/// over shards, each with its own short lock (held for one look-up in a flat hash set and
+/// one decision: it spins briefly before it sleeps); no lock is global.
 template <class Limiter, class Key = std::string, class Hash = key_hash<Key>, class KeyEqual = std::equal_to<>>
 class keyed {
     using core_type = detail::keyed_core<Limiter, Key, Hash, KeyEqual>;
@@ -126,8 +121,8 @@ public:
     using clock_type = typename Limiter::clock_type;
     /// The executor of the timers, and the default one of completion handlers.
     using executor_type = typename Limiter::executor_type;
-    /// One key's configuration: Limiter::policy_args(args...).
-    using config_type = typename Limiter::policy_config;
+    /// One key's configuration: Limiter::config(args...).
+    using config_type = typename detail::policy_config<policy_type>::type;
 
     /// The limiter's type on another executor type, as on Asio's I/O objects (what
     /// `use_awaitable_t<>::as_default_on_t` needs).
@@ -137,7 +132,7 @@ public:
         using other = keyed<typename Limiter::template rebind_executor<OtherExecutor>::other, Key, Hash, KeyEqual>;
     };
 
-    /// Every key is configured by Limiter::policy_args(args...), as one Limiter would be:
+    /// Every key is configured by Limiter::config(args...), as one Limiter would be:
     /// keyed(ex, limiter config args..., [options]). The options must be a named object or
     /// `sluice::keyed_options{...}` (a braced list cannot be deduced into the pack). Throws
     /// like Limiter's constructor for a bad configuration, and system_error(error::
@@ -147,7 +142,7 @@ public:
         : core_(detail::with_trailing_options<keyed_options>(
               [&ex](const keyed_options& opts, auto&&... config) {
                   return std::make_shared<core_type>(ex, opts,
-                                                     Limiter::policy_args(std::forward<decltype(config)>(config)...));
+                                                     Limiter::config(std::forward<decltype(config)>(config)...));
               },
               std::forward<Args>(args)...))
     {
@@ -183,7 +178,7 @@ public:
     /// The executor the keys' timers run on.
     executor_type get_executor() const noexcept { return core_->get_executor(); }
 
-    /// Grants n permits of `key` now if possible. `key` is anything Hash and KeyEqual take
+    /// Admits n permits of `key` now if possible. `key` is anything Hash and KeyEqual take
     /// (a std::string_view for string keys): no Key is built unless the key is new.
     template <class K>
     decision try_acquire(const K& key, std::uint64_t n = 1)
@@ -191,42 +186,64 @@ public:
         return core_->try_acquire(key, n);
     }
 
-    /// Waits until n permits of `key` are granted; the same contract as
-    /// basic_limiter::async_acquire (errors, cancellation, executor), per key. `key` is
-    /// looked up when the operation starts: with a deferred token it must live until then.
+    /// try_acquire as an asynchronous operation, as rate_limiter::async_try_acquire, per
+    /// key. `key` is decay-copied.
+    template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, decision))
+                           Token = boost::asio::default_completion_token_t<executor_type>>
+    auto async_try_acquire(const K& key, std::uint64_t n,
+                           Token&& token = boost::asio::default_completion_token_t<executor_type>())
+    {
+        return boost::asio::async_initiate<Token, void(boost::system::error_code, decision)>(
+            [](auto handler, std::shared_ptr<core_type> core, const auto& key, std::uint64_t n) {
+                boost::system::error_code ec;
+                decision d;
+                if (core->closed())
+                    ec = error::closed;
+                else
+                    d = core->try_acquire(key, n);
+                detail::post_answer(std::move(handler), core->get_executor(), ec, d);
+            },
+            token, core_, key, n);
+    }
+
+    /// Waits until n permits of `key` are admitted; the same contract as
+    /// rate_limiter::async_acquire (errors, cancellation, executor), per key. `key` is
+    /// decay-copied, as Asio's initiating functions do: a temporary key is safe with a
+    /// deferred token. (A std::string_view stays a view: the characters must live until the
+    /// operation starts.)
     template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
                            Token = boost::asio::default_completion_token_t<executor_type>>
     auto async_acquire(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait,
                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
     {
         return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-            detail::initiate_acquire<core_type>{core_}, token, n, max_wait.count(), &key);
+            detail::initiate_acquire<core_type>{core_}, token, n, max_wait.count(), key);
     }
 
-    /// Waits for one permit of `key` for at most max_wait; the result tells granted, timed
-    /// out, closed or another error, as basic_limiter::acquire. It never throws for an
-    /// error_code.
+    /// Waits for one permit of `key` for at most max_wait; the result tells admitted, timed
+    /// out, closed or another error, as rate_limiter::acquire. It never throws for an
+    /// error_code. The key is copied into the coroutine.
     template <class K>
     boost::asio::awaitable<acquire_result> acquire(const K& key, std::chrono::nanoseconds max_wait = wait_forever)
     {
         return acquire(key, 1, max_wait);
     }
 
-    /// Waits for n permits of `key`; see acquire(key, max_wait). The key is copied.
+    /// Waits for n permits of `key`; see acquire(key, max_wait).
     template <class K>
     boost::asio::awaitable<acquire_result> acquire(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
     {
-        return acquire_impl(Key(key), n, max_wait);
+        return detail::await_acquire(async_acquire(Key(key), n, max_wait, boost::asio::deferred));
     }
 
-    /// Configures `key` by Limiter::policy_args(args...) from now on, also after it is
+    /// Configures `key` by Limiter::config(args...) from now on, also after it is
     /// evicted. A tracked key changes at once and keeps what it has consumed; its waiters
     /// are rescheduled. Throws like the constructor (error::invalid_option for a window
     /// length that cannot change on a tracked key). Overrides are kept until cleared.
     template <class K, class... Args>
     void set_override(const K& key, Args&&... args)
     {
-        core_->set_override(key, Limiter::policy_args(std::forward<Args>(args)...));
+        core_->set_override(key, Limiter::config(std::forward<Args>(args)...));
     }
 
     /// Returns `key` to the shared configuration.
@@ -240,7 +257,7 @@ public:
     template <class... Args>
     void set_overflow(Args&&... args)
     {
-        core_->set_overflow(Limiter::policy_args(std::forward<Args>(args)...));
+        core_->set_overflow(Limiter::config(std::forward<Args>(args)...));
     }
 
     /// Requests waiting on `key` now.
@@ -261,8 +278,11 @@ public:
     /// requests themselves).
     void sweep() { core_->sweep(); }
 
-    /// Counters: keys tracked, created, evicted, overflow requests and admissions.
-    keyed_stats stats() const { return core_->stats(); }
+    /// The requests of every key and of the overflow limiter, as one limiter counts them
+    /// (evicted keys' included), and the keys group: keys tracked, created, evicted,
+    /// overflow requests and admissions, keys with a waiting queue. Taking them visits the
+    /// keys that have a waiting queue now.
+    limiter_stats stats() const { return core_->stats(); }
 
     /// Shards the store was split into.
     std::size_t shards() const noexcept { return core_->shard_count(); }
@@ -271,12 +291,6 @@ public:
     void close() { core_->close(); }
 
 private:
-    boost::asio::awaitable<acquire_result> acquire_impl(Key key, std::uint64_t n, std::chrono::nanoseconds max_wait)
-    {
-        auto [ec] = co_await async_acquire(key, n, max_wait, boost::asio::as_tuple(boost::asio::use_awaitable));
-        co_return acquire_result(ec);
-    }
-
     std::shared_ptr<core_type> core_;
 };
 

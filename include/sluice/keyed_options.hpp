@@ -1,8 +1,7 @@
-// Options and counters of a keyed limiter.
+// Options of a keyed limiter.
 #pragma once
 
 #include <sluice/limiter_options.hpp>
-#include <sluice/limiter_stats.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -31,34 +30,6 @@ struct keyed_options {
 
     /// Options of each key's waiting queue (max_queued is per key).
     limiter_options limiter{};
-};
-
-/// Counters of a keyed limiter, summed over its shards.
-struct keyed_stats {
-    /// Keys tracked now (at most max_keys).
-    std::size_t keys = 0;
-
-    /// Keys created since construction.
-    std::uint64_t created = 0;
-
-    /// Idle keys evicted since construction (never one with state or waiters).
-    std::uint64_t evicted = 0;
-
-    /// Requests for keys that could not be tracked (the cap was reached with nothing to
-    /// evict), served by the overflow limiter.
-    std::uint64_t overflow_requests = 0;
-
-    /// Of those, the requests the overflow limiter granted (less those cancelled after).
-    std::uint64_t overflow_admitted = 0;
-
-    /// Keys with a waiting queue allocated now (it is freed when the key is looked at by
-    /// the eviction wheel with nobody waiting).
-    std::size_t waiting_keys = 0;
-
-    /// The requests of every key and of the overflow limiter, as one limiter's stats()
-    /// counts them (evicted keys' included). Taking them visits the keys that have a
-    /// waiting queue now.
-    limiter_stats requests;
 };
 
 } // namespace sluice

@@ -26,11 +26,10 @@ struct limiter_options {
     /// Ignored in strict mode.
     std::chrono::nanoseconds coalesce = std::chrono::microseconds(200);
 
-    /// Strict wait: timers wake tens of microseconds late, so waits end late. In strict
-    /// mode the last `strict_threshold` of a wait is spent yielding to the executor
-    /// (re-posting) and the last 30 us watching the clock, until the exact time: precise to
-    /// about a microsecond, at the price of a busy executor during that stretch. Off by
-    /// default.
+    /// Strict wait: timers wake late by the reactor's own latency, so waits end late. In
+    /// strict mode the last `strict_threshold` of a wait is spent yielding to the executor
+    /// (re-posting) and the last 30 us watching the clock, until the exact time, at the price
+    /// of a busy executor during that stretch. Off by default.
     bool strict = false;
 
     /// How much of the end of each wait strict mode spends yielding instead of sleeping.
@@ -38,8 +37,8 @@ struct limiter_options {
 
     /// Counts try_acquire calls in stats() (try_admitted, try_refused). Off by default:
     /// try_acquire is lock-free, and a shared counter would make every call write a cache
-    /// line that all cores contend for (an atomic increment, a few nanoseconds alone and
-    /// far more under contention). Requests that may wait are always counted.
+    /// line that all cores contend for (one atomic increment, far costlier under
+    /// contention). Requests that may wait are always counted.
     bool count_try_acquire = false;
 };
 

@@ -1,5 +1,4 @@
-// Counters of an asynchronous limiter: what its callers were answered, and how long they
-// waited.
+// The counters every limiter reports: one type for all of them (stats()).
 #pragma once
 
 #include <chrono>
@@ -8,24 +7,28 @@
 
 namespace sluice {
 
-/// Counters of one limiter since construction (stats() on every asynchronous limiter).
+/// What a limiter answered since construction: the one type stats() returns on every
+/// limiter, local, keyed, concurrency, adaptive or shared. A field that does not apply to
+/// a limiter stays zero (each group says where it applies).
 ///
-/// Requests are async_acquire, acquire and acquire_blocking calls; each is counted once,
-/// when it is answered, under exactly one of admitted, refused, timed_out, cancelled and
-/// closed. A snapshot is taken under the limiter's lock, so those five, waiting and the
-/// waits agree with each other. try_acquire is counted apart, and only when
-/// limiter_options::count_try_acquire is set: its counts are read without the lock.
+/// Requests are the calls that may wait (async_acquire, acquire, acquire_blocking); each is
+/// counted once, when it is answered, under exactly one of admitted, refused, timed_out,
+/// cancelled and closed. A local limiter takes its snapshot under its lock, so those five,
+/// waiting and the waits agree with each other. try_acquire and async_try_acquire are
+/// counted apart: by a local limiter only when limiter_options::count_try_acquire is set
+/// (they are lock-free, and a shared counter would make every call write one contended
+/// cache line), by a shared limiter always.
 struct limiter_stats {
-    /// Requests granted, at once or after waiting.
+    /// Requests admitted, at once or after waiting.
     std::uint64_t admitted = 0;
 
-    /// Requests refused for a reason other than time: error::queue_full,
-    /// error::exceeds_limit, error::invalid_count.
+    /// Requests refused for a reason other than time or closing: error::queue_full,
+    /// error::exceeds_limit, error::invalid_count, and for a shared limiter the backend's
+    /// errors (error::backend_unavailable, backend_error, protocol_error).
     std::uint64_t refused = 0;
 
-    /// Requests refused because the wait would pass their max_wait (error::
-    /// timed_out, at once and with nothing consumed), or whose max_wait passed
-    /// while they waited (error::timed_out).
+    /// Requests refused with error::timed_out: predicted to wait beyond their max_wait (at
+    /// once, with nothing consumed), or still waiting at their deadline.
     std::uint64_t timed_out = 0;
 
     /// Requests cancelled while they waited (operation_aborted).
@@ -34,22 +37,92 @@ struct limiter_stats {
     /// Requests answered with error::closed: pending at close() or made after it.
     std::uint64_t closed = 0;
 
-    /// Requests waiting now, asynchronous and blocking.
+    /// Requests waiting now.
     std::size_t waiting = 0;
 
     /// Of the admitted requests, those that had to wait.
     std::uint64_t waited = 0;
 
-    /// The time the admitted requests spent waiting, summed (a request granted at once
-    /// counts 0), as measured on the limiter's clock; saturates at its maximum.
+    /// The time the admitted requests spent waiting, summed (a request admitted at once
+    /// counts 0), measured on the limiter's clock; saturates at its maximum.
     std::chrono::nanoseconds total_wait{0};
-    /// The longest time one admitted request waited.
-    std::chrono::nanoseconds max_wait{0};
 
-    /// try_acquire calls granted (with limiter_options::count_try_acquire).
+    /// The longest time one admitted request waited.
+    std::chrono::nanoseconds longest_wait{0};
+
+    /// Tries admitted (see the class comment for when tries are counted).
     std::uint64_t try_admitted = 0;
-    /// try_acquire calls refused (with limiter_options::count_try_acquire).
+
+    /// Tries refused.
     std::uint64_t try_refused = 0;
+
+    /// Keyed limiters (sluice::keyed); zero elsewhere.
+    struct key_counts {
+        /// Keys tracked now (at most keyed_options::max_keys).
+        std::size_t tracked = 0;
+        /// Keys created since construction.
+        std::uint64_t created = 0;
+        /// Idle keys evicted (never one with state or waiters).
+        std::uint64_t evicted = 0;
+        /// Requests and tries for keys that could not be tracked (the cap was reached with
+        /// nothing idle), served by the overflow limiter.
+        std::uint64_t overflow_requests = 0;
+        /// Of those, the ones the overflow limiter admitted (less those cancelled after).
+        std::uint64_t overflow_admitted = 0;
+        /// Keys with a waiting queue allocated now.
+        std::size_t waiting = 0;
+    } keys; ///< Keyed limiters' counts (sluice::keyed); zero elsewhere.
+
+    /// Limiters whose state lives in a shared backend (sluice::redis); zero elsewhere.
+    struct backend_counts {
+        /// Commands sent (decisions, reservations, leases, refunds, configuration).
+        std::uint64_t commands = 0;
+        /// Commands that failed: unreachable, no reply in time, error replies, malformed
+        /// replies.
+        std::uint64_t errors = 0;
+        /// Requests and tries answered by the failure policy while the backend was away.
+        std::uint64_t fallback_decisions = 0;
+        /// Leased slots dropped unused (held past their time), lost to every process.
+        std::uint64_t lease_expired = 0;
+        /// The round trip of the last reply.
+        std::chrono::microseconds last_round_trip{0};
+        /// The backend's clock minus this host's system_clock, estimated from the last
+        /// reply (0 before the first). Decisions never use it: they run on the backend's
+        /// clock.
+        std::chrono::microseconds clock_offset{0};
+        /// True while requests go to the failure policy.
+        bool degraded = false;
+    } backend; ///< Shared limiters' counts (sluice::redis); zero elsewhere.
+
+    /// Adaptive limiters (adaptive_rate, adaptive_concurrency); zero elsewhere.
+    struct adaptive_counts {
+        /// adaptive_concurrency: completed operations fed to the controller.
+        std::uint64_t samples = 0;
+        /// adaptive_concurrency: of those, the ones that failed from overload (drop()).
+        std::uint64_t dropped = 0;
+        /// adaptive_concurrency: times the limit went up.
+        std::uint64_t increases = 0;
+        /// Times the limit went down (adaptive_concurrency), or the rate was cut on a
+        /// refusal (adaptive_rate).
+        std::uint64_t decreases = 0;
+        /// adaptive_rate: times the rate in force moved.
+        std::uint64_t adaptations = 0;
+        /// adaptive_rate: server responses fed.
+        std::uint64_t responses = 0;
+        /// adaptive_rate: of those, refusals (429 or 503).
+        std::uint64_t refusals = 0;
+        /// adaptive_rate: responses whose RateLimit fields set the rate.
+        std::uint64_t with_fields = 0;
+        /// adaptive_rate: fields ignored as malformed (up to three a response).
+        std::uint64_t malformed_fields = 0;
+        /// adaptive_rate: pauses started or extended (Retry-After, or a refusal).
+        std::uint64_t pauses = 0;
+        /// adaptive_rate: pauses cut to adaptive_rate_options::max_pause.
+        std::uint64_t pauses_cut = 0;
+        /// adaptive_rate: times a server's fields contradicted its refusals and were
+        /// distrusted.
+        std::uint64_t distrusted = 0;
+    } adaptive; ///< Adaptive limiters' counts (adaptive_rate, adaptive_concurrency); zero elsewhere.
 };
 
 } // namespace sluice

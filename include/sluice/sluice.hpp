@@ -8,7 +8,7 @@
 #include <sluice/adaptive_rate.hpp>
 #include <sluice/adaptive_rate_controller.hpp>
 #include <sluice/all_of.hpp>
-#include <sluice/basic_limiter.hpp>
+#include <sluice/rate_limiter.hpp>
 #include <sluice/coarse_clock.hpp>
 #include <sluice/concurrency_limit.hpp>
 #include <sluice/decision.hpp>

@@ -62,7 +62,8 @@ inline std::int64_t tsc_scale(std::uint64_t ticks, std::uint64_t mult) noexcept
 } // namespace detail
 
 /// A std::chrono clock (a Clock for every limiter) that reads the x86 time-stamp counter
-/// (rdtsc) and scales it to nanoseconds: about half the cost of steady_clock::now().
+/// (rdtsc) and scales it to nanoseconds: cheaper than steady_clock::now() (see
+/// benchmarks/RESULTS.md, "try").
 /// Its time points are on steady_clock's time line (same epoch), within the bound below.
 ///
 /// Used only where the counter is a clock: the CPU reports an invariant TSC (cpuid
@@ -79,7 +80,7 @@ inline std::int64_t tsc_scale(std::uint64_t ticks, std::uint64_t mult) noexcept
 /// of the next line so that the error left is worked off by its end (slewing by at most
 /// 1% from the measured rate; a tsc_clock behind steady_clock by more than 20 us steps
 /// forward instead). Each line starts exactly where the previous one ends; the others
-/// read on meanwhile. Measured: 0.45 us at worst against steady_clock over 200 ms.
+/// read on meanwhile.
 ///
 /// Guarantees:
 /// - Drift: |tsc_clock - steady_clock| <= 50 us (max_drift), plus the jitter of reading
@@ -89,13 +90,14 @@ inline std::int64_t tsc_scale(std::uint64_t ticks, std::uint64_t mult) noexcept
 /// - Across threads, as monotonic as rdtsc itself: the instruction is not ordered with
 ///   the loads before it, so a read that follows another thread's read through a
 ///   synchronisation may see the counter up to a cache miss earlier, plus whatever skew
-///   the counters of two cores have (none on bare metal with an invariant TSC; a virtual
-///   machine measured up to 1.8 us). Ordering it (lfence) would cost as much as
+///   the counters of two cores have (none on bare metal with an invariant TSC; microseconds
+///   on some virtual machines). Ordering it (lfence) would cost as much as
 ///   steady_clock; a limiter does not need it: its policies already take readings that
 ///   arrive out of order. No check of the cores' skew is made at calibration.
 /// - now() is lock-free except while a resynchronisation is overdue (nobody read the
 ///   clock in the last 100 us of a line, e.g. after an idle spell): then one reader
-///   resynchronises and readers arriving meanwhile wait for it (a few hundred ns).
+///   resynchronises and readers arriving meanwhile wait for it (one comparison of the two
+///   clocks).
 ///
 /// Timers: a limiter on tsc_clock arms an Asio timer on it; the reactor sleeps for the
 /// difference to tsc_clock::now() and checks again on waking, so timers behave as on

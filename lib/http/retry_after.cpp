@@ -211,8 +211,11 @@ boost::system::result<std::string> format_http_date(sys_seconds when)
 std::chrono::seconds retry_after::delay_from(std::chrono::system_clock::time_point now) const noexcept
 {
     if (kind == form::delay_seconds) return delay;
-    if (date <= now) return std::chrono::seconds{0};
-    return std::chrono::ceil<std::chrono::seconds>(date - now);
+    // In whole seconds: nanoseconds since 1970 end in 2262, an HTTP-date in 9999, so `now`
+    // comes down to the date's unit rather than the date up to now's (which overflowed).
+    // For a date after now, ceil(date - now) = date - floor(now).
+    const auto now_s = std::chrono::floor<std::chrono::seconds>(now);
+    return date > now_s ? date - now_s : std::chrono::seconds{0};
 }
 
 boost::system::result<retry_after> parse_retry_after(std::string_view text, std::chrono::system_clock::time_point now)

@@ -10,6 +10,7 @@
 #include <sluice/redis/detail/cluster_impl.hpp>
 
 #include "backoff.hpp"
+#include "cluster_replies.hpp"
 #include "pending_op.hpp"
 
 #include <sluice/error.hpp>
@@ -71,24 +72,6 @@ asio::awaitable<result> node_eval(std::shared_ptr<connection_impl> c, const scri
             eval(c, s, std::move(keys), std::move(args), exec_handler(std::move(h)));
         },
         use_tuple, std::move(keys), std::move(args));
-}
-
-// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" -> (slot, "127.0.0.1:6381")
-std::optional<std::pair<std::uint16_t, std::string>> redirect(const std::string& err,
-                                                              std::string_view kind)
-{
-    if (err.size() <= kind.size() + 1 || err.compare(0, kind.size(), kind) != 0
-        || err[kind.size()] != ' ')
-        return std::nullopt;
-    auto rest = std::string_view(err).substr(kind.size() + 1);
-    auto sp = rest.find(' ');
-    if (sp == std::string_view::npos) return std::nullopt;
-    unsigned slot = 0;
-    auto [p, ec] = std::from_chars(rest.data(), rest.data() + sp, slot);
-    if (ec != std::errc() || p != rest.data() + sp || slot >= cluster_slots) return std::nullopt;
-    auto addr = std::string(rest.substr(sp + 1));
-    if (addr.empty() || addr.find(':') == std::string::npos) return std::nullopt;
-    return std::pair{static_cast<std::uint16_t>(slot), std::move(addr)};
 }
 
 } // namespace
@@ -207,12 +190,12 @@ private:
             // requests (this one fails: it may have run).
             if (ec == error::backend_unavailable) self->spawn_refresh();
             if ((ec && ec != error::backend_error) || !r.is_error()) break;
-            if (auto to = redirect(r.str, "MOVED")) {
+            if (auto to = parse_redirect(r.str, "MOVED")) {
                 self->set_owner(to->first, to->second);
                 self->spawn_refresh();
                 continue;
             }
-            if (auto to = redirect(r.str, "ASK")) {
+            if (auto to = parse_redirect(r.str, "ASK")) {
                 ask = to->second;
                 continue;
             }
@@ -267,24 +250,13 @@ private:
 
     bool apply(const reply& slots)
     {
+        auto ranges = parse_cluster_slots(slots, cfg_.host);
+        if (ranges.empty()) return false;
         std::vector<std::uint16_t> next(cluster_slots, no_owner);
-        bool any = false;
-        for (const auto& range : slots.elements) {
-            if (range.type != reply::kind::array || range.elements.size() < 3) continue;
-            const auto& lo = range.elements[0];
-            const auto& hi = range.elements[1];
-            const auto& master = range.elements[2];
-            if (lo.type != reply::kind::integer || hi.type != reply::kind::integer
-                || master.type != reply::kind::array || master.elements.size() < 2
-                || lo.integer < 0 || hi.integer >= cluster_slots || lo.integer > hi.integer)
-                continue;
-            std::string host = master.elements[0].str;
-            if (host.empty()) host = cfg_.host;   // "": the node we asked
-            auto idx = intern(host + ":" + std::to_string(master.elements[1].integer));
-            for (auto s = lo.integer; s <= hi.integer; ++s) next[static_cast<std::size_t>(s)] = idx;
-            any = true;
+        for (const auto& r : ranges) {
+            auto idx = intern(r.address);
+            for (std::size_t s = r.first; s <= r.last; ++s) next[s] = idx;
         }
-        if (!any) return false;
         owner_ = std::move(next);
         has_map_ = true;
         return true;

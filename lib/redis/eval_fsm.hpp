@@ -27,17 +27,20 @@ public:
     /// one.
     next on_evalsha(boost::system::error_code& ec, reply& r)
     {
-        if (!ec && r.is_error() && r.str.starts_with("NOSCRIPT") && !reloaded_) {
+        const bool noscript = !ec && r.is_error() && r.str.starts_with("NOSCRIPT");
+        if (noscript && !reloaded_) {
             reloaded_ = true;
             return next::reload;
         }
-        if (!ec && load_error_.is_error()) r = std::move(load_error_);
+        // Only in place of the NOSCRIPT: another client may have loaded the script
+        // meanwhile, and a reply that ran it (and maybe consumed permits) is the answer.
+        if (noscript && load_error_.is_error()) r = std::move(load_error_);
         if (!ec && r.is_error()) ec = error::backend_error;
         return next::done;
     }
 
     /// The reply to SCRIPT LOAD: an error (the script does not compile) is kept, to answer
-    /// with instead of the NOSCRIPT that follows it.
+    /// with instead of the NOSCRIPT that follows it (and of nothing else).
     void on_load(const boost::system::error_code& ec, reply r)
     {
         if (!ec && r.is_error()) load_error_ = std::move(r);

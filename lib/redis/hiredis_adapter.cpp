@@ -32,6 +32,35 @@ using boost::system::error_code;
 
 namespace {
 
+// hiredis 0.14's reader allocates an aggregate's declared size before any element arrives:
+// "*666666630\r\n" from a broken or hostile server asks for 5 GB. hiredis 1.0 bounds it
+// (maxelements); 0.14 has no such field, so every reader sluice creates gets the default
+// reply functions with createArray refusing more than max_elements (hiredis then answers
+// REDIS_ERR_OOM: a protocol error, the link dropped). sluice's largest reply (CLUSTER
+// SLOTS, a Sentinel list) has a few thousand elements at most.
+constexpr int max_elements = 1 << 16;
+
+void* (*default_create_array)(const redisReadTask*, int) = nullptr;
+
+void* bounded_create_array(const redisReadTask* task, int elements)
+{
+    return elements > max_elements ? nullptr : default_create_array(task, elements);
+}
+
+redisReplyObjectFunctions* bounded_functions()
+{
+    static redisReplyObjectFunctions fns = [] {
+        redisReader* r = redisReaderCreate();
+        if (!r) throw std::bad_alloc();
+        redisReplyObjectFunctions f = *r->fn;
+        redisReaderFree(r);
+        default_create_array = f.createArray;
+        f.createArray = &bounded_create_array;
+        return f;
+    }();
+    return &fns;
+}
+
 reply convert(const redisReply* r)
 {
     reply out;
@@ -140,6 +169,7 @@ bool hiredis_adapter::connect(const std::string& address, std::uint16_t port,
         redisAsyncFree(ac);
         return false;
     }
+    ac->c.reader->fn = bounded_functions();
     ac_ = ac;
     owner_ = std::move(owner);
     ++gen_;
@@ -255,7 +285,7 @@ std::string format_commands(const std::vector<std::vector<std::string>>& command
     return wire;
 }
 
-reply_reader::reply_reader() : reader_(redisReaderCreate())
+reply_reader::reply_reader() : reader_(redisReaderCreateWithFunctions(bounded_functions()))
 {
     if (!reader_) throw std::bad_alloc();
 }

@@ -2,11 +2,12 @@
 // set and eviction wheel, plus the overflow limiter.
 #pragma once
 
-#include <sluice/basic_limiter.hpp>
+#include <sluice/rate_limiter.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/detail/compact_state.hpp>
 #include <sluice/detail/idle_wheel.hpp>
 #include <sluice/detail/keyed_key.hpp>
+#include <sluice/detail/policy_config.hpp>
 #include <sluice/detail/policy_ref.hpp>
 #include <sluice/detail/request_counters.hpp>
 #include <sluice/detail/short_mutex.hpp>
@@ -52,7 +53,7 @@ public:
     using policy_type = typename Limiter::policy_type;
     using clock_type = typename Limiter::clock_type;
     using executor_type = typename Limiter::executor_type;
-    using config_type = typename Limiter::policy_config;
+    using config_type = typename policy_config<policy_type>::type;
     // A key's waiting queue and timer, created once a request of the key has to wait
     // (and the overflow limiter's): the engine of a single limiter over the entry's policy.
     using wait_state = rate_engine<policy_ref<policy_type>, clock_type, executor_type>;
@@ -113,13 +114,12 @@ public:
         return overflow_.waits->try_acquire(n);   // counted by the overflow's policy_ref
     }
 
-    // Starts an acquire for `w` on *key (see initiate_acquire): answered here when nobody
+    // Starts an acquire for `w` on `key` (see initiate_acquire): answered here when nobody
     // waits on the key, else bound to the key's engine (or the overflow's) and started
     // there.
     template <class Bind, class K>
-    void start(waiter* w, std::uint64_t n, std::int64_t max_wait, Bind& bind, const K* key_ptr)
+    void start(waiter* w, std::uint64_t n, std::int64_t max_wait, Bind& bind, const K& key)
     {
-        const K& key = *key_ptr;
         if (max_wait < 0) max_wait = 0;
         w->n = n;
         std::size_t h = hash_(key);
@@ -247,18 +247,18 @@ public:
         }
     }
 
-    keyed_stats stats() const
+    limiter_stats stats() const
     {
-        keyed_stats st;
+        limiter_stats::key_counts keys;
         request_counters requests;
         std::size_t waiting = 0;
         for (auto& s : shards_) {
             std::lock_guard lock(s->mutex);
-            st.keys += s->set.size();
-            st.created += s->created;
-            st.evicted += s->evicted;
-            st.overflow_requests += s->overflow_requests;
-            st.waiting_keys += s->waiting;
+            keys.tracked += s->set.size();
+            keys.created += s->created;
+            keys.evicted += s->evicted;
+            keys.overflow_requests += s->overflow_requests;
+            keys.waiting += s->waiting;
             requests.add(s->requests.snapshot(0));
             if (s->waiting == 0)
                 continue;
@@ -273,12 +273,15 @@ public:
         }
         limiter_stats o = overflow_.waits->stats();
         requests.add(o);
-        st.requests = requests.snapshot(waiting + o.waiting);
-        st.overflow_admitted = overflow_admitted_.load(std::memory_order_relaxed);
+        limiter_stats st = requests.snapshot(waiting + o.waiting);
+        keys.overflow_admitted = overflow_admitted_.load(std::memory_order_relaxed);
+        st.keys = keys;
         return st;
     }
 
     std::size_t shard_count() const noexcept { return shards_.size(); }
+
+    bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
 
     void close()
     {
@@ -639,9 +642,9 @@ private:
     void apply(Entry& e, const config_type& c)
     {
         if (e.waits) {
-            e.waits->reconfigure([&](std::int64_t t) { return Limiter::apply_config(e.policy, t, c); });
+            e.waits->reconfigure([&](std::int64_t t) { return policy_config<policy_type>::apply(e.policy, t, c); });
         } else {
-            Limiter::apply_config(e.policy, now(), c);
+            policy_config<policy_type>::apply(e.policy, now(), c);
         }
     }
 

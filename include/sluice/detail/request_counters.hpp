@@ -30,7 +30,7 @@ public:
                 ++stats_.waited;
                 // Saturates rather than wraps: 2^63 ns is 292 years of waiting.
                 stats_.total_wait = std::chrono::nanoseconds{sat_add(stats_.total_wait.count(), waited)};
-                stats_.max_wait = std::max(stats_.max_wait, std::chrono::nanoseconds{waited});
+                stats_.longest_wait = std::max(stats_.longest_wait, std::chrono::nanoseconds{waited});
             }
         } else if (ec == error::timed_out) {
             ++stats_.timed_out;
@@ -54,7 +54,7 @@ public:
         stats_.closed += o.closed;
         stats_.waited += o.waited;
         stats_.total_wait = std::chrono::nanoseconds{sat_add(stats_.total_wait.count(), o.total_wait.count())};
-        stats_.max_wait = std::max(stats_.max_wait, o.max_wait);
+        stats_.longest_wait = std::max(stats_.longest_wait, o.longest_wait);
         tries_.admitted.fetch_add(o.try_admitted, std::memory_order_relaxed);
         tries_.refused.fetch_add(o.try_refused, std::memory_order_relaxed);
     }

@@ -5,6 +5,7 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/queue_support.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
@@ -28,7 +29,12 @@ namespace sluice::detail {
 ///
 /// Every member but policy() and try_acquire() is called under the owner's lock.
 template <class Policy>
-class reserving_queue {
+class reserving_queue : public queue_base<reserving_queue<Policy>> {
+    friend class queue_base<reserving_queue>;
+    using base = queue_base<reserving_queue>;
+    using base::bounds_;
+    using base::list_;
+
 public:
     using policy_type = Policy;
 
@@ -37,22 +43,19 @@ public:
 
     template <class... Args>
     explicit reserving_queue(const limiter_options& opts, Args&&... args)
-        : padded_(std::forward<Args>(args)...), bounds_(opts)
+        : base(opts), padded_(std::forward<Args>(args)...)
     {
     }
-
-    reserving_queue(const reserving_queue&) = delete;
-    reserving_queue& operator=(const reserving_queue&) = delete;
 
     Policy& policy() noexcept { return padded_.policy; }
     const Policy& policy() const noexcept { return padded_.policy; }
 
-    /// Grants n permits at `now` if the policy holds them. Safe without the lock; never
+    /// Admits n permits at `now` if the policy holds them. Safe without the lock; never
     /// passes a waiter, whose slot is committed.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return policy().try_acquire(n, now); }
 
     /// Asks for n permits within max_wait (>= 0) of now. Returns false when answered at
-    /// once (w->result: empty when granted), true when `w` waits for its slot.
+    /// once (w->result: empty when admitted), true when `w` waits for its slot.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)
     {
         w->n = n;
@@ -66,6 +69,7 @@ public:
             return false;
         }
         w->ready = r.at;
+        w->deadline = sat_add(now, max_wait);
         // r.at already counts every refund so far, including those still on their way
         // down the queue (pending_shift_): offset them, or they would count twice.
         w->shift = -pending_shift_;
@@ -75,21 +79,7 @@ public:
         return true;
     }
 
-    /// Removes a waiting `w` (false if it is not waiting): it completes with
-    /// operation_aborted, its permits go back to the policy and the waiters behind it move
-    /// up (those now due are released).
-    bool cancel(waiter* w, std::int64_t now, completion_list& done)
-    {
-        if (!w->queued)
-            return false;
-        remove(w, now, true);
-        w->result = boost::asio::error::operation_aborted;
-        done.push(w);
-        release_due(now, done);
-        return true;
-    }
-
-    /// Moves every waiter whose slot has come to `done` (granted). Returns wake_at().
+    /// Moves every waiter whose slot has come to `done` (admitted). Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
     {
         while (!list_.empty()) {
@@ -105,17 +95,6 @@ public:
 
     /// When release_due has work next: the head's slot; max_ns when nobody waits.
     std::int64_t wake_at() const noexcept { return list_.empty() ? max_ns : slot(list_.front()); }
-
-    /// Completes every waiter with `ec`, giving its permits back.
-    void close(boost::system::error_code ec, std::int64_t now, completion_list& done)
-    {
-        while (!list_.empty()) {
-            waiter* w = list_.front();
-            remove(w, now, true);
-            w->result = ec;
-            done.push(w);
-        }
-    }
 
     /// Runs f(now), a change of the policy's configuration, and reschedules the waiters.
     /// When f returns {num, den} (the policy rescaled its debt around now by num / den, as
@@ -140,6 +119,34 @@ public:
         release_due(now, done);
     }
 
+    /// Runs f(now), a change after which every queued slot must be reserved again (a pause
+    /// that begins): the reservations are given back, newest first, so that the policy is
+    /// as if none had been made; f runs; then each waiter reserves again in its turn, with
+    /// what is left of its max_wait. A waiter that no longer fits completes with the
+    /// policy's error (error::timed_out); FIFO order is kept.
+    template <class F>
+    void reschedule(F&& f, std::int64_t now, completion_list& done)
+    {
+        for (waiter* w = list_.back(); w; w = w->prev)
+            policy().refund(w->n, now);
+        f(now);
+        pending_shift_ = 0;
+        for (waiter* w = list_.front(); w;) {
+            waiter* next = w->next;
+            w->shift = 0;
+            reservation r = policy().reserve(w->n, now, w->deadline > now ? w->deadline - now : 0);
+            if (r.error || r.at <= now) {
+                permits_ -= w->n;
+                list_.erase(w);
+                w->result = r.error;
+                done.push(w);
+            } else {
+                w->ready = r.at;
+            }
+            w = next;
+        }
+    }
+
     /// For a caller that waits on its own thread: commits n permits usable from r.at, in
     /// the same order as the waiters (after those queued, before those to come).
     reservation reserve_blocking(std::uint64_t n, std::int64_t now, std::int64_t max_wait) noexcept
@@ -150,12 +157,8 @@ public:
     /// Gives back what reserve_blocking committed (the blocked caller gave up).
     void unreserve_blocking(std::uint64_t n, std::int64_t now) noexcept { policy().refund(n, now); }
 
-    /// Waiters queued, and the permits they ask for.
-    std::size_t size() const noexcept { return list_.size(); }
+    /// Permits the queued waiters ask for.
     std::uint64_t queued_permits() const noexcept { return permits_; }
-
-    /// Frees every waiter without completing it (the owner is torn down).
-    void destroy_all() noexcept { list_.destroy_all(); }
 
 private:
     static std::int64_t slot(const waiter* w) noexcept { return sat_sub(w->ready, w->shift); }
@@ -166,8 +169,8 @@ private:
         return d > max_ns - t ? max_ns : t + static_cast<std::int64_t>(d);
     }
 
-    // Takes `w` out; a cancelled waiter gives its permits back, and what the policy moved
-    // back is passed to the next waiter (and so to every later one).
+    // Takes `w` out; one that leaves without its admission gives its permits back, and what
+    // the policy moved back is passed to the next waiter (and so to every later one).
     void remove(waiter* w, std::int64_t now, bool refund)
     {
         std::int64_t moved = refund ? policy().refund(w->n, now) : 0;
@@ -182,8 +185,6 @@ private:
     }
 
     padded_policy<Policy> padded_;
-    queue_bounds bounds_;
-    waiter_list list_;
     std::uint64_t permits_ = 0;
     std::int64_t pending_shift_ = 0;   // the sum of the queued waiters' shift
 };

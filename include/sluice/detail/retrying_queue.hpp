@@ -6,6 +6,7 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/queue_support.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
@@ -22,15 +23,20 @@
 
 namespace sluice::detail {
 
-/// FIFO of waiters over a policy whose reserve() grants only at once (else predicts when
-/// to retry, counting the permits queued ahead). Only the head is ever granted, so a large
+/// FIFO of waiters over a policy whose reserve() admits only at once (else predicts when
+/// to retry, counting the permits queued ahead). Only the head is ever admitted, so a large
 /// request is not starved by later small ones; each waiter also sits in a deadline heap
 /// and completes with timed_out if it is still queued at now + max_wait (the
 /// prediction was a lower bound).
 ///
 /// Every member but policy() and try_acquire() is called under the owner's lock.
 template <class Policy>
-class retrying_queue {
+class retrying_queue : public queue_base<retrying_queue<Policy>> {
+    friend class queue_base<retrying_queue>;
+    using base = queue_base<retrying_queue>;
+    using base::bounds_;
+    using base::list_;
+
 public:
     using policy_type = Policy;
 
@@ -39,17 +45,14 @@ public:
 
     template <class... Args>
     explicit retrying_queue(const limiter_options& opts, Args&&... args)
-        : padded_(std::forward<Args>(args)...), bounds_(opts)
+        : base(opts), padded_(std::forward<Args>(args)...)
     {
     }
-
-    retrying_queue(const retrying_queue&) = delete;
-    retrying_queue& operator=(const retrying_queue&) = delete;
 
     Policy& policy() noexcept { return padded_.policy; }
     const Policy& policy() const noexcept { return padded_.policy; }
 
-    /// Grants n permits at `now` if the policy has room and nobody waits: it never passes
+    /// Admits n permits at `now` if the policy has room and nobody waits: it never passes
     /// a queued waiter (FIFO holds for try_acquire too). Safe without the lock.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
@@ -66,7 +69,7 @@ public:
     }
 
     /// Asks for n permits within max_wait (>= 0) of now. Returns false when answered at
-    /// once (w->result: empty when granted), true when `w` waits.
+    /// once (w->result: empty when admitted), true when `w` waits.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)
     {
         w->n = n;
@@ -89,21 +92,8 @@ public:
         return true;
     }
 
-    /// Removes a waiting `w` (false if it is not waiting): it completes with
-    /// operation_aborted. It consumed nothing; the waiter behind it may go at once.
-    bool cancel(waiter* w, std::int64_t now, completion_list& done)
-    {
-        if (!w->queued)
-            return false;
-        remove(w, now);
-        w->result = boost::asio::error::operation_aborted;
-        done.push(w);
-        release_due(now, done);
-        return true;
-    }
-
-    /// Grants the head while it fits, and gives up on waiters past their deadline, moving
-    /// them to `done`. A head the policy can never grant any more (its limit was lowered
+    /// Admits the head while it fits, and gives up on waiters past their deadline, moving
+    /// them to `done`. A head the policy can never admit any more (its limit was lowered
     /// below the request) completes with the policy's error. Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
     {
@@ -140,17 +130,6 @@ public:
         return retry_at_ < d ? retry_at_ : d;
     }
 
-    /// Completes every waiter with `ec`.
-    void close(boost::system::error_code ec, std::int64_t now, completion_list& done)
-    {
-        while (!list_.empty()) {
-            waiter* w = list_.front();
-            remove(w, now);
-            w->result = ec;
-            done.push(w);
-        }
-    }
-
     /// Runs f(now), a change of the policy's configuration, and retries the head at once.
     template <class F>
     void reconfigure(F&& f, std::int64_t now, completion_list& done)
@@ -159,7 +138,7 @@ public:
         release_due(now, done);
     }
 
-    /// For a caller that waits on its own thread: grants at once when nothing is queued
+    /// For a caller that waits on its own thread: admits at once when nothing is queued
     /// and the policy has room, else says when to try again. Nothing is committed ahead.
     reservation reserve_blocking(std::uint64_t n, std::int64_t now, std::int64_t max_wait) noexcept
     {
@@ -169,15 +148,12 @@ public:
     /// reserve_blocking never commits ahead: nothing to give back.
     void unreserve_blocking(std::uint64_t, std::int64_t) noexcept {}
 
-    /// Waiters queued, and the permits they ask for.
-    std::size_t size() const noexcept { return list_.size(); }
+    /// Permits the queued waiters ask for.
     std::uint64_t queued_permits() const noexcept { return permits_.load(std::memory_order_relaxed); }
 
-    /// Frees every waiter without completing it (the owner is torn down).
-    void destroy_all() noexcept { list_.destroy_all(); }
-
 private:
-    void remove(waiter* w, std::int64_t now) noexcept
+    // Takes `w` out; a waiter holds no reservation, so nothing goes back.
+    void remove(waiter* w, std::int64_t now, bool = false) noexcept
     {
         deadlines_.erase(w);
         if (w == list_.front())
@@ -189,10 +165,8 @@ private:
     padded_policy<Policy> padded_;
     // Read by try_acquire without the lock, so that it does not pass queued waiters.
     std::atomic<std::uint64_t> permits_{0};
-    queue_bounds bounds_;
-    waiter_list list_;
     deadline_heap deadlines_;
-    std::int64_t retry_at_ = 0;   // when the head may be granted (a lower bound)
+    std::int64_t retry_at_ = 0;   // when the head may be admitted (a lower bound)
 };
 
 } // namespace sluice::detail

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/queue_support.hpp>
 #include <sluice/detail/waiter.hpp>
 #include <sluice/error.hpp>
@@ -11,11 +12,15 @@
 
 #include <boost/asio/error.hpp>
 #include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <cstddef>
 #include <cstdint>
 
 namespace sluice::detail {
+
+/// How a permit of a concurrency limit ended (an adaptive limit's sample).
+enum class sample_kind { success, dropped, ignored };
 
 /// At most `limit` slots in use. Strict FIFO: only the head may take slots, so a large
 /// request is never starved by small ones. The length of a wait cannot be predicted (it
@@ -23,15 +28,29 @@ namespace sluice::detail {
 /// at now + max_wait completes with error::timed_out.
 ///
 /// Every member is called under the owner's lock.
-class slot_queue {
+class slot_queue : public queue_base<slot_queue> {
+    friend class queue_base<slot_queue>;
+
 public:
     /// try_acquire reads the queue: it needs the lock.
     static constexpr bool lock_free_try = false;
+    /// What the limit is built from: the number of slots.
+    using config_type = std::uint64_t;
+    /// Permits need no sample (no clock read at their admission).
+    static constexpr bool samples = false;
+    /// A limit has no default.
+    static constexpr bool default_config = false;
 
-    slot_queue(const limiter_options& opts, std::uint64_t limit) noexcept : bounds_(opts), limit_(limit) {}
+    /// Throws system_error(error::invalid_limit) for a limit of 0.
+    slot_queue(const limiter_options& opts, std::uint64_t limit) : queue_base(opts), limit_(check(limit)) {}
 
-    slot_queue(const slot_queue&) = delete;
-    slot_queue& operator=(const slot_queue&) = delete;
+    /// `limit`, or system_error(error::invalid_limit) for 0.
+    static std::uint64_t check(std::uint64_t limit)
+    {
+        if (limit == 0)
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
+        return limit;
+    }
 
     /// Takes n slots if they are free and nobody waits.
     bool try_acquire(std::uint64_t n, std::int64_t /*now*/) noexcept
@@ -43,7 +62,7 @@ public:
     }
 
     /// Asks for n slots within max_wait (>= 0) of now. Returns false when answered at once
-    /// (w->result: empty when granted, the slots taken), true when `w` waits.
+    /// (w->result: empty when admitted, the slots taken), true when `w` waits.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)
     {
         w->n = n;
@@ -67,14 +86,20 @@ public:
         return false;
     }
 
-    /// Returns n slots taken earlier; the waiters that now fit are granted.
+    /// Returns n slots taken earlier; the waiters that now fit are admitted.
     void release(std::uint64_t n, completion_list& done)
     {
         in_use_ -= n;
         grant(done);
     }
 
-    /// Changes the limit; slots in use stay in use, waiters are granted as slots allow. A
+    /// A permit of n slots ended (a fixed limit takes no sample): release(n).
+    void complete(std::uint64_t n, std::int64_t /*start*/, sample_kind, std::int64_t /*now*/, completion_list& done)
+    {
+        release(n, done);
+    }
+
+    /// Changes the limit; slots in use stay in use, waiters are admitted as slots allow. A
     /// head asking for more than the new limit completes with error::exceeds_limit, as it
     /// would have had it asked now.
     void set_limit(std::uint64_t limit, completion_list& done)
@@ -83,20 +108,7 @@ public:
         grant(done);
     }
 
-    /// Removes a waiting `w` (false if it is not waiting): it completes with
-    /// operation_aborted; a large head gone may let smaller ones in.
-    bool cancel(waiter* w, std::int64_t /*now*/, completion_list& done)
-    {
-        if (!w->queued)
-            return false;
-        remove(w);
-        w->result = boost::asio::error::operation_aborted;
-        done.push(w);
-        grant(done);
-        return true;
-    }
-
-    /// Gives up on the waiters past their deadline (timed_out) and grants those that fit.
+    /// Gives up on the waiters past their deadline (timed_out) and admits those that fit.
     /// Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
     {
@@ -113,29 +125,15 @@ public:
     /// The earliest deadline; max_ns when none (returned slots, not time, wake waiters).
     std::int64_t wake_at() const noexcept { return deadlines_.empty() ? max_ns : deadlines_.top()->deadline; }
 
-    /// Completes every waiter with `ec`. Slots in use stay in use.
-    void close(boost::system::error_code ec, std::int64_t /*now*/, completion_list& done)
-    {
-        while (!list_.empty()) {
-            waiter* w = list_.front();
-            remove(w);
-            w->result = ec;
-            done.push(w);
-        }
-    }
-
     std::uint64_t in_use() const noexcept { return in_use_; }
     std::uint64_t limit() const noexcept { return limit_; }
 
-    /// Waiters queued, and the slots they ask for.
-    std::size_t size() const noexcept { return list_.size(); }
+    /// Slots the queued waiters ask for.
     std::uint64_t queued_permits() const noexcept { return permits_; }
 
-    /// Frees every waiter without completing it (the owner is torn down).
-    void destroy_all() noexcept { list_.destroy_all(); }
-
 private:
-    void remove(waiter* w) noexcept
+    // Takes `w` out; a waiter holds no slot, so nothing goes back (slots in use stay so).
+    void remove(waiter* w, std::int64_t = 0, bool = false) noexcept
     {
         deadlines_.erase(w);
         list_.erase(w);
@@ -161,11 +159,9 @@ private:
         }
     }
 
-    queue_bounds bounds_;
     std::uint64_t limit_;
     std::uint64_t in_use_ = 0;
     std::uint64_t permits_ = 0;
-    waiter_list list_;
     deadline_heap deadlines_;
 };
 

@@ -1,10 +1,11 @@
 // The one driver of every waiting queue: it owns the lock, the timer and the clock, and
 // completes waiters outside the lock. The queues (reserving_queue, retrying_queue,
-// slot_queue) only say who is granted, refused or due, and when to wake next.
+// slot_queue) only say who is admitted, refused or due, and when to wake next.
 #pragma once
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/request_counters.hpp>
 #include <sluice/detail/wait_traits.hpp>
 #include <sluice/detail/waiter.hpp>
@@ -39,13 +40,10 @@ namespace sluice::detail {
 /// executor is running there. While anything waits, the engine counts one unit of work
 /// on its executor for every waiter whose handler runs there (acquire_op counts the rest).
 ///
-/// The Queue interface: enqueue(w, n, max_wait, now) -> queued; cancel(w, now, done) ->
-/// was queued; release_due(now, done) -> next wake (max_ns: none); wake_at(); close(ec,
-/// now, done); size(); destroy_all(); try_acquire(n, now) with lock_free_try saying whether
-/// it may run without the lock; reserve_blocking / unreserve_blocking for acquire_blocking.
+/// The Queue: see waiting_queue (and blocking_queue, for acquire_blocking).
 ///
 /// Owned through a shared_ptr: every pending operation and timer wait holds a reference.
-template <class Queue, class Clock, class Executor>
+template <waiting_queue Queue, class Clock, class Executor>
 class wait_engine : public std::enable_shared_from_this<wait_engine<Queue, Clock, Executor>> {
 public:
     using queue_type = Queue;
@@ -181,7 +179,10 @@ public:
     limiter_stats stats() const
     {
         std::lock_guard lock(mutex_);
-        return counters_.snapshot(queue_.size() + blocking_);
+        limiter_stats s = counters_.snapshot(queue_.size() + blocking_);
+        if constexpr (requires { queue_.add_stats(s); })
+            queue_.add_stats(s);   // what the queue counts itself (an adaptive controller's)
+        return s;
     }
 
     /// f(queue) under the lock, for a query.
@@ -217,10 +218,11 @@ public:
         update([&](Queue& q, std::int64_t t, completion_list& done) { q.reconfigure(f, t, done); });
     }
 
-    /// Waits on the calling thread until n permits are granted, max_wait at most.
+    /// Waits on the calling thread until n permits are admitted, max_wait at most.
     /// Reserving queues commit the caller's slot in the same order as asynchronous
     /// waiters; others retry and let queued waiters go first. close() wakes it early.
     boost::system::error_code acquire_blocking(std::uint64_t n, std::int64_t max_wait)
+        requires blocking_queue<Queue>
     {
         std::unique_lock lock(mutex_);
         const std::int64_t start = now();

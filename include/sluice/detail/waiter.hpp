@@ -17,7 +17,7 @@ struct waiter {
     std::uint64_t n = 0;
     std::int64_t ready = 0;      // reserving policies: the committed ready time
     std::int64_t shift = 0;      // refunds of cancelled predecessors not yet passed on
-    std::int64_t deadline = 0;   // other policies: when waiting longer breaks max_wait
+    std::int64_t deadline = 0;   // when waiting longer breaks max_wait
     std::int64_t since = 0;      // when it queued (for the counts of waits)
     std::size_t heap_index = 0;
     bool queued = false;
@@ -37,6 +37,7 @@ public:
     bool empty() const noexcept { return head_ == nullptr; }
     std::size_t size() const noexcept { return size_; }
     waiter* front() const noexcept { return head_; }
+    waiter* back() const noexcept { return tail_; }
 
     void push_back(waiter* w) noexcept
     {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/arith.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 
 #include <algorithm>
@@ -76,7 +77,8 @@ public:
     /// (prefetch, count) the caller is to reserve more in the background now. A grant of
     /// v.taken slots ends v.wait_us after the server's now; slot i of k is one spacing
     /// after slot i-1. Measured from the reply, every slot is due no earlier than on the
-    /// server.
+    /// server. `v` answers the reservation (detail::answers): at most the slots asked for,
+    /// the last within lease_ttl.
     take_result fill(const lease_limits& lim, std::uint64_t n, const verdict& v, std::int64_t now, std::int64_t rtt_ns)
     {
         take_result r;
@@ -118,21 +120,29 @@ private:
     decision record(const lease_limits& lim, std::uint64_t n, const verdict& v, std::int64_t now, std::int64_t rtt_ns)
     {
         fetching_ = false;
+        // Measured on the system clock, which may step during the round trip: a sample
+        // below zero or beyond lease_ttl (after which no slot is worth holding) says nothing
+        // more, and unbounded it overflowed the estimates built on it.
+        rtt_ns = std::clamp<std::int64_t>(rtt_ns, 0, lim.ttl_ns);
         rtt_ns_ = rtt_ns_ == 0 ? rtt_ns : (7 * rtt_ns_ + rtt_ns) / 8;
         if (v.interval_us > 0)
             spacing_ns_ = v.interval_us * 1000;   // the key's configuration in force
         if (!v.admitted) {
             // Refused: even one slot would have been more than ttl ahead.
-            retry_at_ = now + std::max(v.wait_us * 1000 - lim.ttl_ns, spacing(lim));
+            retry_at_ = sluice::detail::sat_add(now, std::max(v.wait_us * 1000 - lim.ttl_ns, spacing(lim)));
             decision d = to_decision(v);
             d.retry_after = std::chrono::nanoseconds{retry_at_ - now};
             adapt(lim, now);
             return d;
         }
+        // Each slot from the last one back, saturated: k spacings may reach past the int64
+        // range (a long interval), and a slot is never due earlier than that.
         const auto k = static_cast<std::uint64_t>(v.taken);
-        std::int64_t due = now + v.wait_us * 1000 - static_cast<std::int64_t>(k - 1) * spacing(lim);
-        for (std::uint64_t i = 0; i < k; ++i, due += spacing(lim))
+        const std::int64_t last = sluice::detail::sat_add(now, v.wait_us * 1000);
+        for (std::uint64_t i = 0; i < k; ++i) {
+            std::int64_t due = sluice::detail::sat_sub(last, sluice::detail::sat_mul(k - 1 - i, spacing(lim)));
             dues_.push_back(std::max({due, now, dues_.empty() ? now : dues_.back()}));
+        }
         state_ = v.state;
         last_run_ = k;
         adapt(lim, now);

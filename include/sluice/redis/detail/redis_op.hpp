@@ -27,6 +27,7 @@ struct redis_op {
     std::shared_ptr<Core> core;
     Fsm fsm;
     round_trip rt{};
+    eval_request sent{};   // the call in flight: its reply must be a possible answer to it
     std::unique_ptr<typename Core::waiting_timer> timer{};
 
     // Start, or the post of a result decided in the initiating call.
@@ -47,6 +48,7 @@ struct redis_op {
         rt.received_us = system_now_us();
         std::optional<verdict> v;
         if (!e) v = parse_verdict(r);
+        if (v && !answers(*v, sent)) v.reset();
         run(self, fsm.on_reply(*core, e, v ? &*v : nullptr, self.cancelled() != boost::asio::cancellation_type::none, rt,
                                Core::now()));
     }
@@ -66,6 +68,7 @@ private:
         switch (s.next) {
         case op_step::kind::eval: {
             rt.sent_us = system_now_us();
+            sent = s.request;
             Core& c = *core;
             c.count_command();
             // Built before `self` moves (argument evaluation order is unspecified).

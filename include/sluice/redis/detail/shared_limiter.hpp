@@ -4,7 +4,7 @@
 // constructors and accessors, as the local ones do from sluice::basic_limiter.
 #pragma once
 
-#include <sluice/basic_limiter.hpp>
+#include <sluice/rate_limiter.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
 #include <sluice/redis/detail/acquire_fsm.hpp>

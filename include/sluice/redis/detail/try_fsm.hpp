@@ -81,7 +81,9 @@ public:
                      round_trip rt, std::int64_t now)
     {
         if constexpr (Ctx::can_lease) {
-            if (leasing_ && !v)
+            // Every reply that does not fill the book ends its reservation all the same:
+            // a book left waiting would refuse the key locally for good.
+            if (leasing_ && (!v || v->exceeds()))
                 c.lease_failed(key_);
         }
         if (unreachable(e)) {

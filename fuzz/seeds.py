@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus fuzz/corpus/TARGET/seed-* from the inputs of the tests (test_rate,
+test_http_fields, test_http_fuzz, test_redis_fsm, test_redis_sans_io,
+test_redis_sentinel_fsm): text as it is for the parsers, and for the Redis machines the
+same scenarios in the byte stream their targets read (fuzz/fuzz.hpp: fuzz::input). Inputs
+found by fuzzing are kept beside them as found-*; this script leaves those alone.
+
+    python3 fuzz/seeds.py      # from the repository root
+"""
+import os
+import struct
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def write(target, seeds):
+    d = os.path.join(ROOT, target)
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(d):
+        if f.startswith("seed-"):
+            os.remove(os.path.join(d, f))
+    for i, s in enumerate(seeds):
+        with open(os.path.join(d, "seed-%02d" % i), "wb") as f:
+            f.write(s if isinstance(s, bytes) else s.encode())
+
+
+# ---- the byte stream of fuzz::input -------------------------------------------------------
+def u8(v): return bytes([v & 0xFF])
+def u16(v): return struct.pack("<H", v)
+def i32(v): return struct.pack("<i", v)
+def i64(v): return struct.pack("<q", v)
+
+
+def number(v):
+    """fuzz::input::number(): the shortest encoding of v."""
+    if 0 <= v < 64:
+        return u8(v)
+    if v >= 0 and v % 1000 == 0 and v // 1000 < 65536:
+        return u8(0x40) + u16(v // 1000)
+    if 0 <= v < 2**32:
+        return u8(0x80) + struct.pack("<I", v)
+    return u8(0xC0) + i64(v)
+
+
+def text(s):
+    s = s.encode() if isinstance(s, str) else s
+    return u8(len(s)) + s
+
+
+# fuzz::any_reply
+def nil(): return u8(0)
+def integer(v): return u8(1) + i64(v)
+def bulk(s): return u8(2) + text(s)
+def status(s): return u8(3) + text(s)
+def error(s): return u8(4) + text(s)
+def array(*elements): return u8(5) + u8(len(elements)) + b"".join(elements)
+
+
+def verdict(*v):
+    """An array of six or nine integers (the script's reply)."""
+    assert len(v) in (6, 9)
+    return u8(6) + u8(1 if len(v) == 9 else 0) + b"".join(number(x) for x in v)
+
+
+def granted(wait_us, state=42, taken=1, interval=100, burst=10):
+    return verdict(1, wait_us, 0, 0, 1_000_000, state, taken, interval, burst)
+
+
+def refused(wait_us, interval=100, burst=10):
+    return verdict(0, wait_us, 0, 0, 1_000_000, 0, 0, interval, burst)
+
+
+# fuzz::any_answer: no error (a byte >= 2), the reply, not cancelled, the round trip.
+def answer(reply, cancelled=False, err=None):
+    head = u8({None: 2, "unavailable": 0, "error": 1}[err])
+    body = reply if err is None else b""
+    return head + body + u8(0 if cancelled else 1) + number(1000) + i32(100)
+
+
+# ---- the parsers: the tests' inputs as text -----------------------------------------------
+rates = ["100/s", "5/min", "5/m", "2500/h", "1/d", "1/w", "1/y", "10/250ms", "0.5/s", "1000/us", "1/ns",
+         "4/sec", "2/hour", "1/day", "1.5/3s", "3 / 2h", "0.1/s", "0.3/s", ".5/s", "5./s", "0.000000001/ns",
+         "1/9223372036.854775808s", "1.00000000000000000001/s", "3/1.00000000000000000001s", "1/0.9ns",
+         "2000000000/s", "1/300y", "1/0.0ms", "1/s x", " \t7/ 2 min \t"]
+write("parse_rate", rates)
+
+policies = ['"default";q=100;w=10', '"permin";q=50;w=60,"perhr";q=1000;w=3600',
+            '"peruser";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:', '"default";q=100;w=1;sluice-burst=10',
+            '"d";sluice-burst=10;q=100;w=1;acme=?0;sluice-burst=12', '"a";q=999999999999999;w=999999999999999']
+limits = ['"default";r=50;t=30', '"default";r=999;pk=:dHJpYWwxMjEzMjM=:', '"a";t=3;r=7 ,\t"b";  r=0']
+lists = ['"x\\"y\\\\z";r=1;acme=?0;d=-12.5;tk=abc/d:e, ("i" 1;a 2.25);p',
+         "-999999999999.999, 0.5, -0, 007, 1.10", "1234567890123.0", "limit=100, remaining=50, reset=30",
+         "*tok;*k=:AQID:, ?1;a;b=?0, ()"] + policies + limits
+write("sf_list", lists)
+write("ratelimit_policy", policies)
+write("ratelimit", limits)
+
+NOW_2026 = 1780000000 * 10**9
+NOW_1994 = 784111777 * 10**9
+dates = ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
+         "Tue, 29 Feb 2000 23:59:60 GMT", "Sat, 01 Jan 0000 00:00:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT",
+         "Wednesday, 01-Jan-76 00:00:00 GMT", "120", " 0 ", "9223372036854775808"]
+write("retry_after", [i64(NOW_2026) + d.encode() for d in dates] + [i64(NOW_1994 - 10**10) + dates[0].encode()])
+
+# ---- RESP off the wire --------------------------------------------------------------------
+write("resp_reader", [
+    "*3\r\n$6\r\nmaster\r\n:42\r\n*0\r\n-NOAUTH no\r\n",
+    "*2\r\n$9\r\n127.0.0.1\r\n$4\r\n6379\r\n",
+    "*9\r\n:1\r\n:5000\r\n:9\r\n:100000\r\n:1000000\r\n:77\r\n:1\r\n:100\r\n:10\r\n",
+    "*6\r\n:0\r\n:3000\r\n:0\r\n:0\r\n:1000000\r\n:0\r\n",
+    "-NOSCRIPT No matching script. Please use EVAL.\r\n+OK\r\n$-1\r\n*-1\r\n",
+    b"EVALSHA\x00e0e1f9fabfc9d4800c877a703b823ac0578ff8db\x002\x00{sluice:k}\x00{sluice:k}:cfg\x00100\x0010\x001\x000\x00try",
+])
+
+# ---- replies as values --------------------------------------------------------------------
+write("verdict", [granted(5000, 77), refused(3000), verdict(0, 0, 0, 0, 1, 0), verdict(1, 0, 9, 100000, 1, 0),
+                  array(integer(1), integer(0)), nil(), error("ERR x")])
+
+# eval_fsm: (error, reply) for EVALSHA; after NOSCRIPT, (error, reply) for the load, then EVALSHA again.
+OK = u8(0)
+NOSCRIPT = error("NOSCRIPT No matching script. Please use EVAL.")
+write("eval_fsm", [
+    OK + integer(7),
+    OK + error("WRONGTYPE Operation against a key holding the wrong kind of value"),
+    OK + NOSCRIPT + OK + bulk("e0e1f9fabfc9d4800c877a703b823ac0578ff8db") + OK + integer(1),
+    OK + NOSCRIPT + OK + error("ERR Error compiling script") + OK + NOSCRIPT,
+    u8(1) + nil(),
+    OK + NOSCRIPT + OK + error("ERR Error compiling script") + u8(1) + nil(),
+])
+
+# reply_queue: ops (0/1 push [deadline, mark?], 2/3 pop [replied, error], 4 link gone, 5 new link)
+def push(mark=False): return u8(0) + u8(5) + u8(1 if mark else 0)
+def pop(replied=True, err=False): return u8(2) + u8(1 if replied else 0) + u8(1 if err else 0)
+write("reply_queue", [
+    push() + push() + pop() + pop(True, True),
+    push(True) + push() + push() + pop(True, True) + pop() + pop(False),
+    push(True) + push() + u8(4) + pop(False) + pop(False) + u8(5) + push() + pop(),
+    push() + push(True) + push() + pop() + pop(True, True) + pop(),
+])
+
+# sentinel_fsm: count of Sentinels, their ports; then per step: ask (error byte, answer) or
+# role (error byte, answer). Answer bytes < 160 name 10.0.0.(b % 4):6379 + (b >> 2) % 3.
+def sentinels(*ports): return u8(len(ports)) + b"".join(u8(p) for p in ports)
+ASK_OK, ROLE_OK = u8(1), u8(1)
+MASTER, SLAVE, SENTINEL = u8(0), u8(1), u8(2)
+write("sentinel_fsm", [
+    sentinels(1, 2, 3) + ASK_OK + u8(5) + ROLE_OK + MASTER,
+    sentinels(1, 2, 3) + u8(0) + u8(5) + ASK_OK + u8(170) + ASK_OK + u8(6) + ROLE_OK + MASTER,
+    sentinels(1, 2, 3) + ASK_OK + u8(5) + ROLE_OK + SLAVE + ASK_OK + u8(5) + ASK_OK + u8(6) + ROLE_OK + MASTER,
+    sentinels(1) + ASK_OK + u8(5) + ROLE_OK + SENTINEL + ASK_OK + u8(5) + u8(0) + MASTER,
+    sentinels(1, 2, 3) + ASK_OK + u8(200) + array(bulk("127.0.0.1"), bulk("0")) + ASK_OK + u8(170) + ASK_OK + u8(170),
+])
+
+# lease_book: interval_us, ttl (ms), lease_size, start; then per step: time advance, op
+# (0 take n, 2 the reservation's reply [rtt, reply], 3 close).
+def lease_head(interval_us=1000, ttl_ms=50, size=16, start=0):
+    return number(interval_us - 1) + u16(ttl_ms) + u8(size - 1) + number(start)
+def take(dt, n=1): return number(dt) + u8(0) + u8(n - 1)
+def reply_(dt, reply, rtt=100_000): return number(dt) + u8(2) + number(rtt) + reply
+def close(dt): return number(dt) + u8(3) + u8(0)
+MS, US = 1_000_000, 1000
+write("lease_book", [
+    lease_head() + take(0) + reply_(0, refused(80_000, 1000, 1)) + take(29 * MS) + take(MS) +
+    reply_(0, granted(3000, 900, 4, 1000, 1)) + take(0) + take(999_999) + close(53 * MS),
+    lease_head() + take(0) + reply_(0, granted(3000, 100, 4, 1000, 1)) + take(0) +
+    reply_(0, granted(9000, 300, 2, 1000, 1)) + close(0),
+    lease_head(10, 250, 64) + b"".join(take(2 * US) for _ in range(6)) + reply_(200 * US, granted(0, 500, 1, 10, 1)) +
+    b"".join(take(2 * US) for _ in range(20)),
+])
+
+# try_fsm: interval, ttl, lease_size, leasing?, start; then per step: time advance, op
+# (0 request n, 3 reply to call i, 6 start the background reservations, 7 failure policy).
+def try_head(leasing, interval_us=100, ttl_ms=250, size=64, start=10 * MS):
+    return number(interval_us - 1) + u16(ttl_ms) + u8(size - 1) + u8(1 if leasing else 0) + number(start)
+def request(dt, n=1): return number(dt) + u8(0) + u8(n)
+def respond(dt, i, ans): return number(dt) + u8(3) + u8(i) + ans
+def background(dt): return number(dt) + u8(6)
+def policy(dt, b): return number(dt) + u8(7) + u8(b)
+write("try_fsm", [
+    try_head(False) + request(0, 3) + respond(0, 0, answer(refused(2000))) + request(0) +
+    respond(0, 0, answer(b"", err="unavailable")) + policy(0, 0) + request(0),
+    try_head(True) + request(0) + request(0) + request(0) + respond(200 * US, 0, answer(granted(0, 500, 1))) +
+    background(0) + respond(0, 0, answer(granted(100, 700, 2))) + request(0) + request(0),
+    try_head(True) + request(0) + respond(0, 0, answer(refused(0))) + request(MS),
+])
+
+# acquire_fsm: start, flags (b % 3: bucket, window, configure; 8: not routed; >> 4: policy),
+# n, max_wait; then the steps: an answer and the round trip for a call, a wake-up choice
+# (0 closed, 1 cancelled, else on time) and its time for a sleep, an outcome for a fallback.
+def acq_head(kind, n, max_wait, start=100 * MS, routed=True, policy_=2):
+    return number(start) + u8(kind | (0 if routed else 8) | (policy_ << 4)) + u8(n) + number(max_wait)
+WAKE = u8(2)
+write("acquire_fsm", [
+    acq_head(0, 2, 7_500_999) + answer(granted(5000, 77, 2)) + number(0) + WAKE,
+    acq_head(0, 1, 0) + answer(granted(0)) + number(0),
+    acq_head(0, 1, MS) + answer(refused(3000)) + number(0),
+    acq_head(0, 3, 1000 * MS) + answer(granted(9000, 1234, 3), cancelled=True) + number(0),
+    acq_head(0, 1, 1000 * MS) + answer(granted(9000, 99)) + number(0) + u8(0) + number(MS),
+    acq_head(0, 1, 40 * MS) + answer(b"", err="unavailable") + number(0) + u8(2) + number(0),
+    acq_head(1, 2, 10 * MS) + answer(verdict(0, 3000, 0, 0, 1, 0)) + number(0) + WAKE +
+    answer(verdict(0, 4000, 0, 0, 1, 0)) + number(2 * MS) + WAKE + answer(verdict(0, 1001, 0, 0, 1, 0)) + number(0),
+    acq_head(1, 1, 10 * MS) + answer(verdict(1, 0, 0, 0, 1, 0)) + number(0),
+    acq_head(2, 1, 0) + number(1000) + number(10) + answer(verdict(1, 0, 0, 0, 1, 0, 0, 1000, 10)),
+])
+
+# cluster_replies: a redirection (flag 1, MOVED?, text) or a CLUSTER SLOTS reply (flag 0,
+# asked host?, array?, count, ranges: shape byte, first, last, host string?, host, port
+# integer?, port).
+def slot_range(first, last, host, port):
+    return u8(1) + number(first) + number(last) + u8(1) + text(host) + u8(1) + number(port)
+write("cluster_replies", [
+    u8(1) + u8(1) + b"MOVED 3999 127.0.0.1:6381",
+    u8(1) + u8(0) + b"ASK 3999 127.0.0.1:6381",
+    u8(1) + u8(1) + b"MOVED 16383 redis-2.internal:7000",
+    u8(0) + u8(1) + u8(1) + u8(3) + slot_range(0, 5460, "127.0.0.1", 7000) +
+    slot_range(5461, 10922, "", 7001) + slot_range(10923, 16383, "127.0.0.1", 7002),
+])
+
+# limiter_core: probe interval (ms - 1), start; then per step: time advance, op (0 a reply:
+# sent us, round trip us, the reply; 1 unreachable; 2 two routes; 3 a request's check).
+def on_reply(dt, reply, sent=1_700_000_000_000_000, rtt=100):
+    return number(dt) + u8(0) + number(sent) + i32(rtt) + reply
+write("limiter_core", [
+    u8(199) + number(1000 * MS) + on_reply(0, verdict(1, 0, 8, 200_000, 1_700_000_000_000_050, 5, 2, 100_000, 10)) +
+    number(0) + u8(1) + number(0) + u8(2) + number(200 * MS) + u8(2) + on_reply(0, refused(3000)) +
+    number(0) + u8(3) + u8(0) + number(0) + u8(3) + u8(1) + u16(5000),
+])

@@ -1,0 +1,70 @@
+// A script's reply turned into a verdict and a decision, against the definition in
+// sluice/redis/scripts.hpp written again here: an array of six or nine integers, [0] 0 or
+// 1, wait and reset_after in [0, 2^53), the server's now within 2^53 us of 0 (the
+// scripts' range: TIME, or a test's now_us), remaining, taken, interval and burst >= 0;
+// anything else is not believed. The decision never admits with a wait, never refuses
+// without one unless the request can never be granted, and says what the reply said.
+#include "fuzz.hpp"
+
+#include <sluice/redis/detail/verdict.hpp>
+
+#include <optional>
+
+namespace detail = sluice::redis::detail;
+using fuzz::reply;
+
+namespace {
+
+std::optional<detail::verdict> expect(const reply& r)
+{
+    if (r.type != reply::kind::array || (r.elements.size() != 6 && r.elements.size() != 9)) return std::nullopt;
+    std::int64_t v[9] = {};
+    for (std::size_t i = 0; i < r.elements.size(); ++i) {
+        if (r.elements[i].type != reply::kind::integer) return std::nullopt;
+        v[i] = r.elements[i].integer;
+    }
+    const std::int64_t two53 = std::int64_t{1} << 53;
+    auto in = [](std::int64_t x, std::int64_t lo, std::int64_t hi) { return x >= lo && x < hi; };
+    if (!in(v[0], 0, 2) || !in(v[1], 0, two53) || v[2] < 0 || !in(v[3], 0, two53) || !in(v[4], 1 - two53, two53) ||
+        v[6] < 0 || v[7] < 0 || v[8] < 0)
+        return std::nullopt;
+    detail::verdict out;
+    out.admitted = v[0] == 1;
+    out.wait_us = v[1];
+    out.remaining = v[2];
+    out.reset_us = v[3];
+    out.now_us = v[4];
+    out.state = v[5];
+    out.taken = v[6];
+    out.interval_us = v[7];
+    out.burst = v[8];
+    return out;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
+{
+    fuzz::input in(data, size);
+    const reply r = fuzz::any_reply(in);
+    auto got = detail::parse_verdict(r);
+    auto want = expect(r);
+    FUZZ_CHECK(got.has_value() == want.has_value());
+    if (!got) return 0;
+    const auto& v = *got;
+    const auto& w = *want;
+    FUZZ_CHECK(v.admitted == w.admitted && v.wait_us == w.wait_us && v.remaining == w.remaining &&
+               v.reset_us == w.reset_us && v.now_us == w.now_us && v.state == w.state && v.taken == w.taken &&
+               v.interval_us == w.interval_us && v.burst == w.burst);
+    FUZZ_CHECK(v.exceeds() == (!v.admitted && v.wait_us == 0));
+
+    const auto d = detail::to_decision(v);
+    FUZZ_CHECK(d.admitted == v.admitted);
+    if (d.admitted)
+        FUZZ_CHECK(d.retry_after.count() == 0);
+    else
+        FUZZ_CHECK(d.retry_after == std::chrono::microseconds{v.wait_us});
+    FUZZ_CHECK(d.remaining == static_cast<std::uint64_t>(v.remaining));
+    FUZZ_CHECK(d.reset_after == std::chrono::microseconds{v.reset_us});
+    return 0;
+}
