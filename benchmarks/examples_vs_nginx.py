@@ -16,10 +16,12 @@ api_client  `limit_req rate=50r/s burst=1` (429, no Retry-After), 40 s, started 
 server      2,000 idle connections under `ulimit -n 1024`. Goal: well-formed requests answered
             within 10 ms at < 5 % CPU while they are held, and the RSS back within 10 % of its
             start after they are gone.
---quick runs a 60-page site and 15 s API runs (a smoke test of this script).
+--quick runs a 60-page site and 15 s API runs (a smoke test of this script). --json also prints
+one JSON line per run (what benchmarks/results.py keeps for RESULTS.md).
 """
 
 import argparse
+import json
 import os
 import re
 import resource
@@ -34,6 +36,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples", "tests"))
 import nginx  # noqa: E402
 
 verdicts = []
+as_json = False
+
+
+def record(**fields):
+    if as_json:
+        print(json.dumps(fields), flush=True)
 
 
 def verdict(ok, what):
@@ -69,6 +77,8 @@ def crawler(build, pages):
                   "%d refused, pace at the end %s/s, exit %d"
                   % (refusal, pace, len(got), pages, took, ideal, (took / ideal - 1) * 100, len(rows), refused,
                      pace_end.group(1) if pace_end else "?", res.returncode), flush=True)
+            record(run="crawler", refusal=refusal, pace=pace, pages=pages, fetched=len(got), seconds=took,
+                   ideal_seconds=ideal, requests=len(rows), refused=refused, exit=res.returncode)
             verdict(len(got) == pages and res.returncode == 0 and took <= ideal * 1.15,
                     "crawler %s at %d/s: every page, within 15 %% of %.2f s" % (refusal, pace, ideal))
 
@@ -104,6 +114,8 @@ def api_client(build, seconds, settle):
               % (name, rate, rate / 50 * 100, refused, len(late), 100 * refused / max(1, len(late)),
                  all_ok / all_span if all_span else 0, sum(1 for r in rows if r[1] == 429), res.returncode),
               flush=True)
+        record(run="api_client", name=name, settled_rate=rate, quota_pct=rate / 50 * 100, settled_requests=len(late),
+               settled_refused=refused, seconds=seconds, settle_seconds=settle, exit=res.returncode)
         if not name.startswith("fixed"):
             verdict(rate >= 0.95 * 50 and refused <= 0.01 * len(late),
                     "api_client %s: >= 95 %% of 50/s, <= 1 %% refused once settled" % name)
@@ -179,6 +191,9 @@ def server(build, idle):
           "%.1f %%; RSS %d KiB at the start, %d KiB with the connections, %d KiB after they went (%+.1f %%)"
           % (len(lat), idle, "200" if set(statuses) == {200} else str(sorted(set(statuses))), lat[len(lat) // 2] * 1e3,
              lat[-1] * 1e3, cpu * 100, rss0, rss_held, rss1, (rss1 / rss0 - 1) * 100), flush=True)
+    record(run="server", idle=idle, requests=len(lat), all_200=set(statuses) == {200}, p50_ms=lat[len(lat) // 2] * 1e3,
+           p99_ms=p99, max_ms=lat[-1] * 1e3, cpu_pct=cpu * 100, rss_start_kib=rss0, rss_held_kib=rss_held,
+           rss_after_kib=rss1)
     verdict(set(statuses) == {200} and lat[-1] < 0.010 and cpu < 0.05,
             "server: answers within 10 ms at < 5 %% CPU with %d idle connections (max %.2f ms, p99 %.2f ms, CPU %.1f %%)"
             % (idle, lat[-1] * 1e3, p99, cpu * 100))
@@ -190,7 +205,10 @@ def main():
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--only", default="crawler,api_client,server")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", action="store_true", help="also one JSON line per run")
     a = ap.parse_args()
+    global as_json
+    as_json = a.json
     if nginx.NGINX is None:
         sys.exit("nginx is not installed: apt-get install nginx-light (scripts/install-deps.sh installs it)")
     print("machine: %d cores, load %.2f %.2f %.2f, %s" % ((os.cpu_count(),) + os.getloadavg() + (

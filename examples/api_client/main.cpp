@@ -157,7 +157,7 @@ struct client {
     sluice::adaptive_rate_controller fields;   // the pace, from RateLimit fields
     std::uint64_t fields_seen = 0;
     double applied;                            // the limiter's rate
-    // A Retry-After pauses every worker: a gate in front of the bucket. A permit granted
+    // A Retry-After pauses every worker: a gate in front of the bucket. A permit admitted
     // while the pause began is forfeited, and when the gate opens the workers leave one by
     // one at the pace, not in a herd.
     clock_type::time_point paused_until{};

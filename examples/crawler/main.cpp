@@ -439,7 +439,7 @@ private:
     // requests would be refused too, and a server that says "come back in 2 s" is asking
     // the client to stop. The pause is a gate in front of the host's leaky bucket: every
     // fetch waits for the gate before it asks for a permit, and looks again once it has
-    // one: a permit granted inside a pause is dropped and the fetch queues again.
+    // one: a permit admitted inside a pause is dropped and the fetch queues again.
     asio::awaitable<void> fetch(host_state& h, page p, host_slot hslot)
     {
         const auto timeout = std::chrono::milliseconds(opt_.timeout_ms);
@@ -464,7 +464,7 @@ private:
                 slot = std::move(g);
             }
             auto waited = clock_type::now() - t0;
-            // Connect before the permit, so that the request leaves as soon as it is granted:
+            // Connect before the permit, so that the request leaves as soon as it is admitted:
             // the spacing the server sees is then the spacing of the permits.
             if (!conn) {
                 conn = co_await connect(h);
