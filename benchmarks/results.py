@@ -10,7 +10,7 @@ its properties (cores, CPU model, kernel, clocksource, load average at the start
 end); no path of it is printed. Nothing else writes RESULTS.md: change the text here.
 
     benchmarks/results.py [--bench build-rel/benchmarks/sluice-bench] [--peers ../shared/peers]
-                          [--tests build-rel] [--rounds 3] [--quick] [--only SECTION,...]
+                          [--tests build-rel] [--examples build] [--rounds 3] [--quick] [--only SECTION,...]
                           [--out benchmarks/results.jsonl] [--no-write]
     benchmarks/results.py --from benchmarks/results.jsonl    # the page again from stored lines
 
@@ -20,7 +20,9 @@ Build first (release, from the repository root):
     ninja -C build-rel benchmarks/sluice-bench tests/test_adaptive_rate tests/test_adaptive_concurrency
 
 --tests names the build dir holding the two simulation tests (their tables say "not run"
-without it). A peer whose program is missing or fails shows as "not run". --quick: small
+without it). --examples names a build dir with the example programs (-Dexamples=true): the
+examples section runs benchmarks/examples_vs_nginx.py once against nginx (nginx-light), about
+six minutes. A peer whose program is missing or fails shows as "not run". --quick: small
 counts and one round, to check the script in a few minutes (its page says so: not figures
 to quote). --only runs the sections named (the others say "not run"). --from runs nothing:
 it rewrites the page from a raw file, for a change of layout or text."""
@@ -38,7 +40,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = ("try", "policies", "fanout", "pace", "keyed", "shared", "bandwidth", "simulation")
+SECTIONS = ("try", "policies", "fanout", "pace", "keyed", "shared", "bandwidth", "simulation", "examples")
 
 # ------------------------------------------------------------------------------------------
 # The page's text: what each table measures. Figures come only from the raw lines.
@@ -59,6 +61,7 @@ by hand: change the script). To measure again, from the repository root:
     ninja -C build-rel benchmarks/sluice-bench tests/test_adaptive_rate tests/test_adaptive_concurrency
     benchmarks/results.py --bench build-rel/benchmarks/sluice-bench --tests build-rel
 
+`--examples BUILD` adds the example programs against nginx (a build with `-Dexamples=true`);
 `--quick` checks the script in a few minutes with small counts; `--from FILE` rewrites the page
 from a stored raw file without running anything. The plots at the end are drawn by
 `benchmarks/plot.py`, from a run of its own."""
@@ -165,6 +168,19 @@ SIM_CONC_TEXT = """\
 to a knee and grows with the load above it; the knee moves 100, 200, 50, 400, each phase long
 enough to settle, the last third measured. Each cell: the limit's range (mean). AIMD is told
 that 1.2 times the base latency is too slow; Vegas needs no threshold."""
+
+EXAMPLES_TEXT = """\
+`benchmarks/examples_vs_nginx.py`, once: the example programs against nginx (Debian's
+nginx-light) on 127.0.0.1, each run with an nginx of its own, counted from nginx's access log
+(issue 26's goals). Crawler: a static site of 300 pages (relative, quoted and upper-case links,
+a robots.txt, a redirect, a 20 MB file) behind `limit_req rate=20r/s` without burst, refusing
+with 429 and `Retry-After: 1` or with nginx's 503 alone; the crawler's `--per-host-rate` at 15,
+40 and 100/s; the ideal time is pages / min(pace, 20) per second, the goal within 15 % of it.
+API client: `limit_req rate=50r/s burst=1` (429, no Retry-After), 40 s runs, the rate admitted
+and the requests refused after the first 10 s; the goal >= 95 % of 50/s and <= 1 % refused.
+Server: 2,000 idle connections under `ulimit -n 1024`, a request every 100 ms for 5 s while they
+are held; the goal answers within 10 ms at < 5 % CPU, and the RSS within 10 % of its start once
+they are gone."""
 
 PLOTS_TEXT = """\
 Drawn by `benchmarks/plot.py` (python3-matplotlib) from a run of its own, whose JSON lines it
@@ -371,6 +387,20 @@ def redis_benchmark(r, round_no, port):
 
 SIM_RATE_LINE = re.compile(r"^(\S.*?)\s+sent\s+(\d+)\s+refused\s+([0-9.]+) %\s+quota used\s+([0-9.]+) %")
 SIM_CONC_LINE = re.compile(r"(\w+) knee (\d+): limit (\d+) to (\d+), mean ([0-9.]+)")
+
+
+def examples(r, build, quick):
+    """The example programs against nginx, once (about six minutes)."""
+    script = os.path.join(ROOT, "benchmarks", "examples_vs_nginx.py")
+    if not os.path.exists(os.path.join(build, "examples", "crawler")):
+        print("  no examples/crawler in %s (-Dexamples=true)" % build)
+        return
+    start, load_start = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), load()
+    r.run(1, "examples", [sys.executable, script, "--build", build, "--json"] + (["--quick"] if quick else []))
+    nginx = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip() if shutil.which("nginx") else "?"
+    r.keep({"run": "when", "start": start, "end": datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M"),
+            "load_start": load_start, "load_end": load(), "machine": machine(), "nginx": nginx, "quick": quick},
+           "examples", 1)
 
 
 def simulations(r, build):
@@ -603,6 +633,33 @@ def render(res):
     md += table(["algorithm"] + ["knee %d" % k for k in knees] if knees else ["algorithm", "limit"],
                 [[a] + [conc(a, k) for k in knees] for a in algos] or [["not run", ""]])
 
+    md += ["", "## The example programs against nginx", "", EXAMPLES_TEXT, ""]
+    ex = [l for l in res.lines if l["job"] == "examples"]
+    when = next((l for l in ex if l.get("run") == "when"), None)
+    if when:
+        md += ["This run: %s, %s; %s to %s UTC; load average %s at the start, %s at the end.%s"
+               % (when["machine"], when["nginx"], when["start"], when["end"], when["load_start"], when["load_end"],
+                  " **Quick mode: a 60-page site, 15 s runs; not figures to quote.**" if when["quick"] else ""), ""]
+    md += table(["crawler, 300 pages behind limit_req 20r/s", "pages fetched", "time, s", "ideal, s", "over the ideal, %",
+                 "refused", "exit"],
+                [["%s, paced at %d/s" % (l["refusal"], l["pace"]), "%d of %d" % (l["fetched"], l["pages"]),
+                  "%.2f" % l["seconds"], "%.2f" % l["ideal_seconds"], "%+.1f" % ((l["seconds"] / l["ideal_seconds"] - 1) * 100),
+                  "%d of %d" % (l["refused"], l["requests"]), "%d" % l["exit"]]
+                 for l in ex if l.get("run") == "crawler"] or [["not run", "", "", "", "", "", ""]])
+    md.append("")
+    md += table(["api_client, limit_req 50r/s burst=1", "admitted once settled, /s", "% of 50/s", "refused once settled"],
+                [[l["name"], "%.1f" % l["settled_rate"], "%.1f" % l["quota_pct"],
+                  "%d of %d (%.2f %%)" % (l["settled_refused"], l["settled_requests"],
+                                          100 * l["settled_refused"] / max(1, l["settled_requests"]))]
+                 for l in ex if l.get("run") == "api_client"] or [["not run", "", "", ""]])
+    md.append("")
+    md += table(["server, idle connections under ulimit -n 1024", "answers", "latency p50 / max, ms", "CPU, %",
+                 "RSS start / held / after, MiB"],
+                [["%d" % l["idle"], "%d, %s" % (l["requests"], "all 200" if l["all_200"] else "not all 200"),
+                  "%.2f / %.2f" % (l["p50_ms"], l["max_ms"]), "%.1f" % l["cpu_pct"],
+                  "%.1f / %.1f / %.1f" % (l["rss_start_kib"] / 1024, l["rss_held_kib"] / 1024, l["rss_after_kib"] / 1024)]
+                 for l in ex if l.get("run") == "server"] or [["not run", "", "", "", ""]])
+
     md += ["", "## Plots", "", PLOTS_TEXT, ""]
     return "\n".join(md)
 
@@ -614,6 +671,7 @@ def main():
     ap.add_argument("--bench", default=os.path.join(ROOT, "build-rel/benchmarks/sluice-bench"))
     ap.add_argument("--peers", default=os.path.join(ROOT, "../shared/peers"))
     ap.add_argument("--tests", help="build dir holding tests/test_adaptive_rate and tests/test_adaptive_concurrency")
+    ap.add_argument("--examples", help="build dir with the example programs (-Dexamples=true), for the examples section")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="small counts, one round: checks the script")
     ap.add_argument("--only", help="comma-separated sections to run: " + ",".join(SECTIONS))
@@ -629,11 +687,11 @@ def main():
     if a.src:
         lines = [json.loads(l) for l in open(a.src) if l.strip()]
     else:
-        if not os.path.exists(a.bench):
-            sys.exit("results.py: no benchmark at %s (build it first, see --help)" % a.bench)
         only = set(a.only.split(",")) if a.only else set(SECTIONS)
         if only - set(SECTIONS):
             sys.exit("results.py: unknown section(s) %s (%s)" % (",".join(sorted(only - set(SECTIONS))), ",".join(SECTIONS)))
+        if only - {"simulation", "examples"} and not os.path.exists(a.bench):
+            sys.exit("results.py: no benchmark at %s (build it first, see --help)" % a.bench)
         peers = os.path.abspath(a.peers)
         B = os.path.abspath(a.bench)
         rounds = 1 if a.quick else a.rounds
@@ -643,6 +701,8 @@ def main():
         r = Runner(B, peers, open(raw, "w"))
         if "simulation" in only and a.tests:
             simulations(r, os.path.abspath(a.tests))
+        if "examples" in only and a.examples:
+            examples(r, os.path.abspath(a.examples), a.quick)
         for rnd in range(1, rounds + 1):
             for section, job, cmd in plan(a, B, peers):
                 if section not in only:
