@@ -63,8 +63,8 @@ struct script_text {
 };
 
 // Every script starts with the same definitions: LIM (2^51), fmt (a number as Redis takes
-// it), int_arg (an integer argument in range, or an error reply), int_args (the first
-// #spec arguments, each {name, lo, hi}, or the error reply of the first bad one), clock
+// it), int_arg (an integer argument in range, or an error reply; each script calls it once
+// per argument: a table of {name, lo, hi} specs cost the server a microsecond a call), clock
 // (the test-only now_us argument i, or the server's TIME, and the extra TTL of keys written
 // under a simulated clock), config (the key's configuration hash KEYS[2], when given,
 // replaces two values; an error reply when it is not a valid one), gcra_config (GCRA's
@@ -79,15 +79,6 @@ local function int_arg(i, name, lo, hi)
     return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
   end
   return v
-end
-local function int_args(spec)
-  local out = {}
-  for i, a in ipairs(spec) do
-    local v, e = int_arg(i, a[1], a[2], a[3])
-    if e then return nil, e end
-    out[i] = v
-  end
-  return out, nil
 end
 local function clock(i)
   if ARGV[i] ~= nil and ARGV[i] ~= '' then
@@ -148,15 +139,16 @@ consteval script_text<sizeof(prelude) + N - 1> with_prelude(const char (&body)[N
 
 namespace detail {
 inline constexpr auto gcra_text = with_prelude(R"lua(
-local a, e = int_args({{'interval_us', 1, LIM}, {'burst', 1, LIM}, {'n', 1, LIM}, {'max_wait_us', 0, LIM}})
-if e then return e end
-local n, max_wait = a[3], a[4]
+local arg_interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
+local arg_burst; arg_burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
+local max_wait; max_wait, e = int_arg(4, 'max_wait_us', 0, LIM) if e then return e end
 local mode = ARGV[5]
 if mode ~= 'try' and mode ~= 'reserve' and mode ~= 'lease' then
   return redis.error_reply('ERR sluice: mode must be try, reserve or lease, got ' .. tostring(mode))
 end
 local interval, burst, tau, now, extra_ttl
-interval, burst, tau, now, extra_ttl, e = gcra_config(a[1], a[2], 6) if e then return e end
+interval, burst, tau, now, extra_ttl, e = gcra_config(arg_interval, arg_burst, 6) if e then return e end
 if now + tau + max_wait >= 9007199254740992 then
   return redis.error_reply('ERR sluice: now + interval_us * burst + max_wait_us exceeds 2^53 us')
 end
@@ -208,11 +200,12 @@ inline constexpr std::string_view gcra = detail::gcra_text.view();
 
 namespace detail {
 inline constexpr auto gcra_refund_text = with_prelude(R"lua(
-local a, e = int_args({{'interval_us', 1, LIM}, {'burst', 1, LIM}, {'n', 1, LIM}, {'expected_z', -LIM, 2 * LIM}})
-if e then return e end
-local n, expected = a[3], a[4]
+local arg_interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
+local arg_burst; arg_burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
+local expected; expected, e = int_arg(4, 'expected_z', -LIM, 2 * LIM) if e then return e end
 local interval, burst, tau, now, extra_ttl
-interval, burst, tau, now, extra_ttl, e = gcra_config(a[1], a[2], 5) if e then return e end
+interval, burst, tau, now, extra_ttl, e = gcra_config(arg_interval, arg_burst, 5) if e then return e end
 local z
 z, e = stored() if e then return e end
 if not z then return {0, 0, 0, 0, now, 0} end
@@ -239,11 +232,11 @@ inline constexpr std::string_view gcra_refund = detail::gcra_refund_text.view();
 
 namespace detail {
 inline constexpr auto sliding_log_text = with_prelude(R"lua(
-local a, e = int_args({{'limit', 1, 16777216}, {'window_us', 1, LIM}, {'n', 1, LIM}})
-if e then return e end
-local n = a[3]
+local arg_limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
+local arg_window; arg_window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
+local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
 local limit, window, now, extra_ttl
-limit, window, e = config('limit', 'window', a[1], a[2], 16777216, LIM) if e then return e end
+limit, window, e = config('limit', 'window', arg_limit, arg_window, 16777216, LIM) if e then return e end
 now, extra_ttl, e = clock(4) if e then return e end
 if now + 2 * window >= 9007199254740992 then
   return redis.error_reply('ERR sluice: now + 2 * window_us exceeds 2^53 us')
@@ -349,11 +342,12 @@ return {1, 0, 0, 0, 0, 0}
 
 namespace detail {
 inline constexpr auto gcra_configure_text = with_prelude(R"lua(
-local a, e = int_args({{'interval_us', 1, LIM}, {'burst', 1, LIM}, {'new_interval_us', 0, LIM}, {'new_burst', 0, LIM}})
-if e then return e end
+local arg_interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
+local arg_burst; arg_burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+local ni; ni, e = int_arg(3, 'new_interval_us', 0, LIM) if e then return e end
+local nb; nb, e = int_arg(4, 'new_burst', 0, LIM) if e then return e end
 local oi, ob, otau, now, extra_ttl
-oi, ob, otau, now, extra_ttl, e = gcra_config(a[1], a[2], 5) if e then return e end
-local ni, nb = a[3], a[4]
+oi, ob, otau, now, extra_ttl, e = gcra_config(arg_interval, arg_burst, 5) if e then return e end
 if ni == 0 then ni = oi end
 if nb == 0 then nb = ob end
 if ni * nb > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
@@ -414,12 +408,13 @@ inline constexpr std::string_view gcra_configure = detail::gcra_configure_text.v
 
 namespace detail {
 inline constexpr auto sliding_log_configure_text = with_prelude(R"lua(
-local a, e = int_args({{'limit', 1, 16777216}, {'window_us', 1, LIM}, {'new_limit', 0, 16777216}, {'new_window_us', 0, LIM}})
-if e then return e end
+local arg_limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
+local arg_window; arg_window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
+local nl; nl, e = int_arg(3, 'new_limit', 0, 16777216) if e then return e end
+local nw; nw, e = int_arg(4, 'new_window_us', 0, LIM) if e then return e end
 local ol, ow, now, unused_ttl
-ol, ow, e = config('limit', 'window', a[1], a[2], 16777216, LIM) if e then return e end
+ol, ow, e = config('limit', 'window', arg_limit, arg_window, 16777216, LIM) if e then return e end
 now, unused_ttl, e = clock(5) if e then return e end
-local nl, nw = a[3], a[4]
 if nl == 0 then nl = ol end
 if nw == 0 then nw = ow end
 redis.call('HSET', KEYS[2], 'limit', fmt(nl), 'window', fmt(nw))
