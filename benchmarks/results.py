@@ -523,6 +523,9 @@ def render(res):
                   % (m.get("machine", "?"), m.get("rounds", "?"), m.get("start", "?"), m.get("end", "?"),
                      m.get("load_start", "?"), m.get("load_end", "?"),
                      " **Quick mode: small counts, one round; not figures to quote.**" if m.get("quick") else ""))
+        for section, when in sorted(m.get("reruns", {}).items()):
+            md.append("")
+            md.append("The %s section comes from a later run: %s." % (section, when))
     else:
         md.append("No run recorded.")
     md.append("")
