@@ -159,6 +159,17 @@ template <class Limiter>
 child_result run_child_on(const options& o, Limiter& lim, asio::io_context& io, std::chrono::system_clock::time_point start_at,
                           std::vector<std::int64_t>& bins);
 
+// Runs `io` until `conn` is connected, for 10 s at most.
+bool wait_connected(asio::io_context& io, const redis::connection& conn)
+{
+    auto give_up = steady::now() + std::chrono::seconds(10);
+    while (!conn.connected() && steady::now() < give_up) {
+        io.restart();
+        io.run_for(std::chrono::milliseconds(5));
+    }
+    return conn.connected();
+}
+
 child_result run_child(const options& o, std::chrono::system_clock::time_point start_at, std::vector<std::int64_t>& bins)
 {
     child_result res;
@@ -166,12 +177,7 @@ child_result run_child(const options& o, std::chrono::system_clock::time_point s
     redis::connection_config cfg;
     cfg.port = static_cast<std::uint16_t>(o.port);
     redis::connection conn(io, cfg);
-    auto give_up = steady::now() + std::chrono::seconds(10);
-    while (!conn.connected() && steady::now() < give_up) {
-        io.restart();
-        io.run_for(std::chrono::milliseconds(5));
-    }
-    if (!conn.connected()) return res;
+    if (!wait_connected(io, conn)) return res;
     redis::shared_options lo;
     lo.prefix = "bench";
     lo.on_failure = redis::failure_policy::fail_closed;   // a failing run shows as errors
@@ -284,12 +290,7 @@ wait_result run_wait_child(const options& o)
     cfg.port = static_cast<std::uint16_t>(o.port);
     cfg.command_timeout = std::chrono::seconds(30);   // W scripts queued on one link
     redis::connection conn(io, cfg);
-    auto give_up = steady::now() + std::chrono::seconds(10);
-    while (!conn.connected() && steady::now() < give_up) {
-        io.restart();
-        io.run_for(std::chrono::milliseconds(5));
-    }
-    if (!conn.connected()) return res;
+    if (!wait_connected(io, conn)) return res;
     redis::shared_options lo;
     lo.prefix = "bench";
     lo.on_failure = redis::failure_policy::fail_closed;   // a failing run shows as errors

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -46,6 +47,19 @@ struct arrivals {
     /// The earliest instant a step goes to (where a policy documents a limit of the
     /// int64 range below it).
     std::int64_t earliest = i64_min;
+
+    /// The arrivals of a window policy of `limit` permits a `window` (ns): reservations
+    /// up to three windows and three limits ahead, steps of about a quarter window.
+    static arrivals for_window(std::uint64_t limit, std::int64_t window)
+    {
+        arrivals a;
+        a.limit = limit;
+        a.max_wait = 3 * window;
+        a.max_ahead = 3 * limit;
+        a.unit = window / static_cast<std::int64_t>(std::min<std::uint64_t>(limit, 4)) + 1;
+        a.span = window;
+        return a;
+    }
 
     std::uint64_t count(rng& r) const
     {

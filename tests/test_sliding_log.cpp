@@ -121,12 +121,7 @@ TEST_CASE("sliding_log matches a literal timestamp log on random arrivals")
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
                 INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed);
-                arrivals a;
-                a.limit = sh.limit;
-                a.max_wait = 3 * sh.window;
-                a.max_ahead = 3 * sh.limit;
-                a.unit = sh.window / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1;
-                a.span = sh.window;
+                arrivals a = arrivals::for_window(sh.limit, sh.window);
                 a.idle = 2;
                 a.any_idle = 2;
                 // Within one window of INT64_MIN a new log still counts its initial stamps

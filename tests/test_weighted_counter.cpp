@@ -167,12 +167,7 @@ TEST_CASE("weighted_counter matches the weighted formula on random arrivals")
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
                 INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed);
-                arrivals a;
-                a.limit = sh.limit;
-                a.max_wait = 3 * sh.window;
-                a.max_ahead = 3 * sh.limit;
-                a.unit = sh.window / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1;
-                a.span = sh.window;
+                arrivals a = arrivals::for_window(sh.limit, sh.window);
                 a.idle = 0;
                 a.any_idle = 4;   // idle, 1 to 2^63 windows
                 a.ends = 1;
