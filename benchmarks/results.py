@@ -1,18 +1,31 @@
 #!/usr/bin/env python3
-"""One command for the results page: runs sluice-bench and the peer programs interleaved
-(every scenario of a round, sluice and each peer one after the other, then the next round),
-and writes the tables of benchmarks/RESULTS.md between its markers
-(<!-- results:begin --> and <!-- results:end -->), min-max over the rounds. The machine is
-named by its properties (cores, CPU model, kernel, clocksource, load average at the start
-and the end); no path of it is printed. Every JSON line goes to --out (with its round).
+"""Writes benchmarks/RESULTS.md, the one page of sluice's figures, whole.
+
+It runs sluice-bench and the peer programs interleaved (each round runs every job once,
+sluice, the floors and each peer one after the other, then the next round), keeps every
+JSON line in a raw file (--out: each line with its job and round, after one line that
+names the machine and the run), and writes RESULTS.md from that file: tables of min-max
+over the rounds, each under the text that says what it measures. The machine is named by
+its properties (cores, CPU model, kernel, clocksource, load average at the start and the
+end); no path of it is printed. Nothing else writes RESULTS.md: change the text here.
 
     benchmarks/results.py [--bench build-rel/benchmarks/sluice-bench] [--peers ../shared/peers]
-                          [--rounds 3] [--quick] [--out results.jsonl] [--no-write]
+                          [--tests build-rel] [--examples build] [--rounds 3] [--quick] [--only SECTION,...]
+                          [--out benchmarks/results.jsonl] [--no-write]
+    benchmarks/results.py --from benchmarks/results.jsonl    # the page again from stored lines
 
-Build the benchmark first: meson setup build-rel --buildtype=release -Dtests=false
--Dexamples=false && ninja -C build-rel benchmarks/sluice-bench. A peer whose program is
-missing or fails shows as "not run". --quick: small counts and one round, to check the
-script in a minute."""
+Build first (release, from the repository root):
+
+    meson setup build-rel --buildtype=release -Dexamples=false
+    ninja -C build-rel benchmarks/sluice-bench tests/test_adaptive_rate tests/test_adaptive_concurrency
+
+--tests names the build dir holding the two simulation tests (their tables say "not run"
+without it). --examples names a build dir with the example programs (-Dexamples=true): the
+examples section runs benchmarks/examples_vs_nginx.py once against nginx (nginx-light), about
+six minutes. A peer whose program is missing or fails shows as "not run". --quick: small
+counts and one round, to check the script in a few minutes (its page says so: not figures
+to quote). --only runs the sections named (the others say "not run"). --from runs nothing:
+it rewrites the page from a raw file, for a change of layout or text."""
 
 import argparse
 import datetime
@@ -27,8 +40,253 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+SECTIONS = ("try", "policies", "fanout", "pace", "keyed", "shared", "bandwidth", "simulation", "examples")
 
+# ------------------------------------------------------------------------------------------
+# The page's text: what each table measures. Figures come only from the raw lines.
+
+INTRO = """\
+# sluice benchmark results
+
+Every figure of sluice's documentation, in one place. `sluice-bench` (benchmarks/, protocol
+v1) runs beside the peer programs that implement the same scenarios with Go's
+golang.org/x/time/rate, Guava, bottleneck, rate-limiter-flexible and limits (`peers/<peer>/run`:
+a companion set of programs, not part of this repository), interleaved, in the same rounds on
+the same machine. Each cell is min-max over the rounds.
+
+This page is written by `benchmarks/results.py` from the raw lines of one run (do not edit it
+by hand: change the script). To measure again, from the repository root:
+
+    meson setup build-rel --buildtype=release -Dexamples=false
+    ninja -C build-rel benchmarks/sluice-bench tests/test_adaptive_rate tests/test_adaptive_concurrency
+    benchmarks/results.py --bench build-rel/benchmarks/sluice-bench --tests build-rel
+
+`--examples BUILD` adds the example programs against nginx (a build with `-Dexamples=true`);
+`--quick` checks the script in a few minutes with small counts; `--from FILE` rewrites the page
+from a stored raw file without running anything. The plots at the end are drawn by
+`benchmarks/plot.py`, from a run of its own."""
+
+TRY_TEXT = """\
+`--scenario try`: T threads make `--ops` non-blocking checks on one shared limiter, admitting
+(a bucket that never runs dry) or rejecting (1,000/s, burst 1: almost every check refused).
+ns per check is the run's wall time over the checks, so with two threads it is half of what
+one check costs a thread, as in the peers. The one-word floor (`--policy floor`) is a bare
+compare-and-swap loop on one `std::atomic<int64_t>` with the same clock and constants: the
+least a limiter whose state is one shared word can cost a check. Reading the clock is part of
+every check, so the limiter's `Clock` (`--clock steady|tsc|coarse`) is one of the columns:
+`std::chrono::steady_clock` (the default), `sluice::tsc_clock` (the time-stamp counter scaled
+to steady_clock's time line) and `sluice::coarse_clock` (`CLOCK_MONOTONIC_COARSE`, one kernel
+tick of resolution). The last row is one read of each clock alone: 2 million reads on one
+thread, measured by the process just before its run."""
+
+POLICIES_TEXT = """\
+`--scenario try --policy all`: the same checks on each limiter's policy, in one run. Admitting:
+`gcra` at 10^9/s with a burst of 10^9; `leaky` at 10^9/s, burst 1, 1 s of slack; the windows
+with the largest limit each allows and windows short enough that it is never hit;
+`sliding_log` 65,536 per 100 us; `all_of` is `gcra` and `fixed_window` together. Rejecting:
+1,000/s with burst 1, or 1 per 1 ms window. `clock` is the clock read alone."""
+
+FANOUT_TEXT = """\
+`--scenario fanout`: W waiters on one leaky bucket (burst 1, slack 0) at 100,000/s, one
+thread: coroutines (`co_spawn`, each awaiting `async_acquire`) or callbacks. Rate error is the
+wall time from the start gate to the last grant against W / rate (+ is faster than the rate
+allows); CPU per acquire is the process's CPU over that time divided by W. Two floors run in
+the same rounds: the one-timer queue (`--policy queue`) parks each waiter's handler in a FIFO
+and resumes the due ones in order from one timer that wakes at most every 200 us, with no
+limiter arithmetic, lock or cancellation: the least a one-timer engine can cost a waiter on
+Asio; Asio alone (`--policy floor`) gives each waiter a steady_timer of its own set to its
+slot. The last two columns set `limiter_options::coalesce` to 1 ms instead of its default
+200 us (`--coalesce-us 1000`): fewer timer wake-ups, each releasing more waiters, and grants
+up to 1 ms late instead of 200 us (never early)."""
+
+PACE_TEXT = """\
+`--scenario pace`: one waiter acquires `--n` times in a row with burst 1 at the rate given,
+in the default mode (coalesced wake-ups, 1 ms of slack), with a 5 ms slack (`--slack-us
+5000`) and in strict mode (`--strict`). Achieved: grants per second over the run. Gap error:
+the relative error of each gap between two grants against 1 / rate, its median. A stall of
+the process longer than the slack starts a new schedule (a policy cannot tell a stalled
+caller from one back from idleness), so a machine that stalls shows in the achieved rate of
+the default mode."""
+
+KEYED_TEXT = """\
+`--scenario keyed`: one thread makes non-blocking checks on one `keyed<token_bucket<>, Key>`
+over K keys drawn uniformly, admitting (no key goes idle, so every check is a look-up, a
+decision and a clock read). Each check makes its key from its index, as a server has it
+(just parsed, in cache). No peer has a keyed scenario: the reference is the textbook one
+(`--policy naive`: one `std::mutex` around a `std::unordered_map<Key, unique_ptr<gcra>>`, no
+eviction, no cap) and the run's own pointer chase over 128 MB, one dependent DRAM miss.
+Key types: `string` ("client-123456", looked up as a `std::string_view`), `u64`
+(`std::uint64_t`), IPv4 (`boost::asio::ip::address_v4`), IPv6 (`unsigned __int128`). DRAM
+misses per check: ns per check over the pointer chase. Bytes per key: the resident memory
+after filling the store, less before, over K. New key: the cost of inserting one (the fill,
+timed apart). Two threads: the aggregate ns per check."""
+
+SHARED_TEXT = """\
+`--scenario shared`: P processes x C concurrent callers make non-blocking attempts for D
+seconds against ONE `redis::token_bucket` of Q/s with burst 1, on a redis-server the benchmark
+starts on 127.0.0.1 and stops by pid. Exact: one script call (EVALSHA) per decision,
+pipelined on one connection a process. `--lease N`: each process reserves runs of up to N
+future slots and hands them out locally."""
+
+FLEET_TEXT = """\
+The fleet: one quota shared by P processes x 32 callers, burst 1, at the rates fleets have.
+Tries with leases of up to 64 slots; waiting callers (`--mode acquire`, `async_acquire` with
+a max_wait of 1 s) on the token bucket and on `redis::sliding_window` (its waiters queue in
+Redis); rate-limiter-flexible (its 1 s window of Q points allows a burst of Q). Admitted is a
+share of what the quota allows over the run; shares are each process's admissions against an
+equal share."""
+
+WAIT_TEXT = """\
+`--scenario shared --mode wait`: each request reserves its slot in Redis (pipelined round
+trips) and waits locally until it; the key's first seconds are reserved ahead, so all wait at
+once, then wake at 100,000/s. Heap: the heap in use when the last reservation is in, over the
+requests then waiting; resident: the same with the process's RSS (which keeps what the round
+trips left in the allocator); CPU per request: the whole run; CPU per wait: from the last
+reply on (the waits alone)."""
+
+REDIS_BENCHMARK_TEXT = """\
+The server's own bound: redis-benchmark runs the token bucket's script by EVALSHA with the
+shared scenario's 128 commands in flight (`-c 4 -P 32`) on a redis-server of its own."""
+
+BANDWIDTH_TEXT = """\
+`--scenario bandwidth`: loopback TCP connections, each sending side a `throttled_stream`
+whose writes pass one token bucket shared by all (burst 64 KiB). The error over the cap is
+the bucket's burst spread over the run (B / D of the rate); shares are each connection's
+bytes against an equal share; CPU per MB counts both ends."""
+
+SIM_RATE_TEXT = """\
+`tests/test_adaptive_rate.cpp`, a discrete-event simulation on manual time (deterministic: one
+run): a client sends evenly at the rate of `sluice::adaptive_rate_controller` and pauses when
+told; each simulated server answers with the fields a real one would send, written and read
+by `sluice::http`. Measured after convergence. Quota used: the admitted requests over what the
+server would grant in that time (a burst can lift it a little above 100 %). The test asserts
+at most 1 % refused and at least 95 % of the quota used against servers that send the
+fields, and at most 1 % refused against servers that send only refusals (AIMD)."""
+
+SIM_CONC_TEXT = """\
+`tests/test_adaptive_concurrency.cpp`: a closed loop against a server whose latency is flat up
+to a knee and grows with the load above it; the knee moves 100, 200, 50, 400, each phase long
+enough to settle, the last third measured. Each cell: the limit's range (mean). AIMD is told
+that 1.2 times the base latency is too slow; Vegas needs no threshold."""
+
+EXAMPLES_TEXT = """\
+`benchmarks/examples_vs_nginx.py`, once: the example programs against nginx (Debian's
+nginx-light) on 127.0.0.1, each run with an nginx of its own, counted from nginx's access log
+(issue 26's goals). Crawler: a static site of 300 pages (relative, quoted and upper-case links,
+a robots.txt, a redirect, a 20 MB file) behind `limit_req rate=20r/s` without burst, refusing
+with 429 and `Retry-After: 1` or with nginx's 503 alone; the crawler's `--per-host-rate` at 15,
+40 and 100/s; the ideal time is pages / min(pace, 20) per second, the goal within 15 % of it.
+API client: `limit_req rate=50r/s burst=1` (429, no Retry-After), 40 s runs, the rate admitted
+and the requests refused after the first 10 s; the goal >= 95 % of 50/s and <= 1 % refused.
+Server: 2,000 idle connections under `ulimit -n 1024`, a request every 100 ms for 5 s while they
+are held; the goal answers within 10 ms at < 5 % CPU, and the RSS within 10 % of its start once
+they are gone."""
+
+PLOTS_TEXT = """\
+Drawn by `benchmarks/plot.py` (python3-matplotlib) from a run of its own, whose JSON lines it
+keeps in `plots/plots.jsonl`; `plot.py --only NAME,...` redraws some.
+
+![pacing: each grant's lateness against its slot, default and strict](plots/pace.svg)
+
+![fanout: admitted per 10 ms for 100,000 waiters, sluice, Asio's floor and Go](plots/fanout.svg)
+
+![keyed: ns per check against the number of keys](plots/keyed.svg)
+
+![shared: each process's admissions per second on one Redis quota](plots/shared.svg)
+
+![bandwidth: 100 connections sharing 50 MB/s](plots/bandwidth.svg)"""
+
+# ------------------------------------------------------------------------------------------
+# The jobs of one round.
+
+TRY_ROWS = (("t1 admitting", "1", "true"), ("t1 rejecting", "1", "false"),
+            ("t2 admitting", "2", "true"), ("t2 rejecting", "2", "false"))
+TRY_COLS = (("sluice", "sluice"), ("floor", "one-word floor"), ("sluice tsc", "sluice, tsc_clock"),
+            ("floor tsc", "floor, tsc_clock"), ("sluice coarse", "sluice, coarse_clock"), ("go", "Go x/time/rate"),
+            ("guava", "Guava"))
+POLICIES = (("gcra", "token_bucket (`gcra`)"), ("leaky", "leaky_bucket (`gcra`, burst 1)"),
+            ("fixed_window", "fixed_window (`fixed_counter`)"), ("sliding_log", "sliding_window (`sliding_log`)"),
+            ("sliding_window_counter", "sliding_window_counter (`weighted_counter`)"),
+            ("all_of", "all_of<gcra, fixed_counter>"), ("floor", "one-word floor"), ("clock", "the clock read alone"))
+FANOUT_COLS = (("sluice coroutine", "sluice coroutines"), ("sluice callback", "sluice callbacks"),
+               ("queue coroutine", "one-timer queue, coroutines"), ("queue callback", "one-timer queue, callbacks"),
+               ("asio floor", "Asio alone (a timer a waiter)"), ("go", "Go"),
+               ("sluice coroutine 1ms", "sluice coroutines, coalesce 1 ms"),
+               ("sluice callback 1ms", "sluice callbacks, coalesce 1 ms"))
+PACE_RATES = ("100000", "10000", "1000")
+PACE_COLS = (("sluice", "sluice"), ("sluice slack 5ms", "sluice, 5 ms slack"), ("sluice strict", "sluice strict"),
+             ("go", "Go"), ("guava", "Guava"))
+FLEET_RATES = ("1000", "10000", "100000")
+FLEET_COLS = ("sluice try, lease 64", "sluice acquire, bucket", "sluice acquire, window", "rate-limiter-flexible")
+
+
+def plan(a, B, peers):
+    """[(section, job, cmd)] of one round."""
+    quick = a.quick
+    go, guava = os.path.join(peers, "go", "run"), os.path.join(peers, "java-guava", "run")
+    rlflex = os.path.join(peers, "node-rlflex", "run")
+    ops = "1000000" if quick else "10000000"
+    waiters = "10000" if quick else "100000"
+    keyed_ops = "200000" if quick else "2000000"
+    jobs = []
+    for row, t, adm in TRY_ROWS:
+        args = ["--scenario", "try", "--threads", t, "--ops", ops, "--admitting=" + adm]
+        jobs += [("try", "try/%s/sluice" % row, [B] + args + ["--policy", "gcra"]),
+                 ("try", "try/%s/sluice tsc" % row, [B] + args + ["--policy", "gcra", "--clock", "tsc"]),
+                 ("try", "try/%s/floor" % row, [B] + args + ["--policy", "floor"]),
+                 ("try", "try/%s/floor tsc" % row, [B] + args + ["--policy", "floor", "--clock", "tsc"]),
+                 ("try", "try/%s/sluice coarse" % row, [B] + args + ["--policy", "gcra", "--clock", "coarse"]),
+                 ("try", "try/%s/go" % row, [go] + args),
+                 ("try", "try/%s/guava" % row, [guava] + args)]
+        jobs.append(("policies", "policies/%s" % row, [B] + args + ["--policy", "all"]))
+    fan = [B, "--scenario", "fanout", "--waiters", waiters, "--rate", "100000"]
+    for col, cmd in (("sluice coroutine", fan), ("sluice callback", fan + ["--waiter", "callback"]),
+                     ("queue coroutine", fan + ["--policy", "queue"]),
+                     ("queue callback", fan + ["--policy", "queue", "--waiter", "callback"]),
+                     ("asio floor", fan + ["--policy", "floor"]), ("go", [go] + fan[1:]),
+                     ("sluice coroutine 1ms", fan + ["--coalesce-us", "1000"]),
+                     ("sluice callback 1ms", fan + ["--waiter", "callback", "--coalesce-us", "1000"])):
+        jobs.append(("fanout", "fanout/" + col, cmd))
+    for rate in PACE_RATES:
+        n = ("500" if rate == "1000" else "2000") if quick else ("5000" if rate == "1000" else "20000")
+        args = ["--scenario", "pace", "--rate", rate, "--n", n]
+        jobs += [("pace", "pace/%s/sluice" % rate, [B] + args),
+                 ("pace", "pace/%s/sluice slack 5ms" % rate, [B] + args + ["--slack-us", "5000"]),
+                 ("pace", "pace/%s/sluice strict" % rate, [B] + args + ["--strict"]),
+                 ("pace", "pace/%s/go" % rate, [go] + args),
+                 ("pace", "pace/%s/guava" % rate, [guava] + args)]
+    for keys in ("1000", "1000000"):
+        args = [B, "--scenario", "keyed", "--keys", keys, "--dist", "uniform", "--ops", keyed_ops]
+        jobs += [("keyed", "keyed/%s/string" % keys, args), ("keyed", "keyed/%s/naive" % keys, args + ["--policy", "naive"])]
+    args = [B, "--scenario", "keyed", "--keys", "1000000", "--dist", "uniform", "--ops", keyed_ops]
+    for key in ("u64", "ipv4", "ipv6"):
+        jobs.append(("keyed", "keyed/1000000/" + key, args + ["--key", key]))
+    for key in ("string", "u64"):
+        jobs.append(("keyed", "keyed/1000000/%s t2" % key, args + ["--key", key, "--threads", "2"]))
+    procs = "2" if quick else "4"
+    sh = [B, "--scenario", "shared", "--procs", procs, "--concurrency", "32", "--rate", "1000",
+          "--seconds", "1" if quick else "3", "--port", "6397"]
+    jobs += [("shared", "shared/exact", sh), ("shared", "shared/lease 8", sh + ["--lease", "8"])]
+    secs = "1" if quick else "5"
+    for rate in FLEET_RATES:
+        base = ["--scenario", "shared", "--procs", procs, "--concurrency", "32", "--rate", rate,
+                "--seconds", secs, "--port", "6398"]
+        for col, cmd in (("sluice try, lease 64", [B] + base + ["--lease", "64"]),
+                         ("sluice acquire, bucket", [B] + base + ["--mode", "acquire"]),
+                         ("sluice acquire, window", [B] + base + ["--mode", "acquire", "--limiter", "window"]),
+                         ("rate-limiter-flexible", [rlflex] + base)):
+            jobs.append(("shared", "fleet/%s/%s" % (rate, col), cmd))
+    jobs.append(("shared", "wait", [B, "--scenario", "shared", "--mode", "wait", "--waiters", waiters, "--rate", "100000",
+                                    "--seconds", "5" if quick else "20", "--port", "6396"]))
+    jobs.append(("shared", "redis-benchmark", None))   # redis_benchmark() below
+    conns = "10" if quick else "100"
+    jobs.append(("bandwidth", "bandwidth", [B, "--scenario", "bandwidth", "--connections", conns, "--rate", "50MB/s",
+                                            "--seconds", "1" if quick else "5"]))
+    return jobs
+
+
+# ------------------------------------------------------------------------------------------
+# Running.
 
 def machine():
     model = "?"
@@ -53,16 +311,21 @@ def load():
 class Runner:
     def __init__(self, bench, peers, out):
         self.bench, self.peers, self.out = bench, peers, out
-        self.results = {}   # (row, column) -> [values]
 
     def shown(self, cmd):
         if cmd[0] == self.bench:
             return "sluice-bench " + " ".join(cmd[1:])
-        rel = os.path.relpath(cmd[0], self.peers)
-        return "peers/" + rel + " " + " ".join(cmd[1:])
+        if cmd[0].startswith(self.peers):
+            return "peers/" + os.path.relpath(cmd[0], self.peers) + " " + " ".join(cmd[1:])
+        return " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd)
 
-    def run(self, round_no, column, cmd, *wanted):
-        """Runs cmd once; each (row, key[, scale]) in wanted takes that key of its JSON line."""
+    def keep(self, j, job, round_no):
+        j["job"], j["round"] = job, round_no
+        self.out.write(json.dumps(j) + "\n")
+        self.out.flush()
+
+    def run(self, round_no, job, cmd):
+        """Runs cmd once and keeps every JSON line it prints, tagged with job and round."""
         if not os.path.exists(cmd[0]):
             return
         print("[round %d] %s" % (round_no, self.shown(cmd)), flush=True)
@@ -71,36 +334,18 @@ class Runner:
         except subprocess.TimeoutExpired:
             print("  timed out")
             return
+        kept = 0
         for line in p.stdout.splitlines():
-            if not line.startswith("{"):
-                continue
-            try:
-                j = json.loads(line)
-            except ValueError:
-                continue
-            j["round"] = round_no
-            self.out.write(json.dumps(j) + "\n")
-            self.out.flush()
-            if j.get("skipped"):
-                continue
-            for w in wanted:
-                row, key, scale = (w + (1.0,))[:3]
-                v = j.get(key)
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    self.results.setdefault((row, column), []).append(v * scale)
-                elif isinstance(v, str):   # a label, such as the clock a line read
-                    self.results.setdefault((row, column), []).append(v)
-            return
-        print("  no JSON line in its output (status %d)" % p.returncode)
-
-    def cell(self, row, column, fmt):
-        v = self.results.get((row, column))
-        if not v:
-            return "not run"
-        lo, hi = min(v), max(v)
-        if fmt % lo == fmt % hi:
-            return fmt % lo
-        return "%s %s %s" % (fmt % lo, "to" if lo < 0 or fmt.startswith("%+") else "-", fmt % hi)
+            if line.startswith("{"):
+                try:
+                    j = json.loads(line)
+                except ValueError:
+                    continue
+                if not j.get("skipped"):
+                    self.keep(j, job, round_no)
+                    kept += 1
+        if not kept:
+            print("  no JSON line in its output (status %d)" % p.returncode)
 
 
 def gcra_script():
@@ -133,194 +378,363 @@ def redis_benchmark(r, round_no, port):
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
         m = re.search(r"([0-9.]+) requests per second", out.replace("\r", "\n"))
         if m:
-            r.results.setdefault(("fleet 1000 rps", "redis-benchmark"), []).append(float(m.group(1)))
-            r.out.write(json.dumps({"peer": "redis-benchmark", "round": round_no, "requests_per_s": float(m.group(1))}) + "\n")
+            r.keep({"peer": "redis-benchmark", "requests_per_s": float(m.group(1))}, "redis-benchmark", round_no)
     finally:
         srv.terminate()
         srv.wait()
         shutil.rmtree(d, ignore_errors=True)
 
 
+SIM_RATE_LINE = re.compile(r"^(\S.*?)\s+sent\s+(\d+)\s+refused\s+([0-9.]+) %\s+quota used\s+([0-9.]+) %")
+SIM_CONC_LINE = re.compile(r"(\w+) knee (\d+): limit (\d+) to (\d+), mean ([0-9.]+)")
+
+
+def examples(r, build, quick):
+    """The example programs against nginx, once (about six minutes)."""
+    script = os.path.join(ROOT, "benchmarks", "examples_vs_nginx.py")
+    if not os.path.exists(os.path.join(build, "examples", "crawler")):
+        print("  no examples/crawler in %s (-Dexamples=true)" % build)
+        return
+    start, load_start = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), load()
+    r.run(1, "examples", [sys.executable, script, "--build", build, "--json"] + (["--quick"] if quick else []))
+    nginx = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip() if shutil.which("nginx") else "?"
+    r.keep({"run": "when", "start": start, "end": datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M"),
+            "load_start": load_start, "load_end": load(), "machine": machine(), "nginx": nginx, "quick": quick},
+           "examples", 1)
+
+
+def simulations(r, build):
+    """The two simulation tests, once (they run on manual time: deterministic)."""
+    for name in ("test_adaptive_rate", "test_adaptive_concurrency"):
+        exe = os.path.join(build, "tests", name)
+        if not os.path.exists(exe):
+            print("  no %s in %s" % (name, build))
+            continue
+        print("[once] tests/%s" % name, flush=True)
+        p = subprocess.run([exe], capture_output=True, text=True, timeout=900)
+        for line in p.stdout.splitlines():
+            m = SIM_RATE_LINE.match(line)
+            if m:
+                r.keep({"case": m.group(1), "sent": int(m.group(2)), "refused_pct": float(m.group(3)),
+                        "quota_used_pct": float(m.group(4))}, "sim/adaptive_rate", 1)
+            m = SIM_CONC_LINE.search(line)
+            if m:
+                r.keep({"algorithm": m.group(1), "knee": int(m.group(2)), "low": int(m.group(3)),
+                        "high": int(m.group(4)), "mean": float(m.group(5))}, "sim/adaptive_concurrency", 1)
+        if p.returncode:
+            print("  %s failed (status %d): its figures are kept, check the test" % (name, p.returncode))
+
+
+# ------------------------------------------------------------------------------------------
+# The page, from the raw lines alone.
+
+class Results:
+    def __init__(self, lines):
+        self.meta = next((l["meta"] for l in lines if "meta" in l), {})
+        self.lines = [l for l in lines if "job" in l]
+
+    def values(self, job, key, scale=1.0, **where):
+        out = []
+        for l in self.lines:
+            if l["job"] == job and all(l.get(k) == v for k, v in where.items()):
+                v = l.get(key)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out.append(v * scale)
+        return out
+
+    @staticmethod
+    def span(v, fmt):
+        if not v:
+            return "not run"
+        lo, hi = min(v), max(v)
+        if fmt % lo == fmt % hi:
+            return fmt % lo
+        return "%s %s %s" % (fmt % lo, "to" if lo < 0 or fmt.startswith("%+") else "-", fmt % hi)
+
+    def cell(self, job, key, fmt, scale=1.0, **where):
+        return self.span(self.values(job, key, scale, **where), fmt)
+
+    def ratio(self, job, num, den, fmt, scale=1.0):
+        """num / den line by line (of the same job and round)."""
+        v = [scale * l[num] / l[den] for l in self.lines
+             if l["job"] == job and isinstance(l.get(num), (int, float)) and l.get(den)]
+        return self.span(v, fmt)
+
+
+BEFORE = "before/"
+
+# What a before/after table compares, per section: (key, format, lower is better).
+BEFORE_AFTER_KEYS = {
+    "try": (("ns_per_op", "%.1f ns", True),),
+    "policies": (("ns_per_op", "%.1f ns", True),),
+    "fanout": (("cpu_us_per_acquire", "%.3f us", True), ("rate_error", "%+.3f %%", None),
+               ("max_rss_kib", "%.0f KiB", True)),
+    "pace": (("achieved_rate", "%.0f/s", False), ("gap_err_p50", "%.2f", True)),
+    "keyed": (("ns_per_op", "%.1f ns", True), ("bytes_per_key", "%.0f B", True)),
+    "shared": (("decisions_per_s", "%.0f/s", False), ("cpu_us_per_request", "%.2f us", True),
+               ("heap_bytes_per_waiter", "%.0f B", True)),
+    "bandwidth": (),
+}
+
+
+def before_after(lines):
+    """The median of each job's figures with the --before binary and with --bench, same run."""
+    import statistics
+    jobs, groups = [], {}
+    for l in lines:
+        job = l.get("job", "")
+        base = job[len(BEFORE):] if job.startswith(BEFORE) else job
+        if not base or base.startswith(("sim", "redis-benchmark")):
+            continue
+        label = base + ("" if "policy" not in l or not base.startswith("policies") else " " + str(l["policy"]))
+        if label not in groups:
+            groups[label] = ([], [])
+            jobs.append(label)
+        groups[label][0 if job.startswith(BEFORE) else 1].append(l)
+    out = ["", "Before (--before) and after (--bench), medians of the same run:", ""]
+    rows = []
+    for label in jobs:
+        before, after = groups[label]
+        if not before or not after:
+            continue
+        section = label.split("/")[0]
+        for key, fmt, lower in BEFORE_AFTER_KEYS.get(section, ()):
+            b = [x[key] for x in before if isinstance(x.get(key), (int, float))]
+            a = [x[key] for x in after if isinstance(x.get(key), (int, float))]
+            if not b or not a:
+                continue
+            mb, ma = statistics.median(b), statistics.median(a)
+            change = "" if mb == 0 else "%+.1f %%" % (100.0 * (ma - mb) / abs(mb))
+            rows.append([label, key, fmt % mb, fmt % ma, change])
+    return out + table(["job", "figure", "before", "after", "change"], rows)
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def render(res):
+    m = res.meta
+    md = [INTRO, ""]
+    if m:
+        md.append("This run: %s; %s round(s), interleaved, %s to %s UTC; load average %s at the start, %s at the end.%s"
+                  % (m.get("machine", "?"), m.get("rounds", "?"), m.get("start", "?"), m.get("end", "?"),
+                     m.get("load_start", "?"), m.get("load_end", "?"),
+                     " **Quick mode: small counts, one round; not figures to quote.**" if m.get("quick") else ""))
+        for section, when in sorted(m.get("reruns", {}).items()):
+            md.append("")
+            md.append("The %s section comes from a later run: %s." % (section, when))
+    else:
+        md.append("No run recorded.")
+    md.append("")
+
+    md += ["## try: one non-blocking check", "", TRY_TEXT, ""]
+    md += table(["try, ns per check"] + [c[1] for c in TRY_COLS],
+                [[row] + [res.cell("try/%s/%s" % (row, c), "ns_per_op", "%.1f") for c, _ in TRY_COLS]
+                 for row, _, _ in TRY_ROWS])
+    t1 = "try/t1 admitting/"
+    md.append("| one clock read | %s | | %s | | %s | | |" % (
+        res.cell(t1 + "floor", "clock_ns", "%.1f"), res.cell(t1 + "floor tsc", "clock_ns", "%.1f"),
+        res.cell(t1 + "sluice coarse", "clock_ns", "%.1f")))
+    md += ["", "## Every limiter's check", "", POLICIES_TEXT, ""]
+    md += table(["policy, ns per check"] + [r[0] for r in TRY_ROWS],
+                [[label] + [res.cell("policies/" + row, "ns_per_op", "%.1f", policy=p) for row, _, _ in TRY_ROWS]
+                 for p, label in POLICIES])
+
+    waiters = next((str(l.get("waiters")) for l in res.lines if l["job"] == "fanout/sluice coroutine"), "W")
+    md += ["", "## fanout: many waiters on one limiter", "", FANOUT_TEXT, ""]
+    md += table(["fanout, %s waiters at 100,000/s" % waiters] + [c[1] for c in FANOUT_COLS],
+                [["rate error, %"] + [res.cell("fanout/" + c, "rate_error", "%+.2f", 100) for c, _ in FANOUT_COLS],
+                 ["CPU per acquire, us"] + [res.cell("fanout/" + c, "cpu_us_per_acquire", "%.2f") for c, _ in FANOUT_COLS],
+                 ["peak RSS, MB"] + [res.cell("fanout/" + c, "max_rss_kib", "%.0f", 1 / 1024) for c, _ in FANOUT_COLS]])
+    md += ["", "## pace: one waiter at a steady rate", "", PACE_TEXT, ""]
+    md += table(["pace, achieved per second"] + [c[1] for c in PACE_COLS],
+                [["%s/s" % rate] + [res.cell("pace/%s/%s" % (rate, c), "achieved_rate", "%.0f") for c, _ in PACE_COLS]
+                 for rate in PACE_RATES])
+    md.append("")
+    md += table(["pace, gap error p50, %"] + [c[1] for c in PACE_COLS],
+                [["%s/s" % rate] + [res.cell("pace/%s/%s" % (rate, c), "gap_err_p50", "%.2f", 100) for c, _ in PACE_COLS]
+                 for rate in PACE_RATES])
+
+    md += ["", "## keyed: one limiter per key", "", KEYED_TEXT, ""]
+    rows = []
+    for label, job, t2 in (("1,000 string keys", "keyed/1000/string", None),
+                           ("1,000 string keys, a map and a mutex", "keyed/1000/naive", None),
+                           ("1,000,000 string keys", "keyed/1000000/string", "keyed/1000000/string t2"),
+                           ("1,000,000 u64 keys", "keyed/1000000/u64", "keyed/1000000/u64 t2"),
+                           ("1,000,000 IPv4 keys (`address_v4`)", "keyed/1000000/ipv4", None),
+                           ("1,000,000 IPv6 keys (`unsigned __int128`)", "keyed/1000000/ipv6", None),
+                           ("1,000,000 string keys, a map and a mutex", "keyed/1000000/naive", None)):
+        rows.append([label, res.cell(job, "ns_per_op", "%.0f"), res.cell(job, "chase_ns", "%.0f"),
+                     res.cell(job, "misses_per_check", "%.2f"), res.cell(job, "bytes_per_key", "%.0f"),
+                     res.cell(job, "insert_ns_per_key", "%.0f"), res.cell(t2, "ns_per_op", "%.0f") if t2 else ""])
+    md += table(["keyed, uniform keys, one thread", "ns per check", "one DRAM miss (the run's pointer chase), ns",
+                 "DRAM misses per check", "bytes per key", "new key, ns", "two threads, ns per check"], rows)
+
+    md += ["", "## shared: one quota in Redis", "", SHARED_TEXT, ""]
+    md += table(["shared, 1,000/s on one Redis", "decisions per second", "over-admission, %"],
+                [[c, res.cell("shared/" + c, "decisions_per_s", "%.0f"), res.cell("shared/" + c, "over_admission", "%+.2f", 100)]
+                 for c in ("exact", "lease 8")])
+    fleet = [l for l in res.lines if l["job"].startswith("fleet/") and "seconds" in l and "procs" in l]
+    secs, procs = (str(fleet[0]["seconds"]), str(fleet[0]["procs"])) if fleet else ("D", "P")
+    md += ["", FLEET_TEXT, ""]
+    rows = []
+    for rate in FLEET_RATES:
+        for c in FLEET_COLS:
+            job = "fleet/%s/%s" % (rate, c)
+            rows.append(["%s/s, %s" % (rate, c), res.ratio(job, "admitted", "allowed", "%.1f", 100),
+                         res.cell(job, "over_admission", "%+.2f", 100), res.cell(job, "commands_per_decision", "%.2f", 100),
+                         "%s / %s" % (res.cell(job, "share_min", "%.2f"), res.cell(job, "share_max", "%.2f")),
+                         res.cell(job, "decisions_per_s", "%.0f")])
+    md += table(["fleet: %s processes x 32 callers, burst 1, %s s, one Redis" % (procs, secs), "admitted, % of the quota",
+                 "over-admission, %", "Redis commands, % of decisions", "shares, min / max of equal",
+                 "decisions per second"], rows)
+    md += ["", "## Waiting on Redis", "", WAIT_TEXT, ""]
+    wn = next((str(l.get("waiters")) for l in res.lines if l["job"] == "wait" and "waiters" in l), "W")
+    md += table(["waiting on Redis: %s requests at once on one token bucket" % wn, "waiting at once",
+                 "heap per waiting request, bytes", "resident per waiting request, bytes", "peak RSS, MB",
+                 "CPU per request, us", "CPU per wait, us"],
+                [["sluice"] + [res.cell("wait", key, fmt, scale) for key, fmt, scale in (
+                    ("waiting_reserved", "%.0f", 1), ("heap_bytes_per_waiter", "%.0f", 1), ("bytes_per_waiter", "%.0f", 1),
+                    ("max_rss_kib", "%.0f", 1 / 1024), ("cpu_us_per_request", "%.2f", 1), ("cpu_us_per_wait", "%.2f", 1))]])
+    md += ["", REDIS_BENCHMARK_TEXT, ""]
+    md += table(["redis-benchmark, EVALSHA of the GCRA script, 128 in flight", "requests per second"],
+                [["redis-server on 127.0.0.1", res.cell("redis-benchmark", "requests_per_s", "%.0f")]])
+
+    md += ["", "## Bandwidth", "", BANDWIDTH_TEXT, ""]
+    conns = next((str(l.get("connections")) for l in res.lines if l["job"] == "bandwidth"), "C")
+    md += table(["bandwidth: %s connections sharing 50 MB/s" % conns, "achieved, MB/s", "error over the cap, %",
+                 "shares, min / max of equal", "CPU per MB, us"],
+                [["sluice throttled_stream", res.cell("bandwidth", "achieved_bytes_per_s", "%.2f", 1e-6),
+                  res.cell("bandwidth", "rate_error", "%+.2f", 100),
+                  "%s / %s" % (res.cell("bandwidth", "share_min", "%.3f"), res.cell("bandwidth", "share_max", "%.3f")),
+                  res.cell("bandwidth", "cpu_us_per_mb", "%.0f")]])
+
+    md += ["", "## Adaptive rate (simulation)", "", SIM_RATE_TEXT, ""]
+    cases = []
+    for l in res.lines:
+        if l["job"] == "sim/adaptive_rate" and l["case"] not in cases:
+            cases.append(l["case"])
+    md += table(["server, client's first rate", "refused, %", "quota used, %"],
+                [[c, res.cell("sim/adaptive_rate", "refused_pct", "%.2f", case=c),
+                  res.cell("sim/adaptive_rate", "quota_used_pct", "%.1f", case=c)] for c in cases]
+                or [["not run", "", ""]])
+    md += ["", "## Adaptive concurrency (simulation)", "", SIM_CONC_TEXT, ""]
+    algos, knees = [], []
+    for l in res.lines:
+        if l["job"] == "sim/adaptive_concurrency":
+            if l["algorithm"] not in algos:
+                algos.append(l["algorithm"])
+            if l["knee"] not in knees:
+                knees.append(l["knee"])
+
+    def conc(a, k):
+        got = [l for l in res.lines if l["job"] == "sim/adaptive_concurrency" and l["algorithm"] == a and l["knee"] == k]
+        return "%d-%d (%.0f)" % (got[0]["low"], got[0]["high"], got[0]["mean"]) if got else ""
+    md += table(["algorithm"] + ["knee %d" % k for k in knees] if knees else ["algorithm", "limit"],
+                [[a] + [conc(a, k) for k in knees] for a in algos] or [["not run", ""]])
+
+    md += ["", "## The example programs against nginx", "", EXAMPLES_TEXT, ""]
+    ex = [l for l in res.lines if l["job"] == "examples"]
+    when = next((l for l in ex if l.get("run") == "when"), None)
+    if when:
+        md += ["This run: %s, %s; %s to %s UTC; load average %s at the start, %s at the end.%s"
+               % (when["machine"], when["nginx"], when["start"], when["end"], when["load_start"], when["load_end"],
+                  " **Quick mode: a 60-page site, 15 s runs; not figures to quote.**" if when["quick"] else ""), ""]
+    md += table(["crawler, 300 pages behind limit_req 20r/s", "pages fetched", "time, s", "ideal, s", "over the ideal, %",
+                 "refused", "exit"],
+                [["%s, paced at %d/s" % (l["refusal"], l["pace"]), "%d of %d" % (l["fetched"], l["pages"]),
+                  "%.2f" % l["seconds"], "%.2f" % l["ideal_seconds"], "%+.1f" % ((l["seconds"] / l["ideal_seconds"] - 1) * 100),
+                  "%d of %d" % (l["refused"], l["requests"]), "%d" % l["exit"]]
+                 for l in ex if l.get("run") == "crawler"] or [["not run", "", "", "", "", "", ""]])
+    md.append("")
+    md += table(["api_client, limit_req 50r/s burst=1", "admitted once settled, /s", "% of 50/s", "refused once settled"],
+                [[l["name"], "%.1f" % l["settled_rate"], "%.1f" % l["quota_pct"],
+                  "%d of %d (%.2f %%)" % (l["settled_refused"], l["settled_requests"],
+                                          100 * l["settled_refused"] / max(1, l["settled_requests"]))]
+                 for l in ex if l.get("run") == "api_client"] or [["not run", "", "", ""]])
+    md.append("")
+    md += table(["server, idle connections under ulimit -n 1024", "answers", "latency p50 / max, ms", "CPU, %",
+                 "RSS start / held / after, MiB"],
+                [["%d" % l["idle"], "%d, %s" % (l["requests"], "all 200" if l["all_200"] else "not all 200"),
+                  "%.2f / %.2f" % (l["p50_ms"], l["max_ms"]), "%.1f" % l["cpu_pct"],
+                  "%.1f / %.1f / %.1f" % (l["rss_start_kib"] / 1024, l["rss_held_kib"] / 1024, l["rss_after_kib"] / 1024)]
+                 for l in ex if l.get("run") == "server"] or [["not run", "", "", "", ""]])
+
+    md += ["", "## Plots", "", PLOTS_TEXT, ""]
+    return "\n".join(md)
+
+
+# ------------------------------------------------------------------------------------------
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", default=os.path.join(ROOT, "build-rel/benchmarks/sluice-bench"))
     ap.add_argument("--peers", default=os.path.join(ROOT, "../shared/peers"))
+    ap.add_argument("--tests", help="build dir holding tests/test_adaptive_rate and tests/test_adaptive_concurrency")
+    ap.add_argument("--examples", help="build dir with the example programs (-Dexamples=true), for the examples section")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="results.jsonl")
-    ap.add_argument("--no-write", action="store_true", help="print the tables, leave RESULTS.md alone")
+    ap.add_argument("--quick", action="store_true", help="small counts, one round: checks the script")
+    ap.add_argument("--only", help="comma-separated sections to run: " + ",".join(SECTIONS))
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.jsonl"), help="the raw lines")
+    ap.add_argument("--from", dest="src", metavar="FILE", help="run nothing: write the page from this raw file")
+    ap.add_argument("--no-write", action="store_true", help="print the page, leave RESULTS.md alone")
+    ap.add_argument("--before", metavar="BENCH",
+                    help="a second sluice-bench (an older build): each sluice job also runs with it, just "
+                         "before the same job with --bench, and a before/after table is printed (not written "
+                         "to RESULTS.md, which holds no history)")
     a = ap.parse_args()
-    if not os.path.exists(a.bench):
-        sys.exit("results.py: no benchmark at %s (build it first, see --help)" % a.bench)
-    peers = os.path.abspath(a.peers)
-    B = os.path.abspath(a.bench)
-    rounds = 1 if a.quick else a.rounds
-    ops = "1000000" if a.quick else "10000000"
-    waiters = "10000" if a.quick else "100000"
-    pace_n = {"100000": "2000", "10000": "2000", "1000": "500"} if a.quick else \
-        {"100000": "20000", "10000": "20000", "1000": "5000"}
-    keyed_ops = "200000" if a.quick else "2000000"
-    start = datetime.datetime.now(datetime.timezone.utc)
-    load0 = load()
-    r = Runner(B, peers, open(a.out, "w"))
-    go, guava = os.path.join(peers, "go", "run"), os.path.join(peers, "java-guava", "run")
 
-    for rnd in range(1, rounds + 1):
-        for t in ("1", "2"):
-            for adm in ("true", "false"):
-                row = "t%s %s" % (t, "admitting" if adm == "true" else "rejecting")
-                args = ["--scenario", "try", "--threads", t, "--ops", ops, "--admitting=" + adm]
-                # What a user runs: token_bucket<>::try_acquire on the default clock, and
-                # the least one shared word can do (a bare CAS loop) on the same clock;
-                # then both on steady_clock (the default before default_clock read the TSC).
-                r.run(rnd, "sluice", [B] + args, (row, "ns_per_op"), ("clock", "clock"))
-                r.run(rnd, "floor", [B] + args + ["--policy", "floor"], (row, "ns_per_op"), ("clock read", "clock_ns"))
-                r.run(rnd, "sluice steady", [B] + args + ["--clock", "steady"], (row, "ns_per_op"))
-                r.run(rnd, "floor steady", [B] + args + ["--policy", "floor", "--clock", "steady"], (row, "ns_per_op"),
-                      ("clock read", "clock_ns"))
-                r.run(rnd, "Go", [go] + args, (row, "ns_per_op"))
-                r.run(rnd, "Guava", [guava] + args, (row, "ns_per_op"))
-        fan = ["--scenario", "fanout", "--waiters", waiters, "--rate", "100000"]
-        for col, cmd in (("sluice coroutine", [B] + fan), ("sluice callback", [B] + fan + ["--waiter", "callback"]),
-                         ("Asio floor", [B] + fan + ["--policy", "floor"]),
-                         ("queue coroutine", [B] + fan + ["--policy", "queue"]),
-                         ("queue callback", [B] + fan + ["--policy", "queue", "--waiter", "callback"])):
-            # Against Go, the figures that include spawning the waiters, as Go's do.
-            r.run(rnd, col, cmd, ("fanout error", "rate_error_incl_spawn", 100),
-                  ("fanout cpu", "cpu_us_per_acquire_incl_spawn"), ("fanout cpu after spawn", "cpu_us_per_acquire"),
-                  ("fanout rss", "max_rss_kib", 1 / 1024))
-        # Go's wall and CPU run from before its goroutines are started.
-        r.run(rnd, "Go", [go] + fan, ("fanout error", "rate_error", 100), ("fanout cpu", "cpu_us_per_acquire"),
-              ("fanout rss", "max_rss_kib", 1 / 1024))
-        for rate, n in pace_n.items():
-            args = ["--scenario", "pace", "--rate", rate, "--n", n]
-            r.run(rnd, "sluice", [B] + args, ("pace " + rate, "achieved_rate"))
-            r.run(rnd, "sluice strict", [B] + args + ["--strict"], ("pace " + rate, "achieved_rate"))
-            r.run(rnd, "Go", [go] + args, ("pace " + rate, "achieved_rate"))
-            r.run(rnd, "Guava", [guava] + args, ("pace " + rate, "achieved_rate"))
-        for keys in ("1000", "1000000"):
-            args = ["--scenario", "keyed", "--keys", keys, "--dist", "uniform", "--ops", keyed_ops]
-            r.run(rnd, "sluice", [B] + args, ("keyed " + keys, "ns_per_op"), ("keyed " + keys + " chase", "chase_ns"),
-                  ("keyed " + keys + " bytes", "bytes_per_key"))
-            r.run(rnd, "naive map", [B] + args + ["--policy", "naive"], ("keyed " + keys, "ns_per_op"),
-                  ("keyed " + keys + " bytes", "bytes_per_key"))
-        sh = ["--scenario", "shared", "--procs", "2" if a.quick else "4", "--concurrency", "32", "--rate", "1000",
-              "--seconds", "1" if a.quick else "3", "--port", "6397"]
-        for col, extra in (("sluice exact", []), ("sluice lease 8", ["--lease", "8"])):
-            r.run(rnd, col, [B] + sh + extra, ("shared", "decisions_per_s"), ("shared over", "over_admission", 100))
-        # The fleet: one quota, 4 processes x 32 callers, burst 1, at the rates fleets have.
-        secs = "1" if a.quick else "5"
-        rlflex = os.path.join(peers, "node-rlflex", "run")
-        for rate in ("1000", "10000", "100000"):
-            base = ["--scenario", "shared", "--procs", "2" if a.quick else "4", "--concurrency", "32", "--rate", rate,
-                    "--seconds", secs, "--port", "6398"]
-            for col, cmd in (("sluice try, lease 64", [B] + base + ["--lease", "64"]),
-                             ("sluice acquire, bucket", [B] + base + ["--mode", "acquire"]),
-                             ("sluice acquire, window", [B] + base + ["--mode", "acquire", "--limiter", "window"]),
-                             ("rate-limiter-flexible", [rlflex] + base)):
-                r.run(rnd, col, cmd, ("fleet " + rate + " admitted", "admitted"), ("fleet " + rate + " allowed", "allowed"),
-                      ("fleet " + rate + " over", "over_admission", 100),
-                      ("fleet " + rate + " cmds", "commands_per_decision", 100),
-                      ("fleet " + rate + " share min", "share_min"), ("fleet " + rate + " share max", "share_max"),
-                      ("fleet " + rate + " decisions", "decisions_per_s"))
-        redis_benchmark(r, rnd, 6399)
-
-    end = datetime.datetime.now(datetime.timezone.utc)
-    md = []
-    md.append(BEGIN)
-    md.append("## Side by side (generated by `benchmarks/results.py`)")
-    md.append("")
-    md.append("%s; %d round(s), interleaved, %s to %s UTC; load average %s at the start, %s at the end.%s"
-              % (machine(), rounds, start.strftime("%Y-%m-%d %H:%M"), end.strftime("%H:%M"), load0, load(),
-                 " Quick mode: small counts." if a.quick else ""))
-    md.append("Each cell is min-max over the rounds; `peers/<peer>/run` are the peer programs.")
-    md.append("")
-    clock = ", ".join(sorted(set(v for (row, c), vals in r.results.items() if row == "clock" for v in vals))) or "?"
-    md.append("| try, ns per check | sluice `token_bucket<>::try_acquire` | one-word floor "
-              "| sluice, steady_clock | floor, steady_clock | Go x/time/rate | Guava |")
-    md.append("| --- | --- | --- | --- | --- | --- | --- |")
-    for row in ("t1 admitting", "t1 rejecting", "t2 admitting", "t2 rejecting"):
-        md.append("| %s | %s |" % (row, " | ".join(r.cell(row, c, "%.1f")
-                                                   for c in ("sluice", "floor", "sluice steady", "floor steady", "Go", "Guava"))))
-    md.append("| one clock read | | %s | | %s | | |" % (r.cell("clock read", "floor", "%.1f"),
-                                                    r.cell("clock read", "floor steady", "%.1f")))
-    md.append("")
-    md.append("sluice is the limiter's public `try_acquire()` on a `token_bucket<>` with the default clock")
-    md.append("(`default_clock`, which read `%s` here), reading the decision's `remaining` and `reset_after` as"
-              % clock)
-    md.append("a server answering with RateLimit fields does. The one-word floor is a bare compare-and-swap loop")
-    md.append("on one `std::atomic<int64_t>` with the same clock and constants (`--policy floor`): the least a")
-    md.append("limiter whose state is one shared word can cost a check.")
-    md.append("")
-    md.append("| fanout, %s waiters at 100,000/s | sluice coroutines | sluice callbacks | one-timer queue, coroutines "
-              "| one-timer queue, callbacks | Asio floor (a timer a waiter) | Go |" % waiters)
-    md.append("| --- | --- | --- | --- | --- | --- | --- |")
-    cols = ("sluice coroutine", "sluice callback", "queue coroutine", "queue callback", "Asio floor", "Go")
-    md.append("| rate error including spawn, %% | %s |" % " | ".join(r.cell("fanout error", c, "%+.2f") for c in cols))
-    md.append("| CPU per acquire including spawn, us | %s |" % " | ".join(r.cell("fanout cpu", c, "%.2f") for c in cols))
-    md.append("| CPU per acquire after the spawn, us | %s | |" % " | ".join(r.cell("fanout cpu after spawn", c, "%.2f")
-                                                                       for c in cols[:-1]))
-    md.append("| peak RSS, MB | %s |" % " | ".join(r.cell("fanout rss", c, "%.0f") for c in cols))
-    md.append("")
-    md.append("Both sides include spawning the waiters: Go's wall and CPU run from before its goroutines start,")
-    md.append("sluice's from before its coroutines are spawned (`*_incl_spawn`); callbacks have nothing to spawn.")
-    md.append("")
-    md.append("The one-timer queue (`--policy queue`) parks each waiter's handler in a FIFO and resumes")
-    md.append("the due ones in order from one timer that wakes at most every 200 us, with no limiter")
-    md.append("arithmetic, lock or cancellation: the least a one-timer engine can cost a waiter on Asio.")
-    md.append("")
-    md.append("| pace, achieved per second | sluice | sluice strict | Go | Guava |")
-    md.append("| --- | --- | --- | --- | --- |")
-    for rate in pace_n:
-        md.append("| %s/s | %s |" % (rate, " | ".join(r.cell("pace " + rate, c, "%.0f")
-                                                   for c in ("sluice", "sluice strict", "Go", "Guava"))))
-    md.append("")
-    md.append("| keyed, ns per check, uniform keys, one thread | sluice keyed | a map and a mutex "
-              "| one DRAM miss (the run's pointer chase) | bytes per key, sluice / naive |")
-    md.append("| --- | --- | --- | --- | --- |")
-    for keys in ("1000", "1000000"):
-        row = "keyed " + keys
-        md.append("| %s keys | %s | %s | %s / %s |" % (
-            keys, " | ".join(r.cell(row, c, "%.0f") for c in ("sluice", "naive map")),
-            r.cell(row + " chase", "sluice", "%.0f"), r.cell(row + " bytes", "sluice", "%.0f"),
-            r.cell(row + " bytes", "naive map", "%.0f")))
-    md.append("")
-    md.append("| shared, 1,000/s on one Redis | decisions per second | over-admission, % |")
-    md.append("| --- | --- | --- |")
-    for c in ("sluice exact", "sluice lease 8"):
-        md.append("| %s | %s | %s |" % (c, r.cell("shared", c, "%.0f"), r.cell("shared over", c, "%+.2f")))
-    md.append("")
-    md.append("| fleet: 4 processes x 32 callers, burst 1, %s s, one Redis | admitted, %% of allowed | over-admission, %% "
-              "| Redis commands, %% of decisions | shares, min / max of equal | decisions per second |" % secs)
-    md.append("| --- | --- | --- | --- | --- | --- |")
-    for rate in ("1000", "10000", "100000"):
-        for c in ("sluice try, lease 64", "sluice acquire, bucket", "sluice acquire, window", "rate-limiter-flexible"):
-            adm, alw = r.results.get(("fleet " + rate + " admitted", c)), r.results.get(("fleet " + rate + " allowed", c))
-            if adm and alw:
-                r.results[("fleet " + rate + " pct", c)] = [100.0 * x / y for x, y in zip(adm, alw)]
-            md.append("| %s/s, %s | %s | %s | %s | %s / %s | %s |" % (
-                rate, c, r.cell("fleet " + rate + " pct", c, "%.1f"), r.cell("fleet " + rate + " over", c, "%+.2f"),
-                r.cell("fleet " + rate + " cmds", c, "%.2f"), r.cell("fleet " + rate + " share min", c, "%.2f"),
-                r.cell("fleet " + rate + " share max", c, "%.2f"), r.cell("fleet " + rate + " decisions", c, "%.0f")))
-    md.append("")
-    md.append("redis-benchmark, the GCRA script by EVALSHA with 128 in flight (`-c 4 -P 32`): %s requests per second."
-              % r.cell("fleet 1000 rps", "redis-benchmark", "%.0f"))
-    md.append(END)
-    block = "\n".join(md) + "\n"
-    print()
-    print(block)
-    if a.no_write:
-        return
-    path = os.path.join(ROOT, "benchmarks", "RESULTS.md")
-    text = open(path).read()
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + block.rstrip("\n") + text[text.index(END) + len(END):]
+    if a.src:
+        lines = [json.loads(l) for l in open(a.src) if l.strip()]
     else:
-        # First time: after the introduction (before the first section).
-        i = text.index("\n## ")
-        text = text[:i + 1] + block + "\n" + text[i + 1:]
-    open(path, "w").write(text)
-    print("RESULTS.md updated")
+        only = set(a.only.split(",")) if a.only else set(SECTIONS)
+        if only - set(SECTIONS):
+            sys.exit("results.py: unknown section(s) %s (%s)" % (",".join(sorted(only - set(SECTIONS))), ",".join(SECTIONS)))
+        if only - {"simulation", "examples"} and not os.path.exists(a.bench):
+            sys.exit("results.py: no benchmark at %s (build it first, see --help)" % a.bench)
+        peers = os.path.abspath(a.peers)
+        B = os.path.abspath(a.bench)
+        rounds = 1 if a.quick else a.rounds
+        meta = {"machine": machine(), "rounds": rounds, "quick": a.quick, "load_start": load(),
+                "start": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")}
+        raw = a.out + ".partial"
+        r = Runner(B, peers, open(raw, "w"))
+        if "simulation" in only and a.tests:
+            simulations(r, os.path.abspath(a.tests))
+        if "examples" in only and a.examples:
+            examples(r, os.path.abspath(a.examples), a.quick)
+        for rnd in range(1, rounds + 1):
+            for section, job, cmd in plan(a, B, peers):
+                if section not in only:
+                    continue
+                if job == "redis-benchmark":
+                    redis_benchmark(r, rnd, 6399)
+                    continue
+                if a.before and cmd[0] == B:
+                    r.run(rnd, BEFORE + job, [os.path.abspath(a.before)] + cmd[1:])
+                r.run(rnd, job, cmd)
+        r.out.close()
+        meta["end"] = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M")
+        meta["load_end"] = load()
+        body = open(raw).read()
+        with open(a.out, "w") as f:
+            f.write(json.dumps({"meta": meta}) + "\n" + body)
+        os.remove(raw)
+        print("raw lines in %s" % a.out)
+        lines = [json.loads(l) for l in open(a.out) if l.strip()]
+
+    if any(l.get("job", "").startswith(BEFORE) for l in lines):
+        print("\n".join(before_after(lines)))
+        lines = [l for l in lines if not l.get("job", "").startswith(BEFORE)]
+    page = render(Results(lines))
+    if a.no_write:
+        print(page)
+        return
+    open(os.path.join(ROOT, "benchmarks", "RESULTS.md"), "w").write(page)
+    print("RESULTS.md written")
 
 
 if __name__ == "__main__":

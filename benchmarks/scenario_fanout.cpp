@@ -18,10 +18,10 @@
 // Start gate: every coroutine is spawned first and parks at the gate; opening it lets the
 // first 256 waiters go, and the last of them lets the next 256 go before it acquires, so
 // the waiters start in order right away (a batch, not one a time: each post is a round
-// of the scheduler, with its epoll_wait). (A timer cancelled with W waits on it, the gate
-// until 2026-11, queues all W completions before the first waiter runs: 3-4 ms at
-// W = 100,000 on the 2-core VM, charged to the rate of the limiter, whose schedule starts
-// at the first acquire, but not to the floor's, whose timers are set from the gate.)
+// of the scheduler, with its epoll_wait). (A timer cancelled with W waits on it would queue
+// all W completions before the first waiter runs, a delay charged to the rate of the
+// limiter, whose schedule starts at the first acquire, but not to the floor's, whose timers
+// are set from the gate.)
 // wall_s runs from the gate opening to the last completion (the clock is read in each
 // waiter right after it resumes); first_acquire_s from the gate to the first acquire. spawn_s is the time to create and park all waiters
 // (0 for callbacks: they have nothing to create before the gate), wall_incl_spawn_s is
@@ -66,6 +66,8 @@ namespace sluice_bench {
 std::string fanout_waiter = "coroutine";
 // --coalesce-us N: the bucket's limiter_options::coalesce (-1: the default, 200 us).
 std::int64_t fanout_coalesce_us = -1;
+// --coalesce-max-us N: the bucket's limiter_options::coalesce_max (-1: the default, 1 ms).
+std::int64_t fanout_coalesce_max_us = -1;
 
 namespace {
 
@@ -301,6 +303,7 @@ int run_fanout_on(const options& o, bool callback, engine e)
     std::optional<ideal_queue> queue;
     sluice::limiter_options lo;
     if (fanout_coalesce_us >= 0) lo.coalesce = std::chrono::microseconds(fanout_coalesce_us);
+    if (fanout_coalesce_max_us >= 0) lo.coalesce_max = std::chrono::microseconds(fanout_coalesce_max_us);
     if (e == engine::leaky) {
         bucket.emplace(io, sluice::rate::per_second(o.rate), std::chrono::nanoseconds(0), lo);
         c.bucket = &*bucket;
@@ -378,6 +381,7 @@ int run_fanout_on(const options& o, bool callback, engine e)
         .add("clock_type", clock_type(o.clock))
         .add("coalesce_us", static_cast<long long>(fanout_coalesce_us < 0 ? sluice::limiter_options{}.coalesce.count() / 1000
                                                                           : fanout_coalesce_us))
+        .add("coalesce_max_us", static_cast<long long>(lo.coalesce_max.count() / 1000))
         .add("clock_ns", clock_read_ns(o.clock))
         .add("waiters", static_cast<long long>(W))
         .add("rate", o.rate)

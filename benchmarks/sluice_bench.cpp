@@ -22,6 +22,7 @@ int run_pace(const options& o);     // scenario_pace.cpp
 extern std::int64_t pace_slack_us;  // scenario_pace.cpp: --slack-us N
 extern std::string fanout_waiter;   // scenario_fanout.cpp: --waiter coroutine|callback
 extern std::int64_t fanout_coalesce_us;   // scenario_fanout.cpp: --coalesce-us N
+extern std::int64_t fanout_coalesce_max_us;   // scenario_fanout.cpp: --coalesce-max-us N
 int run_keyed(const options& o);    // scenario_keyed.cpp
 extern std::int64_t keyed_keys;     // scenario_keyed.cpp: --keys K
 extern std::string keyed_dist;      // scenario_keyed.cpp: --dist uniform|zipf
@@ -31,7 +32,7 @@ extern std::int64_t bandwidth_connections;   // scenario_bandwidth.cpp: --connec
 #ifdef SLUICE_BENCH_REDIS
 int run_shared(const options& o);   // scenario_shared.cpp
 extern std::int64_t shared_lease;   // scenario_shared.cpp: --lease N
-extern std::string shared_mode;     // scenario_shared.cpp: --mode try|acquire
+extern std::string shared_mode;     // scenario_shared.cpp: --mode try|acquire|wait
 extern std::string shared_limiter;  // scenario_shared.cpp: --limiter bucket|window
 #endif
 
@@ -48,12 +49,12 @@ struct scenario_entry {
 
 constexpr scenario_entry scenarios[] = {
     {"try", run_try, "--threads T --ops N --admitting=true|false --policy P"},
-    {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor|queue] [--coalesce-us N] [--trace FILE]"},
+    {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor|queue] [--coalesce-us N] [--coalesce-max-us N] [--trace FILE]"},
     {"pace", run_pace, "--n N --rate R [--strict] [--slack-us N] [--trace FILE: each grant, ns after the first]"},
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --key string|u64|ipv4|ipv6 --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
 #ifdef SLUICE_BENCH_REDIS
-    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N] [--mode try|acquire] [--limiter bucket|window]"},
+    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window] [--waiters W]"},
 #endif
 };
 
@@ -192,9 +193,9 @@ options parse(int argc, char** argv)
         }
         else if (key == "trace") o.trace = value;
         else if (key == "waiter") fanout_waiter = value;   // fanout (not in options)
-        else if (key == "coalesce-us" || key == "slack-us") {
+        else if (key == "coalesce-us" || key == "coalesce-max-us" || key == "slack-us") {
             // -1 inside means "the library's default"; a user's value is a duration.
-            std::int64_t& dst = key == "coalesce-us" ? fanout_coalesce_us : pace_slack_us;
+            std::int64_t& dst = key == "coalesce-us" ? fanout_coalesce_us : key == "slack-us" ? pace_slack_us : fanout_coalesce_max_us;
             parse_int(key, value, dst);
             if (dst < 0) usage_error("--" + std::string(key) + " wants microseconds >= 0, got '" + std::string(value) + "'");
         }

@@ -6,8 +6,8 @@
 // time); no wait outlives max_wait (the token bucket's sleep, the window's sleeps and its
 // fallback wait all end by the deadline); a reserved slot not used is given back exactly
 // once, with its state; the window leaves its waiters' queue exactly once when it was
-// queued and not granted; a decision is counted at most once, and only a grant or a
-// refusal is.
+// queued and not granted; a request is answered (counted) exactly once, and a decision
+// at most once, only a grant or a refusal.
 #include "fake_core.hpp"
 
 #include <sluice/detail/arith.hpp>
@@ -33,6 +33,7 @@ void drive(fuzz::input& in, fuzz::fake_core& c, Fsm& f, bool bucket, std::int64_
     const std::int64_t start = c.now;
     const std::int64_t deadline = sat_add(start, max_wait_ns);
     const std::uint64_t decisions0 = c.admitted + c.rejected;
+    const std::uint64_t answered0 = c.answered;
     bool granted = false;             // an admitted verdict came
     bool refused_once = false;        // the window was refused (its ticket queued)
     std::optional<detail::verdict> grant;
@@ -108,6 +109,8 @@ void drive(fuzz::input& in, fuzz::fake_core& c, Fsm& f, bool bucket, std::int64_
 
     const std::uint64_t decisions = c.admitted + c.rejected - decisions0;
     FUZZ_CHECK(decisions <= 1);
+    FUZZ_CHECK(c.answered - answered0 == 1);   // every request is answered, once
+    FUZZ_CHECK(c.started == c.answered);
     if (!f.error()) {
         // Success: after a grant, or from the failure policy (fail_open, the fallback).
         FUZZ_CHECK(granted || c.by_fallback > 0);

@@ -40,7 +40,10 @@ struct fake_core {
     std::int64_t now = 0;
 
     std::uint64_t unavailable = 0, errors = 0, replies = 0;
+    // Decisions, requests and tries together: admitted, or refused (a try) or timed out (a
+    // request); by the failure policy. Requests started and answered (each once).
     std::uint64_t admitted = 0, rejected = 0, by_fallback = 0;
+    std::uint64_t started = 0, answered = 0;
     std::vector<std::pair<std::uint64_t, std::int64_t>> refunds;
     std::vector<std::uint64_t> prefetches;   // background reservations asked for, not started yet
     std::vector<std::string> left_queue;
@@ -59,11 +62,22 @@ struct fake_core {
     void on_unavailable() { ++unavailable; }
     void on_error() { ++errors; }
     void on_reply(const detail::verdict&, detail::round_trip) { ++replies; }
-    void count(bool a, bool fb)
+    void request_started() { ++started; }
+    void count_request(const error_code& ec, std::int64_t waited)
+    {
+        FUZZ_CHECK(waited >= 0);
+        ++answered;
+        if (!ec)
+            ++admitted;
+        else if (ec == sluice::error::timed_out)
+            ++rejected;
+    }
+    void count_try(bool a, bool fb)
     {
         ++(a ? admitted : rejected);
-        if (fb) ++by_fallback;
+        if (fb) count_fallback();
     }
+    void count_fallback() { ++by_fallback; }
     void refund(const std::string&, std::uint64_t n, std::int64_t state) { refunds.emplace_back(n, state); }
     sluice::decision fallback_try(const std::string&, std::uint64_t)
     {

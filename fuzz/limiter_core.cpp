@@ -1,6 +1,6 @@
 // What every Redis limiter does with a reply whatever its script (limiter_core): replies
 // read as redis_op reads them (parse_verdict, answers), link errors and the probing while
-// degraded, on a manual clock. The counters add up (decisions = admitted + rejected), the
+// degraded, on a manual clock. The counters add up (the tries admitted and refused), the
 // clock offset is the server's now minus the middle of the round trip exactly (no
 // overflow, whatever the server's clock says), the last round trip is the one measured,
 // and a well-formed reply ends the degraded state while an unreachable Redis starts it.
@@ -65,20 +65,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             auto s = c.stats();
             __extension__ using wide = __int128;
             const wide mid = wide(rt.sent_us) + (wide(rt.received_us) - rt.sent_us) / 2;
-            FUZZ_CHECK(wide(s.clock_offset.count()) == wide(v->now_us) - mid);
-            FUZZ_CHECK(s.last_round_trip.count() == rt.received_us - rt.sent_us);
-            FUZZ_CHECK(!s.degraded);
-            c.count(v->admitted, false);
+            FUZZ_CHECK(wide(s.backend.clock_offset.count()) == wide(v->now_us) - mid);
+            FUZZ_CHECK(s.backend.last_round_trip.count() == rt.received_us - rt.sent_us);
+            FUZZ_CHECK(!s.backend.degraded);
+            c.count_try(v->admitted, false);
             ++(v->admitted ? admitted : rejected);
             break;
         }
         case 1:
             c.on_unavailable();
-            FUZZ_CHECK(c.stats().degraded);
+            FUZZ_CHECK(c.stats().backend.degraded);
             break;
         case 2: {   // while degraded, one request per probe interval goes to Redis
             bool a = c.route(), b = c.route();
-            FUZZ_CHECK(!(a && b) || !c.stats().degraded);
+            FUZZ_CHECK(!(a && b) || !c.stats().backend.degraded);
             break;
         }
         default: {   // a request's own errors: none reaches Redis
@@ -91,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         }
         auto s = c.stats();
-        FUZZ_CHECK(s.admitted == admitted && s.rejected == rejected && s.decisions == admitted + rejected);
+        FUZZ_CHECK(s.try_admitted == admitted && s.try_refused == rejected);
     }
     return 0;
 }

@@ -3,39 +3,31 @@
 namespace sluice {
 namespace {
 
-class category final : public boost::system::error_category {
-public:
-    // A fixed id lets error codes compare equal across shared-library copies.
-    category() noexcept : error_category(0x51a1ce0000000001ULL) {}
-
-    const char* name() const noexcept override { return "sluice"; }
-
-    std::string message(int ev) const override
-    {
-        switch (static_cast<error>(ev)) {
-        case error::invalid_rate: return "invalid rate";
-        case error::invalid_limit: return "invalid limit";
-        case error::invalid_duration: return "invalid duration";
-        case error::invalid_count: return "a request must ask for at least one permit";
-        case error::exceeds_limit: return "the request exceeds the limit: it can never be granted";
-        case error::timed_out: return "the request could not be granted within its maximum wait";
-        case error::queue_full: return "the waiting queue is full";
-        case error::closed: return "the limiter is closed";
-        case error::parse_error: return "malformed input";
-        case error::invalid_option: return "invalid option";
-        case error::backend_unavailable: return "the shared backend is unavailable";
-        case error::backend_error: return "the shared backend answered with an error";
-        case error::protocol_error: return "unexpected reply from the shared backend";
-        }
-        return "unknown sluice error";
+const char* describe(error e) noexcept
+{
+    switch (e) {
+    case error::invalid_rate: return "invalid rate";
+    case error::invalid_limit: return "invalid limit";
+    case error::invalid_duration: return "invalid duration";
+    case error::invalid_count: return "a request must ask for at least one permit";
+    case error::exceeds_limit: return "the request exceeds the limit: it can never be granted";
+    case error::timed_out: return "the request could not be granted within its maximum wait";
+    case error::queue_full: return "the waiting queue is full";
+    case error::closed: return "the limiter is closed";
+    case error::parse_error: return "malformed input";
+    case error::invalid_option: return "invalid option";
+    case error::backend_unavailable: return "the shared backend is unavailable";
+    case error::backend_error: return "the shared backend answered with an error";
+    case error::protocol_error: return "unexpected reply from the shared backend";
     }
-};
+    return nullptr;
+}
 
 } // namespace
 
 const boost::system::error_category& error_category() noexcept
 {
-    static const category instance;
+    static const detail::enum_category<error> instance(0x51a1ce0000000001ULL, "sluice", describe);
     return instance;
 }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the dependencies, configures and builds sluice, then runs the main demo: the
 # example crawler against two example HTTP servers it starts on 127.0.0.1 (two "hosts"),
-# each limiting clients to 30/s with a burst of 10, while the crawler paces itself to
-# 40/s per host: it gets some 429s, pauses each host for its Retry-After, and finishes
-# all 200 pages, with a live progress line and a summary (about 5 s).
+# each limiting clients to 30/s with a burst of 10, the crawler allowed 40/s per host: it
+# reads each host's robots.txt, follows the servers' RateLimit fields to 30/s per host
+# without a refusal, and fetches all 202 pages, with a live progress line and a summary
+# (about 4 s).
 #   scripts/demo.sh                                      # the scenario above
 #   scripts/demo.sh --per-host-rate 20/s --max-pages 50  # any crawler flags instead
 #   scripts/demo.sh pace --rate 1000 --seconds 5         # the pacing demo (pace_demo)

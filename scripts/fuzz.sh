@@ -7,6 +7,9 @@
 #   scripts/fuzz.sh --seconds N [TARGET...]      build, then run each target N seconds
 #                                                (every target when none is named; 0: run
 #                                                the corpus once, no fuzzing)
+#   scripts/fuzz.sh --runs N [TARGET...]         each target N inputs from a fixed seed
+#                                                (--seed, default 1): the same inputs on
+#                                                every machine, which is what CI runs
 # Options of a run:
 #   --jobs J        run J targets at a time (default 1)
 #   --fork K        run each target as K libFuzzer worker processes (-fork=K), which go
@@ -18,6 +21,7 @@
 #                   for the library's sources (a second build with clang's source-based
 #                   coverage, llvm-profdata-14 / llvm-cov-14)
 #   --build DIR     the build directory (default build-fuzz)
+#   --seed S        libFuzzer's random seed (with --runs; default 1)
 # A long campaign, in the background, keeping what it found:
 #   nice scripts/fuzz.sh --seconds 3600 --fork 2 --corpus ~/sluice-fuzz
 #
@@ -31,11 +35,13 @@ cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 
 all_targets() { sed -e 's/#.*//' fuzz/targets | awk 'NF { print $1 }'; }
 
-seconds='' jobs=1 fork=0 corpus_root='' coverage=0 build=build-fuzz targets=()
+seconds='' runs='' seed=1 jobs=1 fork=0 corpus_root='' coverage=0 build=build-fuzz targets=()
 while (($#)); do
     case $1 in
     --list) all_targets; exit 0 ;;
     --seconds) seconds=$2; shift ;;
+    --runs) runs=$2; shift ;;
+    --seed) seed=$2; shift ;;
     --jobs) jobs=$2; shift ;;
     --fork) fork=$2; shift ;;
     --corpus) corpus_root=$2; shift ;;
@@ -47,7 +53,12 @@ while (($#)); do
     esac
     shift
 done
-[[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz: --seconds N is required (or --list)" >&2; exit 2; }
+if [[ -n $runs ]]; then
+    [[ $runs =~ ^[0-9]+$ && $seed =~ ^[0-9]+$ && -z $seconds ]] ||
+        { echo "fuzz: --runs N (and --seed S) are numbers, without --seconds" >&2; exit 2; }
+else
+    [[ $seconds =~ ^[0-9]+$ ]] || { echo "fuzz: --seconds N or --runs N is required (or --list)" >&2; exit 2; }
+fi
 known=$(all_targets)
 ((${#targets[@]})) || mapfile -t targets <<<"$known"
 for t in "${targets[@]}"; do
@@ -113,8 +124,14 @@ run_one() {
     local before
     before=$(find "$out" -type f ! -name 'slow-unit-*' | wc -l)
     # --seconds 0: no fuzzing, the corpus run once (its coverage, and any input that fails now).
-    local limit=(-max_total_time="$seconds")
-    ((seconds > 0)) || limit=(-runs=0)
+    local limit
+    if [[ -n $runs ]]; then
+        limit=(-runs="$runs" -seed="$seed")
+    elif ((seconds > 0)); then
+        limit=(-max_total_time="$seconds")
+    else
+        limit=(-runs=0)
+    fi
     local args=("${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
                 -artifact_prefix="$out/" "$work" "fuzz/corpus/$t")
     ((fork > 0)) && args=(-fork="$fork" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 "${args[@]}")
@@ -137,7 +154,7 @@ run_one() {
     fi
 }
 
-echo "fuzz: ${#targets[@]} targets, ${seconds}s each, $jobs at a time$( ((fork)) && echo ", fork $fork"); corpus in $corpus_root"
+echo "fuzz: ${#targets[@]} targets, $([[ -n $runs ]] && echo "$runs runs (seed $seed)" || echo "${seconds}s") each, $jobs at a time$( ((fork)) && echo ", fork $fork"); corpus in $corpus_root"
 running=0
 for t in "${targets[@]}"; do
     run_one "$t" &

@@ -22,6 +22,9 @@ packages=(
   doxygen
   curl
   wrk
+  libxml2-dev           # the example crawler: HTML parsing
+  liburiparser-dev      # the example crawler: URL resolution (RFC 3986)
+  nginx-light           # the examples' end-to-end tests and benchmarks run against nginx
 )
 
 missing=()
@@ -48,6 +51,14 @@ if ((EUID != 0)); then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
+# nginx is run by the tests themselves, as this user, on a free port: its package must not
+# start the system service (on port 80). A policy-rc.d that forbids it, while apt runs,
+# unless the machine has one of its own.
+policy=/usr/sbin/policy-rc.d
+if [[ " ${missing[*]} " == *" nginx-light "* && ! -e $policy ]]; then
+  "${sudo[@]}" sh -c "printf '#!/bin/sh\nexit 101\n' > $policy && chmod +x $policy"
+  trap '"${sudo[@]}" rm -f "$policy"' EXIT
+fi
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,4 +1,4 @@
-// Shared pieces of the policy tests: 128-bit arithmetic for reference models, a seeded
+// Shared pieces of the policy tests: 128-bit arithmetic for reference models, the seeded
 // generator, and decision comparison.
 #pragma once
 
@@ -11,24 +11,14 @@
 #include <cstdint>
 #include <limits>
 
+#include "rng.hpp"
+
 namespace sluice_test {
 
 __extension__ typedef __int128 i128;
 
 constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
 constexpr std::int64_t i64_max = std::numeric_limits<std::int64_t>::max();
-
-struct rng {
-    std::uint64_t s;
-    std::uint64_t next()
-    {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-    }
-    std::int64_t in(std::int64_t lo, std::int64_t hi) { return lo + static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(hi - lo + 1)); }
-};
 
 std::int64_t clamp64(i128 v) { return v > i64_max ? i64_max : v < i64_min ? i64_min : static_cast<std::int64_t>(v); }
 

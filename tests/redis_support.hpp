@@ -13,6 +13,7 @@
 // the test process crashes; start and restart them from the main thread.
 #pragma once
 
+#include <sluice/limiter_stats.hpp>
 #include <sluice/redis/connection_config.hpp>
 #include <sluice/redis/reply.hpp>
 
@@ -27,7 +28,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -41,7 +41,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rng.hpp"
+
 namespace sluice_test {
+
+/// A Redis limiter's decisions so far: requests admitted or timed out, tries admitted or
+/// refused (errors are not decisions).
+inline std::uint64_t decisions(const sluice::limiter_stats& s)
+{
+    return s.admitted + s.timed_out + s.try_admitted + s.try_refused;
+}
 
 /// Bounded polling: true as soon as pred() holds, false after `limit`.
 template <class Pred>
@@ -75,10 +84,9 @@ inline bool port_free(std::uint16_t port)
 /// A port in [20000, 45000) that is free, and whose cluster bus port (+10000) is too.
 inline std::uint16_t pick_port()
 {
-    static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
-    std::uniform_int_distribution<int> d(20000, 44999);
+    static sluice_test::rng rng = sluice_test::rng::per_process();
     for (int i = 0; i < 200; ++i) {
-        auto p = static_cast<std::uint16_t>(d(rng));
+        auto p = static_cast<std::uint16_t>(rng.in(20000, 44999));
         if (port_free(p) && port_free(static_cast<std::uint16_t>(p + 10000))) return p;
     }
     throw std::runtime_error("no free port on 127.0.0.1");

@@ -277,8 +277,8 @@ TEST_CASE("with a round trip of 50 ms (requests in flight, news that old): the g
 TEST_CASE("a server that sends no fields, only 429: AIMD, and what it reaches")
 {
     // AIMD cannot know the quota: it finds it by being refused, so it oscillates below it.
-    // Measured (see benchmarks/RESULTS.md): 0.02-0.6 % refused and 88-100 % of the quota
-    // used (the bucket's burst absorbs part of the overshoot at low rates). Asserted: <= 1 %
+    // What it reaches: benchmarks/RESULTS.md, "Adaptive rate (simulation)" (the bucket's
+    // burst absorbs part of the overshoot at low rates). Asserted: <= 1 %
     // refused (the goal holds) and >= 75 % used: the 95 % goal is not asserted, since
     // nothing tells AIMD where the quota is but the refusals it causes.
     for (double rate : {10.0, 100.0, 1000.0}) {

@@ -1,5 +1,6 @@
 // Per-operation cancellation (terminal, partial, total) with refund, on the manual clock.
 #include "async_support.hpp"
+#include "rng.hpp"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
@@ -9,7 +10,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <random>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -310,20 +310,19 @@ TEST_CASE("cancel: random cancellations never let a token bucket admit more than
         constexpr std::uint64_t burst = 5;
         constexpr auto interval = 1ms;
         sluice::token_bucket<clk> b(io, sluice::rate::every(interval), burst);
-        std::mt19937 rng(seed);
+        sluice_test::rng rng{seed};
         constexpr int count = 300;
         auto sig = std::make_unique<boost::asio::cancellation_signal[]>(count);
         std::vector<std::shared_ptr<outcome>> q;
         std::vector<int> cancel_at;   // step at which to cancel, or -1
-        std::uniform_int_distribution<int> coin(0, 2), when(0, 400), arrive(0, 3);
         int issued = 0;
         for (int step = 0; step < 5000; ++step) {
             // a few new requests per 0.1 ms step for the first part
             if (issued < count) {
-                int k = arrive(rng);
+                int k = static_cast<int>(rng.in(0, 3));
                 for (int j = 0; j < k && issued < count; ++j, ++issued) {
                     q.push_back(cancellable(b, sig[issued]));
-                    cancel_at.push_back(coin(rng) == 0 ? step + when(rng) : -1);
+                    cancel_at.push_back(rng.in(0, 2) == 0 ? step + static_cast<int>(rng.in(0, 400)) : -1);
                 }
             }
             for (int i = 0; i < issued; ++i)

@@ -239,3 +239,74 @@ TEST_CASE("gcra: reservations are committed at enqueue (visible in the bucket st
     CHECK(w2->ok());
     CHECK(w1->at == ns(t0 + 300ms));
 }
+
+// ---- Coalescing -----------------------------------------------------------------------
+
+namespace {
+
+// The instants at which the waiters of a 10,000/s bucket (slots 100 us apart) were
+// released, the clock stepped 10 us at a time.
+template <class F>
+std::vector<std::int64_t> release_times(const sluice::limiter_options& o, int waiters)
+{
+    boost::asio::io_context io;
+    clk::set(t0);
+    auto l = F::make(io, 10'000, o);
+    REQUIRE(l.try_acquire().admitted);
+    sluice_test::outcomes q;
+    for (int i = 0; i < waiters; ++i)
+        q.push_back(request<clk>(l, 1, 10s));
+    drain(io);
+    std::vector<std::int64_t> at;
+    for (int step = 0; step < 1000 && l.queued() > 0; ++step)
+        advance<clk>(io, 10us);
+    for (int i = 0; i < waiters; ++i) {
+        REQUIRE(q[i]->ok());
+        const std::int64_t slot = ns(t0 + 100us * (i + 1));
+        CHECK(q[i]->at >= slot);                                  // never early
+        CHECK(q[i]->at <= slot + ns(o.coalesce_max));             // late by the window at most
+        if (at.empty() || at.back() != q[i]->at) at.push_back(q[i]->at);
+    }
+    return at;
+}
+
+} // namespace
+
+static_assert(sluice::detail::committed_slots<sluice::detail::rate_queue<sluice::policy::gcra>>);
+static_assert(!sluice::detail::committed_slots<sluice::detail::rate_queue<sluice::policy::fixed_counter>>);
+
+TEST_CASE_TEMPLATE("coalescing: a deep queue of committed slots wakes once per coalesce x queued, at most coalesce_max",
+                   F, sluice_test::token_bucket_of<clk>, sluice_test::leaky_bucket_of<clk>)
+{
+    sluice::limiter_options o;
+    o.coalesce = 200us;
+    o.coalesce_max = 1ms;
+    // Slot 1 at +100 us (nothing woke before); 19 then queued: the next wake-up 1 ms later
+    // (+1.1 ms, slots 2-11); 9 left, 9 x 200 us = 1.8 ms, so 1 ms again (+2.1 ms, the rest).
+    CHECK(release_times<F>(o, 20) == std::vector<std::int64_t>{ns(t0 + 100us), ns(t0 + 1100us), ns(t0 + 2100us)});
+
+    // Few waiters: the window is coalesce x queued. 3 queued after the first release:
+    // 600 us; then 0 left.
+    CHECK(release_times<F>(o, 4) == std::vector<std::int64_t>{ns(t0 + 100us), ns(t0 + 700us)});
+
+    // coalesce_max at coalesce: the fixed window of before, a wake-up every 200 us.
+    o.coalesce_max = 200us;
+    const auto fixed = release_times<F>(o, 20);
+    REQUIRE(fixed.size() == 11);
+    for (std::size_t i = 1; i < fixed.size(); ++i) CHECK(fixed[i] - fixed[i - 1] == ns(200us));
+}
+
+TEST_CASE("coalescing: negative coalesce, coalesce_max or strict_threshold is refused at construction")
+{
+    boost::asio::io_context io;
+    for (int which = 0; which < 3; ++which) {
+        sluice::limiter_options o;
+        (which == 0 ? o.coalesce : which == 1 ? o.coalesce_max : o.strict_threshold) = -1ns;
+        try {
+            (void)sluice_test::token_bucket_of<clk>::make(io, 10, o);
+            FAIL("accepted option " << which);
+        } catch (const boost::system::system_error& e) {
+            CHECK(e.code() == sluice::error::invalid_option);
+        }
+    }
+}

@@ -2,6 +2,7 @@
 // limiter, with random cancellations. Real steady_clock; only generous bounds on time. Also
 // run under TSan (keep it fast).
 #include "async_support.hpp"
+#include "rng.hpp"
 
 #include <sluice/keyed.hpp>
 
@@ -20,7 +21,6 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -72,12 +72,11 @@ asio::awaitable<void> worker(Limiter& l, run_stats& s, int id, std::optional<std
 template <class Limiter, class Executor>
 void spawn_workers(Limiter& l, run_stats& s, int first, int n, const Executor& ex, unsigned seed)
 {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> pick(0, 2), delay(0, 20000);
+    sluice_test::rng rng{seed};
     for (int i = first; i < first + n; ++i) {
         std::optional<std::chrono::microseconds> cancel;
-        if (pick(rng) == 0)
-            cancel = std::chrono::microseconds(delay(rng));
+        if (rng.in(0, 2) == 0)
+            cancel = std::chrono::microseconds(rng.in(0, 20000));
         asio::co_spawn(asio::make_strand(ex), worker(l, s, i, cancel), asio::detached);
     }
 }
@@ -257,7 +256,7 @@ TEST_CASE("threads: a keyed limiter shared by threads: per-key bounds hold throu
         std::vector<std::thread> checkers;
         for (int t = 0; t < 2; ++t) {
             checkers.emplace_back([&, t] {
-                std::mt19937 rng(static_cast<unsigned>(t));
+                sluice_test::rng rng{static_cast<std::uint64_t>(t)};
                 for (int i = 0; i < 20000; ++i) {
                     int key = static_cast<int>(rng() % keys);
                     if (k.try_acquire(key).admitted) granted[static_cast<std::size_t>(key)].fetch_add(1);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "model_driver.hpp"
 #include "policy_support.hpp"
 
 using namespace std::chrono_literals;
@@ -96,125 +97,87 @@ TEST_SUITE_BEGIN("fixed_counter");
 
 TEST_CASE("fixed_counter matches a window->count map on random arrivals")
 {
+    // Admissions re-stamped on a clock that never goes back: never more than limit in a
+    // window there.
+    struct run {
+        fixed_counter policy;
+        window_model model;
+        arrivals shape;
+        std::map<i128, std::uint64_t> mono;
+        std::int64_t mono_now = i64_min;
+
+        void admitted(std::uint64_t n, std::int64_t now)
+        {
+            mono_now = std::max(mono_now, now);
+            std::uint64_t& c = mono[floor_div(mono_now, model.w)];
+            c += n;
+            CHECK(c <= model.limit);
+        }
+        // A prediction no later than reality.
+        void deferred(std::uint64_t n, std::int64_t now, std::uint64_t ahead, const sluice::reservation& got,
+                      const sluice::decision&)
+        {
+            CHECK(got.at <= model.simulate(n, now, ahead));
+        }
+    };
     for (const shape& sh : shapes) {
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                fixed_counter f(sh.limit, std::chrono::nanoseconds{sh.window});
-                window_model m{sh.limit, sh.window, {}, {}};
+                INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed);
+                arrivals a = arrivals::for_window(sh.limit, sh.window);
+                a.idle = 2;
+                a.any_idle = 2;
+                run c{fixed_counter(sh.limit, std::chrono::nanoseconds{sh.window}), window_model{sh.limit, sh.window, {}, {}}, a, {}, i64_min};
                 rng r{seed * 104729 + static_cast<std::uint64_t>(base) + sh.limit};
-                std::int64_t now = base;
-                // Admissions re-stamped on a clock that never goes back.
-                std::map<i128, std::uint64_t> mono;
-                std::int64_t mono_now = i64_min;
-                for (int step = 0; step < 3000; ++step) {
-                    INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed, " step ", step, " now ", now);
-                    std::uint64_t n;
-                    int kind = static_cast<int>(r.next() % 100);
-                    if (kind < 2) n = 0;
-                    else if (kind < 4) n = sh.limit + 1;
-                    else if (kind < 60) n = 1;
-                    else n = 1 + r.next() % sh.limit;
-                    int op = static_cast<int>(r.next() % 100);
-                    if (op < 70) {
-                        sluice::decision got = f.try_acquire(n, now);
-                        check_same(got, m.decide(n, now, true));
-                        if (got.admitted) {
-                            mono_now = std::max(mono_now, now);
-                            std::uint64_t& c = mono[floor_div(mono_now, sh.window)];
-                            c += n;
-                            CHECK(c <= sh.limit);
-                        }
-                    } else if (op < 80) {
-                        check_same(f.check(n, now), m.decide(n, now, false));
-                    } else {
-                        std::uint64_t ahead = r.next() % 3 == 0 ? r.next() % (3 * sh.limit) : 0;
-                        std::int64_t max_wait = r.in(0, 3 * sh.window);
-                        CAPTURE(ahead);
-                        CAPTURE(max_wait);
-                        sluice::decision want = m.decide(n, now, false);
-                        std::int64_t predicted = f.predict(n, now, ahead);
-                        sluice::reservation got = f.reserve(n, now, max_wait, ahead);
-                        if (want.error) {
-                            CHECK_FALSE(got.admitted);
-                            CHECK(got.error == want.error);
-                        } else if (ahead == 0 && want.admitted) {
-                            CHECK(got.admitted);
-                            CHECK(got.at == now);
-                            CHECK_FALSE(got.error);
-                            m.decide(n, now, true);
-                            mono_now = std::max(mono_now, now);
-                            CHECK((mono[floor_div(mono_now, sh.window)] += n) <= sh.limit);
-                        } else {
-                            // Nothing consumed; a prediction no later than reality.
-                            CHECK_FALSE(got.admitted);
-                            CHECK(got.at == predicted);
-                            CHECK(got.at >= now);
-                            CHECK(got.at <= m.simulate(n, now, ahead));
-                            if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
-                            bool late = i128(got.at) - now > max_wait;
-                            CHECK(got.error == (late ? boost::system::error_code(error::timed_out)
-                                                     : boost::system::error_code()));
-                        }
-                    }
-                    std::int64_t dt;
-                    int k = static_cast<int>(r.next() % 100);
-                    if (k < 30) dt = 0;
-                    else if (k < 75) dt = r.in(0, sh.window / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1);
-                    else if (k < 88) dt = r.in(0, 3 * sh.window);
-                    else if (k < 92) dt = r.in(0, 1'000'000) * sh.window;   // long idle
-                    else dt = -r.in(0, 3 * sh.window);                      // the clock steps back
-                    now = clamp64(i128(now) + dt);
-                }
+                replay(c, r, base, 3000);
             }
         }
     }
 }
 
-// Idle gaps of every magnitude: 2^r windows for every r, and r off by a few windows, so
-// that 2^31, 2^32, 2^63 and the ends of the int64 range are crossed from every side.
-std::int64_t idle_gap(rng& r, std::int64_t window)
-{
-    int bits = static_cast<int>(r.next() % 64);
-    i128 windows = (i128(1) << bits) + r.in(-3, 3);
-    if (windows < 1) windows = 1;
-    return clamp64(windows * window + r.in(0, window - 1));
-}
-
 TEST_CASE("fixed_counter matches the model across idle gaps of every length, forward and back")
 {
+    // Refused: at the end of the window that counts (the clock's end at most); idle
+    // once that window has passed.
+    struct run {
+        fixed_counter policy;
+        window_model model;
+        arrivals shape;
+
+        void other(rng&, std::uint64_t n, std::int64_t now)
+        {
+            sluice::decision want = model.decide(n, now, false);
+            i128 k = model.window_at(now);
+            CHECK(policy.predict(n, now) == (want.admitted ? now : clamp64((k + 1) * model.w)));
+            bool counted = model.count.count(k) && model.count.at(k) != 0;
+            CHECK(policy.idle_at(now) == (counted ? clamp64((k + 1) * model.w) : i64_min));
+        }
+    };
     const shape gap_shapes[] = {{1, 1}, {1, 1000}, {100, 1000}, {3, 7}, {fixed_counter::max_limit, 1'000'000}};
     for (const shape& sh : gap_shapes) {
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-                fixed_counter f(sh.limit, std::chrono::nanoseconds{sh.window});
-                window_model m{sh.limit, sh.window, {}, {}};
+                INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed);
+                arrivals a;
+                a.limit = sh.limit;
+                a.zero = 0;
+                a.over = 0;
+                a.one = 50;
+                a.tries = 75;
+                a.checks = 15;
+                a.reserves = 0;
+                a.unit = sh.window;
+                a.span = sh.window;
+                a.still = 10;
+                a.medium = 0;
+                a.idle = 0;
+                a.any_idle = 35;
+                a.back = 0;
+                a.any_back = 5;
+                a.ends = 10;
+                run c{fixed_counter(sh.limit, std::chrono::nanoseconds{sh.window}), window_model{sh.limit, sh.window, {}, {}}, a};
                 rng r{seed * 7919 + static_cast<std::uint64_t>(base) + sh.limit};
-                std::int64_t now = base;
-                for (int step = 0; step < 4000; ++step) {
-                    INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed, " step ", step, " now ", now);
-                    std::uint64_t n = r.next() % 2 ? 1 : 1 + r.next() % sh.limit;
-                    int op = static_cast<int>(r.next() % 100);
-                    if (op < 75) {
-                        check_same(f.try_acquire(n, now), m.decide(n, now, true));
-                    } else if (op < 90) {
-                        check_same(f.check(n, now), m.decide(n, now, false));
-                    } else {
-                        sluice::decision want = m.decide(n, now, false);
-                        // Refused: at the end of the window that counts (the clock's end at most).
-                        i128 k = m.window_at(now);
-                        CHECK(f.predict(n, now) == (want.admitted ? now : clamp64((k + 1) * sh.window)));
-                        bool counted = m.count.count(k) && m.count.at(k) != 0;
-                        CHECK(f.idle_at(now) == (counted ? clamp64((k + 1) * sh.window) : i64_min));
-                    }
-                    std::int64_t dt;
-                    int k = static_cast<int>(r.next() % 100);
-                    if (k < 40) dt = r.in(0, sh.window);
-                    else if (k < 75) dt = idle_gap(r, sh.window);
-                    else if (k < 80) dt = -idle_gap(r, sh.window);   // the clock steps back, by any amount
-                    else if (k < 90) dt = r.in(0, 1) ? i64_max : i64_min;   // to an end of the clock
-                    else dt = 0;
-                    now = clamp64(i128(now) + dt);
-                }
+                replay(c, r, base, 4000);
             }
         }
     }

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "model_driver.hpp"
 #include "policy_support.hpp"
 
 using namespace std::chrono_literals;
@@ -20,39 +21,9 @@ using sluice::policy::gcra;
 
 namespace {
 
-using sluice_test::i128;
-using sluice_test::i64_min;
-using sluice_test::i64_max;
-using sluice_test::check_same;
-using sluice_test::thrown;
+using namespace sluice_test;
 
 constexpr std::int64_t ns_max = i64_max;
-
-struct rng {
-    std::uint64_t s;
-    std::uint64_t next()
-    {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-    }
-    // Uniform in [lo, hi], any lo <= hi (modular arithmetic in uint64).
-    std::int64_t in(std::int64_t lo, std::int64_t hi)
-    {
-        std::uint64_t span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo) + 1;
-        std::uint64_t x = span == 0 ? next() : next() % span;
-        return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + x);
-    }
-    bool chance(int percent) { return static_cast<int>(next() % 100) < percent; }
-};
-
-std::int64_t clamp64(i128 v)
-{
-    if (v > i64_max) return i64_max;
-    if (v < i64_min) return i64_min;
-    return static_cast<std::int64_t>(v);
-}
 
 // ITU-T I.371 virtual scheduling (textbook GCRA) on a theoretical arrival time held in
 // 128 bits, so nothing saturates: a request of n conforms at t when
@@ -146,17 +117,25 @@ struct gcra_model {
         return clamp64(moved);
     }
 
-    // Reconfiguration counts in permits. The credit at t is tau - max(tat - t, 0) ns at
-    // the old interval (negative: a debt); it is rescaled to the new interval (towards
-    // zero, to whole ns), then capped by the new bucket; a debt past the end of the clock
-    // stays there.
+    // Reconfiguration counts in permits, at t. The credit is tau - (tat - t) ns at the old
+    // interval (negative: a debt, which stays a debt of the same permits). A bucket keeps
+    // the permits it holds, capped by the new burst, and the catch-up of a caller late on
+    // its schedule (tat > t), capped by the new slack. An idle bucket (tat <= t) holds its
+    // burst and no catch-up, and when that is the whole new burst it is idle again (decides
+    // as a new bucket). Both parts are rescaled to the new interval (towards zero, to
+    // whole ns); a debt past the end of the clock stays there.
     void reconfigure(i128 new_T, std::uint64_t new_burst, i128 new_slack, std::int64_t t)
     {
-        i128 credit = tau - std::max<i128>(tat - t, 0);
-        i128 new_tau = i128(new_burst) * new_T + new_slack;
-        credit = credit * new_T / T;
-        if (credit > new_tau) credit = new_tau;
-        i128 nt = i128(t) + new_tau - credit;
+        bool idle = tat <= t;
+        i128 full = i128(burst) * T;
+        i128 new_full = i128(new_burst) * new_T;
+        i128 new_tau = new_full + new_slack;
+        i128 credit = idle ? full : tau - (tat - t);
+        i128 held = std::min(credit, full);
+        i128 late = (credit - held) * new_T / T;
+        held = std::min(held * new_T / T, new_full);
+        i128 nt = i128(t) + new_tau - (held + late);
+        if (held + late >= new_tau || (idle && held == new_full)) nt = t;
         if (nt - new_tau > i64_max) nt = i128(i64_max) + new_tau;
         T = new_T;
         burst = new_burst;
@@ -170,6 +149,60 @@ struct gcra_model {
 
     std::int64_t empty_at() const { return clamp64(tat - tau); }
 };
+
+// Permits granted at one instant: try_acquire(1, t) until one is refused.
+std::uint64_t at_once(gcra& g, std::int64_t t)
+{
+    std::uint64_t k = 0;
+    while (k < 1'000'000 && g.try_acquire(1, t).admitted) ++k;
+    return k;
+}
+
+// g decides from t on as `ref` (a new bucket, maybe fed a grant at t): the same arrivals
+// (each instant drained, then gaps of a part of an interval up to several slacks) get the
+// same decisions.
+void decides_as(gcra& g, gcra& ref, std::int64_t t)
+{
+    const std::int64_t T = g.interval_ns(), S = g.slack().count();
+    const std::int64_t gaps[] = {0, T / 2, T, S / 2, S, S + T, 3 * T / 2, 10 * T, S + 10 * T, T - 1, S - 1};
+    for (int round = 0; round < 3; ++round) {
+        for (std::int64_t gap : gaps) {
+            t += std::max<std::int64_t>(gap, 0);
+            CAPTURE(t);
+            for (int i = 0; i < 100'000; ++i) {
+                sluice::decision want = ref.try_acquire(1, t);
+                check_same(g.try_acquire(1, t), want);
+                if (!want.admitted) break;
+            }
+        }
+    }
+}
+
+// What a bucket holds at t, read from its state: idle (it decides as a new bucket: its
+// burst, no slack credit), or the lag of z behind t (negative: a debt), exact also where
+// empty_at() saturates.
+struct holding {
+    bool idle;
+    i128 lag;
+};
+
+holding held(const gcra& g, std::int64_t t)
+{
+    // idle_at() = z + tau, saturated: exact below INT64_MAX; at it z itself is exact.
+    std::int64_t idle_at = g.idle_at(t);
+    i128 tau = i128(g.burst()) * g.interval_ns() + g.slack().count();
+    if (idle_at < i64_max && idle_at <= t) return {true, 0};
+    i128 z = idle_at < i64_max ? i128(idle_at) - tau : i128(g.empty_at());
+    return {z + tau <= t, i128(t) - z};
+}
+
+// Permits granted at once at t, from the state.
+std::uint64_t grantable(const gcra& g, std::int64_t t)
+{
+    holding h = held(g, t);
+    if (h.idle) return g.burst();
+    return h.lag <= 0 ? 0 : static_cast<std::uint64_t>(h.lag / g.interval_ns());
+}
 
 struct shape {
     const char* name;
@@ -191,27 +224,23 @@ const shape shapes[] = {
 
 const std::int64_t bases[] = {0, -1'000'000'000'000, 5, i64_max - 2'000'000, i64_min, i64_min + 1'000'000};
 
-std::int64_t step_time(rng& r, std::int64_t now, std::int64_t interval, i128 tau)
+// The arrivals of a random run on a bucket like m: counts mostly 1, sometimes 0 or beyond
+// the burst; time mostly in small steps (a burst at one instant, a part of an interval),
+// sometimes idle for any length, or back.
+arrivals random_arrivals(const gcra_model& m)
 {
-    i128 dt;
-    int k = static_cast<int>(r.next() % 100);
-    std::int64_t t = static_cast<std::int64_t>(std::min<i128>(tau, i128(1) << 40));
-    if (k < 30) dt = 0;                                            // a burst at one instant
-    else if (k < 70) dt = r.in(0, 2 * std::min<std::int64_t>(interval, 1 << 30));
-    else if (k < 85) dt = r.in(0, 2 * t);
-    else if (k < 92) dt = r.in(0, 10 * t);                         // idle
-    else if (k < 94) dt = i128(r.in(0, 1 << 20)) * interval;       // long idle
-    else dt = -r.in(0, t);                                         // the clock steps back
-    return clamp64(i128(now) + dt);
-}
-
-std::uint64_t pick_n(rng& r, std::uint64_t burst)
-{
-    int k = static_cast<int>(r.next() % 100);
-    if (k < 2) return 0;
-    if (k < 4) return burst + 1 + r.next() % 3;
-    if (k < 70) return 1;
-    return 1 + r.next() % burst;
+    arrivals a;
+    a.limit = m.burst;
+    a.over_by = 3;
+    a.one = 66;
+    a.unit = 2 * static_cast<std::int64_t>(std::min<i128>(m.T, i128(1) << 30));
+    a.span = clamp64(std::min<i128>(m.tau, i128(1) << 40));
+    a.still = 30;
+    a.medium = 15;
+    a.idle = 7;
+    a.any_idle = 2;
+    a.back = 6;
+    return a;
 }
 
 } // namespace
@@ -220,60 +249,60 @@ TEST_SUITE_BEGIN("gcra");
 
 TEST_CASE("gcra matches the textbook model on random arrivals")
 {
+    struct run {
+        gcra policy;
+        gcra_model model;
+        arrivals shape;
+        // Admitted requests re-stamped on a clock that never goes back: they must conform
+        // to GCRA there too (a backward step never admits extra).
+        gcra_model mono;
+        std::int64_t mono_now = i64_min;
+        std::uint64_t admitted_n = 0;
+
+        void admitted(std::uint64_t n, std::int64_t now)
+        {
+            admitted_n += n;
+            mono_now = std::max(mono_now, now);
+            CHECK(mono.decide(n, mono_now, true).admitted);
+        }
+        // Queued reservations are part of the state the re-stamped check sees.
+        void reserved(std::uint64_t, std::int64_t, const sluice::reservation& got)
+        {
+            if (got.admitted) mono.tat = model.tat;
+        }
+        void other(rng& r, std::uint64_t, std::int64_t now)
+        {
+            std::uint64_t k = 1 + r.below(model.burst);
+            CHECK(policy.refund(k, now) == model.refund(k, now));
+            // A refund fills the bucket as of its own `now`, even one behind the newest
+            // instant seen: restart the re-stamped check from there (before the state's
+            // schedule lapses at tat, after which slack gives no credit).
+            mono.tat = model.tat;
+            mono_now = clamp64(std::min<i128>(now, model.tat - 1));
+        }
+        void after(std::int64_t)
+        {
+            REQUIRE(policy.empty_at() == model.empty_at());
+            // Without refunds the re-stamped run is the same run: the state already knows
+            // the newest instant it admitted at.
+            REQUIRE(mono.tat == model.tat);
+        }
+    };
     for (const shape& sh : shapes) {
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                gcra g(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst,
-                       std::chrono::nanoseconds{sh.slack});
+                INFO("shape ", std::string(sh.name), " base ", base, " seed ", seed);
                 gcra_model m(sh.interval, sh.burst, sh.slack);
+                run c{gcra(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst, std::chrono::nanoseconds{sh.slack}), m,
+                      random_arrivals(m), m, i64_min, 0};
+                c.shape.tries = 70;
+                c.shape.checks = 10;
+                c.shape.reserves = 12;   // and 8 refunds
+                c.shape.no_wait = 50;
+                c.shape.max_wait = 3 * sh.interval * static_cast<std::int64_t>(sh.burst);
                 rng r{seed * 7919 + static_cast<std::uint64_t>(base)};
-                std::int64_t now = base;
-                // Admitted requests re-stamped on a clock that never goes back: they must
-                // conform to GCRA there too (a backward step never admits extra).
-                gcra_model mono(sh.interval, sh.burst, sh.slack);
-                std::int64_t mono_now = i64_min;
-                std::uint64_t admitted = 0;
-                for (int step = 0; step < 3000; ++step) {
-                    INFO("shape ", std::string(sh.name), " base ", base, " seed ", seed, " step ", step, " now ", now);
-                    std::uint64_t n = pick_n(r, sh.burst);
-                    int op = static_cast<int>(r.next() % 100);
-                    if (op < 70) {
-                        sluice::decision want = m.decide(n, now, true);
-                        sluice::decision got = g.try_acquire(n, now);
-                        check_same(got, want);
-                        if (got.admitted) {
-                            admitted += n;
-                            mono_now = std::max(mono_now, now);
-                            CHECK(mono.decide(n, mono_now, true).admitted);
-                        }
-                    } else if (op < 80) {
-                        check_same(g.check(n, now), m.decide(n, now, false));
-                    } else if (op < 92) {
-                        std::int64_t max_wait = r.chance(50) ? 0 : r.in(0, 3 * sh.interval * static_cast<std::int64_t>(sh.burst));
-                        CAPTURE(max_wait);
-                        sluice::reservation want = m.reserve(n, now, max_wait);
-                        sluice::reservation got = g.reserve(n, now, max_wait);
-                        CHECK(got.admitted == want.admitted);
-                        CHECK(got.at == want.at);
-                        CHECK(got.error == want.error);
-                        // Queued reservations are part of the state the re-stamped check sees.
-                        if (got.admitted) mono.tat = m.tat;
-                    } else {
-                        std::uint64_t k = 1 + r.next() % sh.burst;
-                        CHECK(g.refund(k, now) == m.refund(k, now));
-                        // A refund fills the bucket as of its own `now`, even one behind the
-                        // newest instant seen: restart the re-stamped check from there (before
-                        // the state's schedule lapses at tat, after which slack gives no credit).
-                        mono.tat = m.tat;
-                        mono_now = clamp64(std::min<i128>(now, m.tat - 1));
-                    }
-                    REQUIRE(g.empty_at() == m.empty_at());
-                    // Without refunds the re-stamped run is the same run: the state already
-                    // knows the newest instant it admitted at.
-                    REQUIRE(mono.tat == m.tat);
-                    now = step_time(r, now, sh.interval, m.tau);
-                }
-                CHECK(admitted > 0);
+                replay(c, r, base, 3000);
+                CHECK(c.admitted_n > 0);
             }
         }
     }
@@ -282,86 +311,94 @@ TEST_CASE("gcra matches the textbook model on random arrivals")
 TEST_CASE("gcra matches virtual scheduling across reconfiguration and the whole int64 clock")
 {
     // Intervals a reconfiguration picks from: 1 ns up to a year (with bursts that fit).
-    const std::int64_t intervals[] = {1, 3, 7, 100, 1000, 999'983, 1'000'000'000, 86'400'000'000'000, 31'536'000'000'000'000};
+    static constexpr std::int64_t intervals[] = {1, 3, 7, 100, 1000, 999'983, 1'000'000'000, 86'400'000'000'000,
+                                                 31'536'000'000'000'000};
+    struct run {
+        gcra policy;
+        gcra_model model;
+        arrivals shape;
+        std::uint64_t admitted_n = 0;
+        int flips = 0;
+        std::int64_t last;
+
+        void admitted(std::uint64_t n, std::int64_t) { admitted_n += n; }
+        // Refunds (5 in 27) and changes of rate (10), burst (8) and slack (4).
+        void other(rng& r, std::uint64_t, std::int64_t now)
+        {
+            INFO("T ", static_cast<std::int64_t>(model.T), " burst ", model.burst, " slack ", static_cast<std::int64_t>(model.slack));
+            int op = static_cast<int>(r.below(27));
+            if (op < 5) {
+                std::uint64_t k = 1 + r.below(model.burst);
+                CHECK(policy.refund(k, now) == model.refund(k, now));
+            } else if (op < 15) {
+                std::int64_t T = intervals[r.below(std::size(intervals))];
+                CAPTURE(T);
+                if (gcra_model::valid(T, model.burst, model.slack)) {
+                    auto f = policy.set_rate(rate::every(std::chrono::nanoseconds{T}), now);
+                    CHECK(f.first == T);
+                    CHECK(f.second == static_cast<std::int64_t>(model.T));
+                    model.reconfigure(T, model.burst, model.slack, now);
+                } else {
+                    CHECK(thrown([&] { policy.set_rate(rate::every(std::chrono::nanoseconds{T}), now); }) == error::invalid_limit);
+                }
+            } else if (op < 23) {
+                std::uint64_t b = 1 + r.below(r.chance(50) ? 4 : 100);
+                CAPTURE(b);
+                if (gcra_model::valid(model.T, b, model.slack)) {
+                    policy.set_burst(b, now);
+                    model.reconfigure(model.T, b, model.slack, now);
+                } else {
+                    CHECK(thrown([&] { policy.set_burst(b, now); }) == error::invalid_limit);
+                }
+            } else {
+                std::int64_t sl = r.chance(50) ? 0 : r.in(0, clamp64(4 * model.T));
+                CAPTURE(sl);
+                if (gcra_model::valid(model.T, model.burst, sl)) {
+                    policy.set_slack(std::chrono::nanoseconds{sl}, now);
+                    model.reconfigure(model.T, model.burst, sl, now);
+                } else {
+                    CHECK(thrown([&] { policy.set_slack(std::chrono::nanoseconds{sl}, now); }) == error::invalid_duration);
+                }
+            }
+            shape = random_arrivals(model);
+            reshape();
+        }
+        // The operations' mix, and waits up to 3 tau (10 % forever); time also to either
+        // end of the clock and around 0 (steps of more than 2^63 ns both ways).
+        void reshape()
+        {
+            shape.tries = 55;
+            shape.checks = 8;
+            shape.reserves = 10;
+            shape.forever = 10;
+            shape.max_wait = clamp64(3 * model.tau);
+            shape.ends = 6;
+            shape.near_zero = 2;
+        }
+        void after(std::int64_t now)
+        {
+            INFO("T ", static_cast<std::int64_t>(model.T), " burst ", model.burst, " slack ", static_cast<std::int64_t>(model.slack));
+            REQUIRE(policy.burst() == model.burst);
+            REQUIRE(policy.interval_ns() == static_cast<std::int64_t>(model.T));
+            REQUIRE(policy.empty_at() == model.empty_at());
+            REQUIRE(policy.idle_at(now) == clamp64(model.tat));
+            REQUIRE(policy.reset_after(now).count() == model.reset(model.tat, now));
+            flips += (last < 0) != (now < 0) ? 1 : 0;
+            last = now;
+        }
+    };
     for (const shape& sh : shapes) {
         for (std::uint64_t seed = 1; seed <= 12; ++seed) {
-            gcra g(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst, std::chrono::nanoseconds{sh.slack});
+            INFO("shape ", std::string(sh.name), " seed ", seed);
             gcra_model m(sh.interval, sh.burst, sh.slack);
+            std::int64_t base = bases[seed % std::size(bases)];
+            run c{gcra(rate::every(std::chrono::nanoseconds{sh.interval}), sh.burst, std::chrono::nanoseconds{sh.slack}), m,
+                  random_arrivals(m), 0, 0, base};
+            c.reshape();
             rng r{seed * 104729 + static_cast<std::uint64_t>(sh.interval)};
-            std::int64_t now = bases[seed % std::size(bases)];
-            std::uint64_t admitted = 0;
-            int flips = 0;
-            for (int step = 0; step < 4000; ++step) {
-                INFO("shape ", std::string(sh.name), " seed ", seed, " step ", step, " now ", now, " T ", static_cast<std::int64_t>(m.T),
-                     " burst ", m.burst, " slack ", static_cast<std::int64_t>(m.slack));
-                int op = static_cast<int>(r.next() % 100);
-                if (op < 55) {
-                    std::uint64_t n = 1 + r.next() % m.burst;
-                    sluice::decision want = m.decide(n, now, true);
-                    sluice::decision got = g.try_acquire(n, now);
-                    check_same(got, want);
-                    admitted += got.admitted ? n : 0;
-                } else if (op < 63) {
-                    std::uint64_t n = pick_n(r, m.burst);
-                    check_same(g.check(n, now), m.decide(n, now, false));
-                } else if (op < 73) {
-                    std::uint64_t n = 1 + r.next() % m.burst;
-                    std::int64_t max_wait = r.chance(10) ? ns_max : r.in(0, clamp64(3 * m.tau));
-                    sluice::reservation want = m.reserve(n, now, max_wait);
-                    sluice::reservation got = g.reserve(n, now, max_wait);
-                    CHECK(got.admitted == want.admitted);
-                    CHECK(got.at == want.at);
-                    CHECK(got.error == want.error);
-                } else if (op < 78) {
-                    std::uint64_t k = 1 + r.next() % m.burst;
-                    CHECK(g.refund(k, now) == m.refund(k, now));
-                } else if (op < 88) {
-                    std::int64_t T = intervals[r.next() % std::size(intervals)];
-                    CAPTURE(T);
-                    if (gcra_model::valid(T, m.burst, m.slack)) {
-                        auto f = g.set_rate(rate::every(std::chrono::nanoseconds{T}), now);
-                        CHECK(f.first == T);
-                        CHECK(f.second == static_cast<std::int64_t>(m.T));
-                        m.reconfigure(T, m.burst, m.slack, now);
-                    } else {
-                        CHECK(thrown([&] { g.set_rate(rate::every(std::chrono::nanoseconds{T}), now); }) == error::invalid_limit);
-                    }
-                } else if (op < 96) {
-                    std::uint64_t b = 1 + r.next() % (r.chance(50) ? 4 : 100);
-                    CAPTURE(b);
-                    if (gcra_model::valid(m.T, b, m.slack)) {
-                        g.set_burst(b, now);
-                        m.reconfigure(m.T, b, m.slack, now);
-                    } else {
-                        CHECK(thrown([&] { g.set_burst(b, now); }) == error::invalid_limit);
-                    }
-                } else {
-                    std::int64_t sl = r.chance(50) ? 0 : r.in(0, clamp64(4 * m.T));
-                    CAPTURE(sl);
-                    if (gcra_model::valid(m.T, m.burst, sl)) {
-                        g.set_slack(std::chrono::nanoseconds{sl}, now);
-                        m.reconfigure(m.T, m.burst, sl, now);
-                    } else {
-                        CHECK(thrown([&] { g.set_slack(std::chrono::nanoseconds{sl}, now); }) == error::invalid_limit);
-                    }
-                }
-                REQUIRE(g.burst() == m.burst);
-                REQUIRE(g.interval_ns() == static_cast<std::int64_t>(m.T));
-                REQUIRE(g.empty_at() == m.empty_at());
-                REQUIRE(g.idle_at(now) == clamp64(m.tat));
-                REQUIRE(g.reset_after(now).count() == m.reset(m.tat, now));
-                // Time: mostly small steps, sometimes idle, back, or to either end of the
-                // clock (steps of more than 2^63 ns both ways).
-                int k = static_cast<int>(r.next() % 100);
-                std::int64_t before = now;
-                if (k < 3) now = i64_min + r.in(0, clamp64(2 * m.tau));
-                else if (k < 6) now = i64_max - r.in(0, clamp64(2 * m.tau));
-                else if (k < 8) now = r.in(-clamp64(2 * m.tau), clamp64(2 * m.tau));
-                else now = step_time(r, now, static_cast<std::int64_t>(m.T), m.tau);
-                flips += (before < 0) != (now < 0) ? 1 : 0;
-            }
-            CHECK(admitted > 0);
-            CHECK(flips > 0);
+            replay(c, r, base, 4000);
+            CHECK(c.admitted_n > 0);
+            CHECK(c.flips > 0);
         }
     }
 }
@@ -761,6 +798,238 @@ TEST_CASE("gcra: threads deciding across the flip of the base admit exactly what
         REQUIRE(admitted.load() == burst + 8);
         REQUIRE(g.empty_at() == 4 * T);
     }
+}
+
+TEST_CASE("gcra: reconfiguring an idle or new bucket lets no burst through (slack is catch-up, not capacity)")
+{
+    // An idle bucket holds its burst and no slack credit; after a change it decides as a
+    // new bucket with the new settings (the last case: a grown burst is not granted at
+    // once, it refills from what the bucket held). Each case on a new bucket and on one
+    // used once long before.
+    struct change_case {
+        const char* name;
+        sluice::rate r;
+        std::uint64_t burst;
+        std::chrono::nanoseconds slack;
+        void (*change)(gcra&, std::int64_t);
+        std::uint64_t at_once;   // at the instant of the change
+    };
+    const change_case cases[] = {
+        {"leaky 10,000/s (1 ms slack), set_rate(20,000/s)", rate::per_second(10'000), 1, 1ms,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(20'000), t); }, 1},
+        {"leaky 100/s (25 ms slack), set_rate(200/s)", rate::per_second(100), 1, 25ms,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(200), t); }, 1},
+        {"leaky 10,000/s (1 ms slack), set_slack(2 ms)", rate::per_second(10'000), 1, 1ms,
+         [](gcra& g, std::int64_t t) { g.set_slack(2ms, t); }, 1},
+        {"leaky 10,000/s (1 ms slack), set_rate(1,000/s)", rate::per_second(10'000), 1, 1ms,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(1'000), t); }, 1},
+        {"leaky 10,000/s (1 ms slack), the same rate", rate::per_second(10'000), 1, 1ms,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(10'000), t); }, 1},
+        {"token 10/s x 5, set_rate(20/s)", rate::per_second(10), 5, 0ns,
+         [](gcra& g, std::int64_t t) { g.set_rate(rate::per_second(20), t); }, 5},
+        {"gcra(10 ms, 3, 25 ms), set_burst(2)", rate::every(10ms), 3, 25ms,
+         [](gcra& g, std::int64_t t) { g.set_burst(2, t); }, 2},
+        {"gcra(10 ms, 1, 25 ms), set_burst(2)", rate::every(10ms), 1, 25ms,
+         [](gcra& g, std::int64_t t) { g.set_burst(2, t); }, 1},
+    };
+    const std::int64_t t = 10'000'000'000;   // 10 s after the grant of a used bucket
+    for (const change_case& c : cases) {
+        for (bool used : {false, true}) {
+            CAPTURE(std::string(c.name));
+            CAPTURE(used);
+            auto make = [&] {
+                auto g = std::make_unique<gcra>(c.r, c.burst, c.slack);
+                if (used) REQUIRE(g->try_acquire(1, 0).admitted);
+                c.change(*g, t);
+                return g;
+            };
+            // What a new bucket with the settings in force grants: a grown burst counts
+            // the permits beyond the old one as taken at the change.
+            auto reference = [&](const gcra& g) {
+                auto ref = std::make_unique<gcra>(g.rate(), g.burst(), g.slack());
+                if (g.burst() > c.burst) REQUIRE(ref->try_acquire(g.burst() - c.burst, t).admitted);
+                return ref;
+            };
+            auto g = make();
+            CHECK(at_once(*g, t) == c.at_once);
+            // The same from the change on, probed at once or only later (just under 1 ms,
+            // 10 ms): no slack credit builds up while the bucket stays idle.
+            for (std::int64_t later : {std::int64_t{0}, std::int64_t{999'000}, std::int64_t{10'000'000}}) {
+                CAPTURE(later);
+                auto h = make();
+                auto ref = reference(*h);
+                decides_as(*h, *ref, t + later);
+            }
+        }
+    }
+}
+
+TEST_CASE("gcra: set_rate, set_burst and set_slack count in permits around now (debt kept, slack credit only when late)")
+{
+    const std::int64_t T = 1000;
+    // A debt of 2 permits (two reserved ahead) stays 2 permits at any new rate, burst or
+    // slack.
+    gcra g(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{5 * T});
+    REQUIRE(g.try_acquire(1, 0).admitted);
+    REQUIRE(g.reserve(1, 0, 10 * T).admitted);
+    REQUIRE(g.reserve(1, 0, 10 * T).admitted);
+    REQUIRE(g.empty_at() == 2 * T);   // slots T and 2 T reserved, the next one 3 T
+    g.set_rate(rate::every(std::chrono::nanoseconds{2 * T}), 0);
+    CHECK(g.empty_at() == 4 * T);
+    g.set_slack(std::chrono::nanoseconds{T}, 0);
+    CHECK(g.empty_at() == 4 * T);
+    g.set_burst(3, 0);
+    CHECK(g.empty_at() == 4 * T);
+    CHECK(g.predict(1, 0) == 6 * T);
+    // A caller late on its schedule keeps its catch-up across a change of rate, in
+    // permits, capped by the slack: 2 T late at interval T is 2 permits, 4 at T / 2.
+    gcra late(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{5 * T});
+    REQUIRE(late.try_acquire(1, 0).admitted);          // the schedule: T, 2 T, ...
+    late.set_rate(rate::every(std::chrono::nanoseconds{T / 2}), 3 * T);
+    CHECK(late.empty_at() == 3 * T - 3 * T / 2);       // 3 slots due (T, 2 T, 3 T), each now T / 2
+    CHECK(at_once(late, 3 * T) == 3);
+    CHECK_FALSE(late.try_acquire(1, 3 * T + T / 2 - 1).admitted);
+    CHECK(late.try_acquire(1, 3 * T + T / 2).admitted);
+    // Shrinking the slack caps the catch-up; beyond it the schedule restarts as a new one.
+    gcra capped(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{5 * T});
+    REQUIRE(capped.try_acquire(1, 0).admitted);
+    capped.set_slack(std::chrono::nanoseconds{T}, 4 * T);   // 3 T late, more than T
+    CHECK(at_once(capped, 4 * T) == 1);
+    // Shrinking the burst of a full bucket with a large slack leaves it full, not in catch-up.
+    gcra shrink(rate::every(std::chrono::nanoseconds{T}), 10, std::chrono::nanoseconds{8 * T});
+    REQUIRE(shrink.try_acquire(10, 0).admitted);
+    shrink.set_burst(3, 10 * T);                        // full again at 10 T, on schedule
+    CHECK(at_once(shrink, 10 * T) == 3);
+}
+
+TEST_CASE("gcra: random reconfigurations and idle gaps never add permits; debts stay; an idle bucket decides as a new one")
+{
+    // Long random runs of changes of rate, burst and slack (slack up to 30 intervals: the
+    // leaky buckets of the issue), idle gaps of every length, grants, drains and
+    // reservations into debt, at instants near 0 and near both ends of int64. At every
+    // change: the permits granted at once do not grow (the bug: 11 where it held 1), it
+    // keeps at least what it held (capped by the new burst), and a debt stays a debt of
+    // the same permits at the new interval. Whenever the bucket is idle (and from every
+    // change of an idle bucket on), it decides exactly as a new bucket with the settings
+    // in force, fed the same arrivals (a grown burst: the permits beyond the old one taken
+    // at the change).
+    const std::int64_t intervals[] = {1, 7, 1000, 50'000, 100'000, 5'000'000, 10'000'000, 1'000'000'000,
+                                      31'536'000'000'000'000};
+    const std::int64_t bases[] = {0, -5'000'000'000, i64_min, i64_min + 1'000'000, i64_max - 4'000'000'000'000'000'000,
+                                  i64_max - 1'000'000'000};
+    std::uint64_t changes = 0, idle_changes = 0, debt_changes = 0, compared = 0;
+    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+        rng r{seed * 0x2545F4914F6CDD1DULL};
+        auto pick_slack = [&](std::int64_t T) -> std::int64_t {
+            int k = static_cast<int>(r.next() % 4);
+            if (k == 0) return 0;
+            if (k == 1) return r.in(0, T);
+            return clamp64(std::min<i128>(i128(T) * r.in(1, 30), i64_max / 4));
+        };
+        // A new bucket: a leaky one (burst 1) of a random interval and slack.
+        auto make = [&] {
+            std::int64_t T = intervals[r.next() % std::size(intervals)];
+            return std::make_unique<gcra>(rate::every(std::chrono::nanoseconds{T}), 1, std::chrono::nanoseconds{pick_slack(T)});
+        };
+        std::unique_ptr<gcra> g = make();
+        auto fresh = [&] { return std::make_unique<gcra>(g->rate(), g->burst(), g->slack()); };
+        std::unique_ptr<gcra> ref = fresh();   // set while g decides as a new bucket would
+        std::int64_t now = bases[seed % std::size(bases)];
+        for (int step = 0; step < 5000; ++step) {
+            INFO("seed ", seed, " step ", step, " now ", now, " T ", g->interval_ns(), " burst ", g->burst(), " slack ",
+                 g->slack().count());
+            int op = static_cast<int>(r.next() % 100);
+            if (op < 30) {
+                std::int64_t T0 = g->interval_ns();
+                std::uint64_t B0 = g->burst();
+                holding before = held(*g, now);
+                std::uint64_t k0 = grantable(*g, now);
+                std::int64_t T1 = T0;
+                std::uint64_t B1 = B0;
+                std::int64_t S1 = g->slack().count();
+                int kind = static_cast<int>(r.next() % 3);
+                if (kind == 0) T1 = intervals[r.next() % std::size(intervals)];
+                if (kind == 1) B1 = r.chance(50) ? 1 : 1 + r.next() % (r.chance(50) ? 4 : 100);
+                if (kind == 2) S1 = pick_slack(T0);
+                CAPTURE(T1);
+                CAPTURE(B1);
+                CAPTURE(S1);
+                if (!gcra_model::valid(T1, B1, S1)) continue;
+                if (kind == 0) g->set_rate(rate::every(std::chrono::nanoseconds{T1}), now);
+                if (kind == 1) g->set_burst(B1, now);
+                if (kind == 2) g->set_slack(std::chrono::nanoseconds{S1}, now);
+                ++changes;
+                std::uint64_t k1 = grantable(*g, now);
+                CHECK(k1 <= k0);
+                if (!before.idle && before.lag <= 0) {
+                    // A debt (lag <= 0): the same permits at the new interval, towards now.
+                    ++debt_changes;
+                    i128 z = std::min<i128>(i128(now) - before.lag * T1 / T0, i64_max);
+                    CHECK(g->empty_at() == clamp64(z));
+                } else {
+                    std::uint64_t had = before.idle ? B0 : std::min<std::uint64_t>(B0, static_cast<std::uint64_t>(before.lag / T0));
+                    CHECK(k1 >= std::min(had, B1));
+                }
+                if (before.idle) {
+                    ++idle_changes;
+                    ref = fresh();
+                    if (B1 > B0) REQUIRE(ref->try_acquire(B1 - B0, now).admitted);
+                } else {
+                    ref.reset();
+                }
+            } else if (op < 75) {
+                // Arrivals: a drain at one instant, or a few permits.
+                bool drain = r.chance(40);
+                std::uint64_t n = drain ? 1 : 1 + r.next() % g->burst();
+                for (int i = 0; i < (drain ? 1000 : 1); ++i) {
+                    sluice::decision got = g->try_acquire(n, now);
+                    if (ref) {
+                        check_same(got, ref->try_acquire(n, now));
+                        ++compared;
+                    }
+                    if (!got.admitted) break;
+                }
+            } else if (op < 82) {
+                std::uint64_t n = 1 + r.next() % g->burst();
+                std::int64_t max_wait = r.in(0, clamp64(5 * (i128(g->burst()) * g->interval_ns() + g->slack().count())));
+                sluice::reservation got = g->reserve(n, now, max_wait);
+                if (ref) {
+                    sluice::reservation want = ref->reserve(n, now, max_wait);
+                    CHECK(got.admitted == want.admitted);
+                    CHECK(got.at == want.at);
+                    CHECK(got.error == want.error);
+                }
+            }
+            // Time: forward only (a bucket idle at t decides as a new one from t on), by
+            // nothing, a part of an interval, about the slack, past idle, any length, or to
+            // the end of the clock; now and then back to the start of a run (a new check).
+            i128 tau = i128(g->burst()) * g->interval_ns() + g->slack().count();
+            std::int64_t span = clamp64(std::min<i128>(3 * tau, i128(1) << 62));
+            int k = static_cast<int>(r.next() % 100);
+            i128 dt = 0;
+            if (k < 15) dt = 0;
+            else if (k < 35) dt = r.in(0, g->interval_ns());
+            else if (k < 50) dt = r.in(0, clamp64(g->slack().count() + g->interval_ns()));
+            else if (k < 78) dt = r.in(clamp64(tau), std::max(span, clamp64(tau)));
+            else if (k < 90) dt = (i128(1) << (r.next() % 63)) + r.in(0, 3);
+            else if (k < 92) dt = std::max<i128>(0, i128(i64_max) - r.in(0, span) - now);
+            if (k >= 96) {
+                // A new run: a new bucket at another instant (a debt pushed past the end of
+                // the clock is never repaid).
+                now = bases[r.next() % std::size(bases)];
+                g = make();
+                ref = fresh();
+            } else {
+                now = clamp64(i128(now) + dt);
+            }
+            if (!ref && held(*g, now).idle) ref = fresh();
+        }
+    }
+    // Every kind of change happened, many times over.
+    CHECK(changes > 20'000);
+    CHECK(idle_changes > 5000);
+    CHECK(debt_changes > 5000);
+    CHECK(compared > 100'000);
 }
 
 TEST_SUITE_END();

@@ -16,9 +16,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "rng.hpp"
 
 namespace http = sluice::http;
 
@@ -49,7 +50,7 @@ const std::vector<std::string> seeds = {
 
 const std::string interesting = "\"\\;=,() \t:?*-.0123456789abcqrtwpkAZ@%\x01\x7f\xff/+";
 
-std::string mutate(std::mt19937_64& gen, std::string s)
+std::string mutate(sluice_test::rng& gen, std::string s)
 {
     auto pick = [&](std::size_t n) { return static_cast<std::size_t>(gen() % n); };
     int steps = 1 + static_cast<int>(gen() % 4);
@@ -134,7 +135,7 @@ void check_one(const std::string& x, counts& c)
 TEST_CASE("http parsers: mutated fields parse or fail cleanly, and what parses round-trips")
 {
     const std::uint64_t n = env_or("SLUICE_FUZZ_ITERATIONS", 1'000'000);
-    std::mt19937_64 gen(env_or("SLUICE_FUZZ_SEED", 1));
+    sluice_test::rng gen{env_or("SLUICE_FUZZ_SEED", 1)};
     counts c;
     for (const auto& s : seeds) check_one(s, c);
     for (std::uint64_t i = 0; i < n; ++i) {

@@ -2,6 +2,7 @@
 // keys are evicted, the store stays at its cap under a flood of new keys, overrides,
 // overflow, waiting per key, shutdown. Also the eviction wheel on its own.
 #include "async_support.hpp"
+#include "rng.hpp"
 
 #include <sluice/detail/idle_wheel.hpp>
 #include <sluice/keyed.hpp>
@@ -19,7 +20,6 @@
 #include <map>
 #include <memory>
 #include <new>
-#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -184,7 +184,7 @@ TEST_CASE_TEMPLATE("keyed: keys of every type decide exactly as their own policy
     clk::set(t0);
     sluice::keyed<sluice::token_bucket<clk>, Key> keyed(io, sluice::rate::per_second(50), 5, small_wheel(300));
     std::map<std::uint64_t, std::unique_ptr<sluice::policy::gcra>> model;
-    std::mt19937_64 rng(7);
+    sluice_test::rng rng{7};
     for (int step = 0; step < 30'000; ++step) {
         std::uint64_t r = rng() % 1000;
         clk::advance(std::chrono::nanoseconds(r < 900 ? rng() % 2'000'000 : rng() % 300'000'000));
@@ -271,7 +271,7 @@ TEST_CASE("keyed: the compact state decides as policy::gcra, also at the ends of
                               {sluice::rate::every(1ns), 1000, 0ns}};
     const std::int64_t bases[] = {0, 1'000'000'000, sluice::detail::min_ns + 5, sluice::detail::max_ns - 5'000'000'000,
                                   sluice::detail::min_ns / 2};
-    std::mt19937_64 rng(11);
+    sluice_test::rng rng{11};
     int widened = 0;
     for (const config& c : configs) {
         for (std::int64_t base : bases) {
@@ -305,6 +305,56 @@ TEST_CASE("keyed: the compact state decides as policy::gcra, also at the ends of
         }
     }
     CHECK(widened > 0);   // the low end of the clock is beyond the compact range
+}
+
+TEST_CASE("keyed: an override on an idle key lets no burst through: it decides as a new bucket with the new settings")
+{
+    // The leaky buckets of the issue, on an idle key that is compact (moved to a whole
+    // policy by the override) or already wide (an earlier override): after the change the
+    // key decides as a new bucket with the new settings, at once and later (no slack
+    // credit stored up while idle). A wheel of one-hour ticks keeps the idle keys in the
+    // store, so that the reconfigured key decides, not a new one.
+    struct change_case {
+        const char* name;
+        sluice::rate from, to;
+        std::chrono::nanoseconds slack_from, slack_to;
+    };
+    const change_case cases[] = {
+        // Granted at once before the fix: 11, 3, and 11 (up to 20 just under 1 ms later).
+        {"10,000/s then 20,000/s (1 ms slack)", sluice::rate::per_second(10'000), sluice::rate::per_second(20'000), 1ms, 1ms},
+        {"100/s then 200/s (25 ms slack)", sluice::rate::per_second(100), sluice::rate::per_second(200), 25ms, 25ms},
+        {"10,000/s, slack 1 ms then 2 ms", sluice::rate::per_second(10'000), sluice::rate::per_second(10'000), 1ms, 2ms},
+    };
+    sluice::keyed_options o = small_wheel();
+    o.tick = std::chrono::hours(1);
+    for (const change_case& c : cases) {
+        for (bool wide : {false, true}) {
+            for (auto later : {0ns, std::chrono::nanoseconds(999us), std::chrono::nanoseconds(10ms)}) {
+                CAPTURE(std::string(c.name));
+                CAPTURE(wide);
+                CAPTURE(later.count());
+                boost::asio::io_context io;
+                clk::set(t0);
+                sluice::keyed<sluice::leaky_bucket<clk>> k(io, c.from, c.slack_from, o);
+                if (wide) k.set_override("a", c.from, c.slack_from);
+                REQUIRE(k.try_acquire("a").admitted);
+                clk::advance(1s);   // idle
+                k.set_override("a", c.to, c.slack_to);
+                clk::advance(later);
+                sluice::policy::gcra fresh(c.to, 1, c.slack_to);
+                // Drained at one instant, then probed at every part of an interval.
+                std::uint64_t at_once = 0;
+                for (int i = 0; i < 100 && k.try_acquire("a").admitted; ++i) ++at_once;
+                CHECK(at_once == 1);
+                CHECK(fresh.try_acquire(1, sluice_test::now_ns<clk>()).admitted);
+                for (int i = 0; i < 400; ++i) {
+                    clk::advance(c.to.interval() / 4 + std::chrono::nanoseconds(i % 7));
+                    check_same(k.try_acquire("a"), fresh.try_acquire(1, sluice_test::now_ns<clk>()));
+                }
+                CHECK(k.stats().keys.evicted == 0);
+            }
+        }
+    }
 }
 
 TEST_CASE("keyed: a compact key that has to wait moves to a whole policy with the same state")
@@ -495,7 +545,7 @@ TEST_CASE_TEMPLATE("keyed: every key decides exactly as its own policy fed the s
     clk::set(t0);
     auto keyed = K::make(io, small_wheel());
     std::map<std::string, decltype(K::policy())> model;
-    std::mt19937_64 rng(42);
+    sluice_test::rng rng{42};
     std::uint64_t checks = 0;
     for (int step = 0; step < 60'000; ++step) {
         // Bursts, short gaps and long idle spells, over a few hot and many cold keys.

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "model_driver.hpp"
 #include "policy_support.hpp"
 
 using namespace std::chrono_literals;
@@ -37,20 +38,26 @@ struct pacer_model {
         return t;
     }
 
-    sluice::decision decide(std::int64_t t, bool consume)
+    // One permit at a time (n is 1). After the decision the bucket holds a permit when
+    // its last slot is an interval or more behind t, and is full again (reset) one
+    // interval after it.
+    sluice::decision decide(std::uint64_t /*n*/, std::int64_t t, bool consume)
     {
         sluice::decision d;
         i128 s = next(t);
         if (s > t) {
             d.retry_after = std::chrono::nanoseconds{s >= i64_max ? i64_max : clamp64(s - t)};
-            return d;
+            s = *slot;
+        } else {
+            d.admitted = true;
+            if (consume) slot = s;
         }
-        d.admitted = true;
-        if (consume) slot = s;
+        d.remaining = t - s >= T ? 1 : 0;
+        d.reset_after = std::chrono::nanoseconds{clamp64(std::max<i128>(s + T - t, 0))};
         return d;
     }
 
-    sluice::reservation reserve(std::int64_t t, std::int64_t max_wait)
+    sluice::reservation reserve(std::uint64_t /*n*/, std::int64_t t, std::int64_t max_wait)
     {
         sluice::reservation r;
         i128 s = next(t);
@@ -65,19 +72,6 @@ struct pacer_model {
         return r;
     }
 };
-
-std::int64_t gap(rng& r, std::int64_t T)
-{
-    switch (r.next() % 8) {
-    case 0: return 0;
-    case 1: return r.in(0, T / 4 + 1);
-    case 2: case 3: return r.in(0, 2 * T);
-    case 4: return r.in(0, 4 * T);                                   // idle for a few slots
-    case 5: return clamp64((i128(1) << (r.next() % 63)) + r.in(-3, 3));   // idle, any length
-    case 6: return -r.in(0, T);                                      // the clock steps back
-    default: return T;
-    }
-}
 
 } // namespace
 
@@ -129,6 +123,11 @@ TEST_CASE("leaky bucket: slack lets a late caller catch up on its schedule, and 
 
 TEST_CASE("leaky bucket matches the schedule model on random arrivals")
 {
+    struct run {
+        gcra policy;
+        pacer_model model;
+        arrivals shape;
+    };
     struct shape {
         std::int64_t T, slack;
     };
@@ -138,33 +137,29 @@ TEST_CASE("leaky bucket matches the schedule model on random arrivals")
     for (const shape& sh : shapes) {
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                gcra g(rate::every(std::chrono::nanoseconds{sh.T}), 1, std::chrono::nanoseconds{sh.slack});
-                pacer_model m{sh.T, sh.slack, {}};
+                INFO("T ", sh.T, " slack ", sh.slack, " base ", base, " seed ", seed);
+                // One permit at a time; time by nothing, exactly one slot (on schedule), up
+                // to 3 slots, idle for any length, or back.
+                arrivals a;
+                a.zero = 0;
+                a.over = 0;
+                a.one = 100;
+                a.tries = 60;
+                a.checks = 20;
+                a.reserves = 20;
+                a.max_wait = 3 * sh.T;
+                a.unit = sh.T;
+                a.span = sh.T;
+                a.still = 12;
+                a.exact = 12;
+                a.medium = 38;
+                a.idle = 0;
+                a.any_idle = 13;
+                a.back = 12;
+                run c{gcra(rate::every(std::chrono::nanoseconds{sh.T}), 1, std::chrono::nanoseconds{sh.slack}),
+                      pacer_model{sh.T, sh.slack, {}}, a};
                 rng r{seed * 2654435761u + static_cast<std::uint64_t>(base) + static_cast<std::uint64_t>(sh.T)};
-                std::int64_t now = base;
-                for (int step = 0; step < 4000; ++step) {
-                    INFO("T ", sh.T, " slack ", sh.slack, " base ", base, " seed ", seed, " step ", step, " now ", now);
-                    int op = static_cast<int>(r.next() % 10);
-                    if (op < 6) {
-                        sluice::decision got = g.try_acquire(1, now);
-                        sluice::decision want = m.decide(now, true);
-                        CHECK(got.admitted == want.admitted);
-                        if (!got.admitted) CHECK(got.retry_after.count() == want.retry_after.count());
-                    } else if (op < 8) {
-                        sluice::decision got = g.check(1, now);
-                        sluice::decision want = m.decide(now, false);
-                        CHECK(got.admitted == want.admitted);
-                        if (!got.admitted) CHECK(got.retry_after.count() == want.retry_after.count());
-                    } else {
-                        std::int64_t max_wait = r.in(0, 3 * sh.T);
-                        sluice::reservation got = g.reserve(1, now, max_wait);
-                        sluice::reservation want = m.reserve(now, max_wait);
-                        CHECK(got.admitted == want.admitted);
-                        CHECK(got.at == want.at);
-                        CHECK(got.error == want.error);
-                    }
-                    now = clamp64(i128(now) + gap(r, sh.T));
-                }
+                replay(c, r, base, 4000);
             }
         }
     }

@@ -1,6 +1,7 @@
 // stats() of every asynchronous limiter: each request counted once under its outcome,
 // the waits measured on the manual clock, try_acquire counted only when asked for.
 #include "async_support.hpp"
+#include "rng.hpp"
 
 #include <sluice/all_of.hpp>
 #include <sluice/concurrency_limit.hpp>
@@ -19,7 +20,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <random>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -283,7 +283,7 @@ TEST_CASE("stats: random requests, cancellations and clock steps agree with the 
 {
     // Every handler's outcome is tallied by the test; the limiter's counts must equal the
     // tally, and the waits must equal the sum of (completion - start) of the granted ones.
-    std::mt19937_64 rng(20261123);
+    sluice_test::rng rng{20261123};
     for (int round = 0; round < 20; ++round) {
         boost::asio::io_context io;
         clk::set(clk::duration{static_cast<std::int64_t>(rng() % 1'000'000'000)});

@@ -7,21 +7,13 @@
 #include <cstdint>
 #include <map>
 
+#include "rng.hpp"
+
 using namespace std::chrono_literals;
 using sluice::rate_meter;
+using sluice_test::rng;
 
 namespace {
-
-struct rng {
-    std::uint64_t s;
-    std::uint64_t next()
-    {
-        std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return z ^ (z >> 31);
-    }
-};
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - ((a % b != 0 && a < 0) ? 1 : 0); }
 

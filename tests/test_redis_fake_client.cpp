@@ -14,6 +14,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <doctest/doctest.h>
 
@@ -126,8 +127,8 @@ TEST_CASE("fake client: try sends one GCRA call with both keys and completes wit
     CHECK(got->admitted);
     CHECK(got->remaining == 8);
     auto s = tb.stats();
-    CHECK(s.commands == 1);
-    CHECK(s.admitted == 1);
+    CHECK(s.backend.commands == 1);
+    CHECK(s.try_admitted == 1);
 }
 
 TEST_CASE("fake client: acquire reserves, sleeps on the limiter's clock until its slot, completes")
@@ -191,7 +192,7 @@ TEST_CASE("fake client: Redis unreachable, the fallback decides, one probe per i
     f.run();
     REQUIRE(d1);
     CHECK(d1->admitted);   // the local fallback (5/s, burst 5)
-    CHECK(tb.stats().degraded);
+    CHECK(tb.stats().backend.degraded);
     // Degraded: nothing goes to Redis until the probe interval has passed.
     int local = 0;
     for (int i = 0; i < 10; ++i)
@@ -199,7 +200,7 @@ TEST_CASE("fake client: Redis unreachable, the fallback decides, one probe per i
     f.run();
     CHECK(f.client.calls.empty());
     CHECK(local == 4);   // burst 5 of the fallback, one taken before
-    CHECK(tb.stats().fallback_decisions == 11);
+    CHECK(tb.stats().backend.fallback_decisions == 11);
     sluice_test::advance<clk>(f.io, 200ms);
     std::optional<sluice::decision> probe;
     tb.async_try_acquire("k", 1, [&](error_code, sluice::decision d) { probe = d; });
@@ -208,7 +209,73 @@ TEST_CASE("fake client: Redis unreachable, the fallback decides, one probe per i
     f.run();
     REQUIRE(probe);
     CHECK(probe->admitted);
-    CHECK_FALSE(tb.stats().degraded);
+    CHECK_FALSE(tb.stats().backend.degraded);
+}
+
+TEST_CASE("fake client: sleepers of several keys wait in the limiter's one engine and wake in the order of their slots")
+{
+    fixture f;
+    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10);
+    std::string woke;
+    for (char k : {'a', 'b', 'c'})
+        tb.async_acquire(std::string(1, k), 1, 1s, [&woke, k](error_code ec) {
+            CHECK_FALSE(ec);
+            woke += k;
+        });
+    f.client.answer({}, gcra_granted(30'000));   // a: in 30 ms
+    f.client.answer({}, gcra_granted(10'000));   // b: in 10 ms
+    f.client.answer({}, gcra_granted(20'000));   // c: in 20 ms
+    f.run();
+    CHECK(tb.stats().waiting == 3);
+    sluice_test::advance<clk>(f.io, 10ms);
+    CHECK(woke == "b");
+    sluice_test::advance<clk>(f.io, 9'999us);
+    CHECK(woke == "b");
+    sluice_test::advance<clk>(f.io, 1us);
+    CHECK(woke == "bc");
+    sluice_test::advance<clk>(f.io, 10ms);
+    CHECK(woke == "bca");
+    CHECK(f.client.calls.empty());   // no refund
+    auto s = tb.stats();
+    CHECK(s.admitted == 3);
+    CHECK(s.waited == 3);
+    CHECK(s.waiting == 0);
+    CHECK(s.longest_wait == 30ms);
+    CHECK(s.total_wait == 60ms);
+}
+
+TEST_CASE("fake client: close() completes every sleeper with closed and gives each slot back")
+{
+    fixture f;
+    redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10);
+    std::vector<error_code> got;
+    for (int i = 0; i < 3; ++i)
+        tb.async_acquire("k", 1, 1s, [&](error_code ec) { got.push_back(ec); });
+    for (int i = 0; i < 3; ++i)
+        f.client.answer({}, gcra_granted(10'000 * (i + 1), 100 + i));
+    f.run();
+    tb.close();
+    f.run();
+    REQUIRE(got.size() == 3);
+    for (auto& ec : got)
+        CHECK(ec == sluice::error::closed);
+    REQUIRE(f.client.calls.size() == 3);   // three refunds, each against its own state
+    for (int i = 0; i < 3; ++i)
+        CHECK(f.client.calls[static_cast<std::size_t>(i)].args[3] == std::to_string(100 + i));
+    CHECK(tb.stats().closed == 3);
+}
+
+TEST_CASE("fake client: a negative coalesce is invalid_option")
+{
+    fixture f;
+    redis::shared_options o;
+    o.coalesce = -1ns;
+    try {
+        redis::token_bucket<fake_client, clk> tb(f.client, sluice::rate::per_second(10), 10, o);
+        FAIL("constructed");
+    } catch (const boost::system::system_error& e) {
+        CHECK(e.code() == sluice::error::invalid_option);
+    }
 }
 
 TEST_CASE("fake client: a request beyond the burst in force is error::exceeds_limit after its round trip")
@@ -289,7 +356,7 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     // The one slot held ends within a spacing (plus two round trips) of now: the next run
     // is on its way already.
     CHECK(f.client.calls.size() == 1);
-    CHECK(tb.stats().commands == 3);
+    CHECK(tb.stats().backend.commands == 3);
 }
 
 TEST_CASE("fake client: a verdict that cannot answer the call is not believed (found by fuzz/acquire_fsm, fuzz/lease_book)")

@@ -1,11 +1,13 @@
 // The sans-io halves of the Redis limiters, step by step, without a server or an
 // io_context: the state machines of async_try_acquire and async_acquire (bucket and
-// window) against a fake limiter core, and the lease book against an independent model
-// of the server's GCRA lease script, over a simulated fleet.
+// window) against a fake limiter core, the queue their local waits go to in the wait
+// engine, and the lease book against an independent model of the server's GCRA lease
+// script, over a simulated fleet.
 #include <sluice/error.hpp>
 #include <sluice/redis/detail/acquire_fsm.hpp>
 #include <sluice/redis/detail/lease_book.hpp>
 #include <sluice/redis/detail/try_fsm.hpp>
+#include <sluice/redis/detail/wake_queue.hpp>
 #include <sluice/redis/reply.hpp>
 #include <sluice/redis/scripts.hpp>
 #include <sluice/redis/shared_options.hpp>
@@ -19,9 +21,10 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "rng.hpp"
 
 namespace redis = sluice::redis;
 using redis::detail::eval_request;
@@ -64,7 +67,11 @@ struct fake_core {
     bool fallback_grants = true;
     redis::shared_options opts;
     int unavailable = 0, errors = 0, replies = 0;
+    // Decisions (requests and tries together): admitted, or refused (a try) or timed out
+    // (a request); by the failure policy.
     int admitted = 0, rejected = 0, by_fallback = 0;
+    int started = 0, answered = 0;      // requests
+    std::vector<std::int64_t> waits;    // of the admitted requests, as counted
     std::vector<std::pair<std::uint64_t, std::int64_t>> refunds;
     std::vector<std::uint64_t> prefetches;
     lease_book book;
@@ -78,11 +85,23 @@ struct fake_core {
     void on_unavailable() { ++unavailable; }
     void on_error() { ++errors; }
     void on_reply(const verdict&, round_trip) { ++replies; }
-    void count(bool a, bool fb)
+    void request_started() { ++started; }
+    void count_request(const error_code& ec, std::int64_t waited)
+    {
+        ++answered;
+        if (!ec) {
+            ++admitted;
+            waits.push_back(waited);
+        } else if (ec == sluice::error::timed_out) {
+            ++rejected;
+        }
+    }
+    void count_try(bool a, bool fb)
     {
         ++(a ? admitted : rejected);
-        if (fb) ++by_fallback;
+        if (fb) count_fallback();
     }
+    void count_fallback() { ++by_fallback; }
     void refund(const std::string&, std::uint64_t n, std::int64_t state) { refunds.emplace_back(n, state); }
     sluice::decision fallback_try(const std::string&, std::uint64_t)
     {
@@ -134,13 +153,18 @@ TEST_CASE("bucket acquire: reserve, sleep until the slot, complete")
     s = f.on_reply(c, {}, p(granted(5'000, 77)), false, rt, 0);
     REQUIRE(s.next == op_step::kind::sleep);
     CHECK(s.wait_ns == 5 * ms);
-    CHECK(c.admitted == 1);   // counted when the slot is ours
+    CHECK(c.admitted == 0);   // counted when answered, once
+    CHECK(c.started == 1);
     CHECK(c.replies == 1);
 
     s = f.on_wake(c, {}, false, 5 * ms);
     CHECK(s.next == op_step::kind::complete);
     CHECK_FALSE(f.error());
     CHECK(c.refunds.empty());
+    CHECK(c.admitted == 1);
+    CHECK(c.answered == 1);
+    REQUIRE(c.waits.size() == 1);
+    CHECK(c.waits[0] == 5 * ms);   // from the request to its grant
 }
 
 TEST_CASE("bucket acquire: a slot due now completes at once; a refusal consumes nothing")
@@ -150,6 +174,8 @@ TEST_CASE("bucket acquire: a slot due now completes at once; a refusal consumes 
     now_f.start(c, 0);
     CHECK(now_f.on_reply(c, {}, p(granted(0)), false, rt, 0).next == op_step::kind::complete);
     CHECK_FALSE(now_f.error());
+    REQUIRE(c.waits.size() == 1);
+    CHECK(c.waits[0] == 0);   // granted at once: no wait
 
     redis::detail::bucket_acquire_fsm f("k", 1, 1 * ms);
     f.start(c, 0);
@@ -406,6 +432,52 @@ TEST_CASE("try with leasing: the book answers locally, fetches a run when empty,
     CHECK(d2.result().retry_after == std::chrono::microseconds(100));
 }
 
+static_assert(sluice::detail::waiting_queue<redis::detail::wake_queue>);
+
+TEST_CASE("wake queue: waiters are handed out by their wake-up time, whatever their order; cancel and close")
+{
+    using sluice::detail::completion_list;
+    using sluice::detail::waiter;
+    redis::detail::wake_queue q(sluice::limiter_options{});
+    waiter w[5];
+    auto names = [&](const completion_list& done) {
+        std::string out;
+        done.for_each([&](const waiter* x) { out += static_cast<char>('a' + (x - w)); });
+        return out;
+    };
+    CHECK(q.wake_at() == sluice::detail::max_ns);
+    CHECK(q.enqueue(&w[0], 1, 30 * ms, 0));   // a: at 30 ms
+    CHECK(q.enqueue(&w[1], 1, 10 * ms, 0));   // b: at 10 ms
+    CHECK(q.enqueue(&w[2], 2, 15 * ms, 5 * ms));   // c: at 20 ms
+    CHECK(q.enqueue(&w[3], 1, 25 * ms, 0));   // d: at 25 ms
+    CHECK_FALSE(q.enqueue(&w[4], 1, 0, 0));   // nothing to wait for: done at once
+    CHECK_FALSE(w[4].queued);
+    CHECK(q.size() == 4);
+    CHECK(q.wake_at() == 10 * ms);
+
+    completion_list done;
+    CHECK(q.release_due(10 * ms - 1, done) == 10 * ms);
+    CHECK(names(done).empty());
+    CHECK(q.release_due(20 * ms, done) == 25 * ms);
+    CHECK(names(done) == "bc");
+    CHECK_FALSE(w[1].result);
+
+    completion_list cancelled;
+    CHECK(q.cancel(&w[3], 21 * ms, cancelled));
+    CHECK_FALSE(q.cancel(&w[3], 21 * ms, cancelled));   // not waiting any more
+    CHECK(names(cancelled) == "d");
+    CHECK(w[3].result == boost::asio::error::operation_aborted);
+    CHECK(q.wake_at() == 30 * ms);
+
+    completion_list closed;
+    q.close(make_error_code(sluice::error::closed), 22 * ms, closed);
+    CHECK(names(closed) == "a");
+    CHECK(w[0].result == sluice::error::closed);
+    CHECK(q.size() == 0);
+    CHECK(q.wake_at() == sluice::detail::max_ns);
+    CHECK_FALSE(q.try_acquire(1, 0).admitted);
+}
+
 TEST_CASE("lease book: a refused run holds refusals locally; slots expire unused and shorten the run; close gives back")
 {
     lease_limits lim{1 * ms, 50 * ms, 16};
@@ -506,7 +578,7 @@ struct sim_result {
 sim_result simulate(std::int64_t interval_us, int procs, std::int64_t seconds_ms, std::uint64_t max_run, std::uint32_t seed,
                     std::int64_t poll_ns)
 {
-    std::mt19937 rng(seed);
+    sluice_test::rng rng{seed};
     gcra_server srv{interval_us, 1};
     lease_limits lim{interval_us * us, 250 * ms, max_run};
     struct in_flight {
@@ -524,7 +596,7 @@ sim_result simulate(std::int64_t interval_us, int procs, std::int64_t seconds_ms
         std::int64_t next_poll = 0;
     };
     std::vector<proc> ps(static_cast<std::size_t>(procs));
-    for (auto& p : ps) p.rtt = std::uniform_int_distribution<std::int64_t>(60, 400)(rng) * us;
+    for (auto& p : ps) p.rtt = rng.in(60, 400) * us;
     sim_result r;
     const std::int64_t end = seconds_ms * ms;
     const std::int64_t step = 1 * us;

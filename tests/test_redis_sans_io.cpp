@@ -198,6 +198,27 @@ TEST_CASE("reply_reader: reads back what format_commands wrote, a byte at a time
     CHECK_FALSE((fed && bad.next(r)));
 }
 
+TEST_CASE("reply_reader: an aggregate declaring more elements than any sluice reply is a protocol error, not an allocation")
+{
+    using sluice::redis::detail::reply_reader;
+    std::optional<reply> r;
+
+    // hiredis 0.14 would allocate 5 GB for this header before reading an element.
+    for (const std::string wire : {"*666666630\r\n", "*2\r\n:1\r\n*65537\r\n", "*2147483647\r\n"}) {
+        reply_reader rd;
+        const bool fed = rd.feed(wire.data(), wire.size());
+        CHECK_FALSE((fed && rd.next(r)));
+    }
+    // The bound itself is readable.
+    std::string wire = "*65536\r\n";
+    for (int i = 0; i < 65536; ++i) wire += ":1\r\n";
+    reply_reader rd;
+    REQUIRE(rd.feed(wire.data(), wire.size()));
+    REQUIRE(rd.next(r));
+    REQUIRE(r);
+    CHECK(r->elements.size() == 65536);
+}
+
 TEST_CASE("eval_fsm: a reply is the answer; an error reply is backend_error with the reply")
 {
     eval_fsm f;

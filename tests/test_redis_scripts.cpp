@@ -3,6 +3,7 @@
 // policy::sliding_log, on the same arrivals (fed through the test-only now_us argument);
 // bad arguments and wrong-type keys give error replies.
 #include "redis_support.hpp"
+#include "rng.hpp"
 
 #include <sluice/detail/arith.hpp>
 #include <sluice/policy/gcra.hpp>
@@ -16,7 +17,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,7 +104,7 @@ void gcra_equality(redisContext* c, const std::string& key, std::int64_t interva
 {
     INFO("interval_us ", interval_us, " burst ", burst, " seed ", seed);
     sluice::policy::gcra local(sluice::rate::every(std::chrono::microseconds(interval_us)), burst);
-    std::mt19937_64 rng(seed);
+    sluice_test::rng rng{seed};
     std::int64_t now = 1'000'000'000;   // us
     std::uint64_t max_n = std::min<std::uint64_t>(burst, std::max<std::uint64_t>(8, burst / 10));
     struct last_reservation {
@@ -266,7 +266,7 @@ TEST_CASE("GCRA lease: runs of consecutive slots beyond the burst, as a model of
     // z + i * interval ending within the horizon.
     const std::int64_t interval = 100, burst = 3;
     std::int64_t z = INT64_MIN / 4;
-    std::mt19937_64 rng(7);
+    sluice_test::rng rng{7};
     std::int64_t t = 1'000'000;
     std::int64_t granted_slots = 0;
     const std::int64_t start = t;
@@ -331,7 +331,7 @@ TEST_CASE("GCRA configure: permits kept across a change of rate or burst, any pr
 {
     server_fixture f;
     auto* c = f.ctx.get();
-    std::mt19937_64 rng(11);
+    sluice_test::rng rng{11};
     // Two "processes" with different constructor configurations: the key's wins once set.
     std::int64_t oi = 100, ob = 10;        // the key's configuration in the model
     std::int64_t z = INT64_MIN / 4;
@@ -514,7 +514,7 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
         INFO("limit ", k.limit, " window ", k.window_us);
         std::string key = "log:" + std::to_string(k.limit);
         sluice::policy::sliding_log local(k.limit, std::chrono::microseconds(k.window_us));
-        std::mt19937_64 rng(k.seed);
+        sluice_test::rng rng{k.seed};
         std::int64_t now = 5'000'000;
         std::deque<std::int64_t> admitted;   // one entry per permit
         int granted = 0, refused = 0;

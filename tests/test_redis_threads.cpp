@@ -1,13 +1,16 @@
 // The connection and the cluster on a strand of an io_context run by two threads,
 // operations initiated from foreign threads, and operations cancelled from their handlers'
-// strands on another io_context while replies arrive (also run under ThreadSanitizer:
+// strands on another io_context while replies arrive; a token bucket on such a client,
+// its waiters cancelled while they wait in its engine (also run under ThreadSanitizer:
 // suite 'concurrency').
 #include "redis_support.hpp"
+#include "rng.hpp"
 
 #include "redis/pending_op.hpp"
 
 #include <sluice/redis/cluster.hpp>
 #include <sluice/redis/connection.hpp>
+#include <sluice/redis/token_bucket.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -30,7 +33,6 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <random>
 #include <thread>
 
 namespace asio = boost::asio;
@@ -142,7 +144,7 @@ struct lane : std::enable_shared_from_this<lane<Client>> {
     int id;
     std::deque<std::atomic<int>> calls;
     asio::cancellation_signal sig;
-    std::minstd_rand rng;
+    sluice_test::rng rng;
     int next = 0;
     tally& t;
 };
@@ -180,6 +182,66 @@ void run_lanes(const sluice::redis::connection_config& cfg, int lanes, int per_l
         for (auto& n : ln->calls) CHECK(n.load() == 1);
 }
 
+// One caller of a token bucket: a strand of the handlers' io_context, one async_acquire at a
+// time, each cancelled (or not) a random time after it started: while its reservation is
+// on its way, or while it waits for its slot in the limiter's engine. Each handler must
+// run exactly once, on this strand, granted or with operation_aborted.
+template <class Bucket>
+struct acquire_lane : std::enable_shared_from_this<acquire_lane<Bucket>> {
+    acquire_lane(strand_type s, Bucket& b, int id, int ops, tally& t)
+        : strand(std::move(s)), bucket(b), id(id), calls(static_cast<std::size_t>(ops)),
+          rng(static_cast<unsigned>(id) * 104729u + 3), t(t)
+    {
+    }
+
+    void start_next()
+    {
+        const int i = next++;
+        if (i == static_cast<int>(calls.size())) {
+            ++t.finished;
+            return;
+        }
+        bucket.async_acquire("lane" + std::to_string(id % 4), 1, 1s,
+                             asio::bind_cancellation_slot(
+                                 sig.slot(), asio::bind_executor(strand, [self = this->shared_from_this(), i](error_code ec) {
+                                     self->done(i, ec);
+                                 })));
+        auto cancel = [self = this->shared_from_this()] {
+            self->sig.emit(self->rng() % 2 ? asio::cancellation_type::terminal : asio::cancellation_type::total);
+        };
+        const auto pick = rng() % 10;
+        if (pick < 3) {
+            after_hops(strand, static_cast<int>(pick), std::move(cancel));
+        } else if (pick < 7) {
+            // While it waits for its slot (slots are 500 us apart, two lanes a key).
+            auto timer = std::make_shared<asio::steady_timer>(strand, std::chrono::microseconds(rng() % 2000));
+            timer->async_wait([timer, cancel](error_code) { cancel(); });
+        }
+    }
+
+    void done(int i, error_code ec)
+    {
+        if (!strand.running_in_this_thread()) ++t.off_strand;
+        if (calls[static_cast<std::size_t>(i)].fetch_add(1) != 0) ++t.extra;
+        if (ec == asio::error::operation_aborted)
+            ++t.aborted;
+        else if (!ec)
+            ++t.replied;
+        else
+            ++t.wrong;
+        start_next();
+    }
+
+    strand_type strand;
+    Bucket& bucket;
+    int id;
+    std::deque<std::atomic<int>> calls;
+    asio::cancellation_signal sig;
+    std::minstd_rand rng;
+    int next = 0;
+    tally& t;
+};
+
 } // namespace
 
 TEST_SUITE_BEGIN("redis");
@@ -198,7 +260,7 @@ TEST_CASE("pending_op: a cancellation racing the completion completes once, on t
         state(strand_type s, unsigned seed) : strand(std::move(s)), rng(seed) {}
         strand_type strand;
         asio::cancellation_signal sig;
-        std::minstd_rand rng;
+        sluice_test::rng rng;
         int next = 0;
     };
     std::vector<std::unique_ptr<state>> st;
@@ -246,6 +308,46 @@ TEST_CASE("cluster: cancelled from the handlers' strands on another io_context w
 {
     sluice_test::redis_cluster cl;
     run_lanes<sluice::redis::cluster>(cl.config(), 3, 200, 150000ms);
+}
+
+TEST_CASE("token bucket: waiters cancelled from their strands while they wait in the engine, client on a strand of two threads" * doctest::timeout(180))
+{
+    sluice_test::redis_server srv;
+    using client_type = sluice::redis::basic_connection<strand_type>;
+    using bucket_type = sluice::redis::token_bucket<client_type>;
+    constexpr int lanes = 8, per_lane = 100;
+    pool client_side(2), user_side(2);
+    tally t;
+    std::vector<std::shared_ptr<acquire_lane<bucket_type>>> all;
+    sluice::limiter_stats s;
+    {
+        client_type c(asio::make_strand(client_side.io), srv.config());
+        REQUIRE(sluice_test::wait_until([&] { return c.connected(); }, 10000ms));
+        bucket_type tb(c, sluice::rate::per_second(2000), 1);
+        for (int l = 0; l < lanes; ++l) {
+            all.push_back(std::make_shared<acquire_lane<bucket_type>>(asio::make_strand(user_side.io), tb, l, per_lane, t));
+            asio::post(all.back()->strand, [ln = all.back()] { ln->start_next(); });
+        }
+        REQUIRE(sluice_test::wait_until([&] { return t.finished == lanes; }, 150000ms));
+        s = tb.stats();
+        tb.close();
+    }
+    client_side.stop();
+    user_side.stop();
+    CHECK(t.off_strand == 0);
+    CHECK(t.extra == 0);
+    CHECK(t.wrong == 0);
+    CHECK(t.replied + t.aborted == lanes * per_lane);
+    CHECK(t.replied > 0);
+    CHECK(t.aborted > 0);
+    // The limiter counted each request once, as its handler saw it.
+    CHECK(s.admitted == static_cast<std::uint64_t>(t.replied.load()));
+    CHECK(s.cancelled == static_cast<std::uint64_t>(t.aborted.load()));
+    CHECK(s.waiting == 0);
+    CHECK(s.waited > 0);
+    MESSAGE("granted " << t.replied.load() << ", cancelled " << t.aborted.load() << ", of which waited " << s.waited);
+    for (auto& ln : all)
+        for (auto& n : ln->calls) CHECK(n.load() == 1);
 }
 
 TEST_CASE("connection: on a strand, io_context run by two threads" * doctest::timeout(60))

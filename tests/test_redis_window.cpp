@@ -88,21 +88,22 @@ TEST_CASE("redis sliding window: try, acquire and acquire() on a live server" * 
     CHECK(big->ec == sluice::error::exceeds_limit);
 
     // The coroutine form: another key has room; this one does not within 10 ms.
-    bool got = false, refused = true, done = false;
+    sluice::acquire_result got(sluice::error::closed), refused;
+    bool done = false;
     asio::co_spawn(l.io, [&]() -> asio::awaitable<void> {
         got = co_await w.acquire("b", 2, 100ms);
         refused = co_await w.acquire("a", 10ms);
         done = true;
     }, asio::detached);
     REQUIRE(run_until(l.io, [&] { return done; }));
-    CHECK(got);
-    CHECK_FALSE(refused);
+    CHECK(static_cast<bool>(got));
+    CHECK(refused.timed_out());
 
     auto s = w.stats();
-    CHECK(s.admitted == 4);
-    CHECK(s.rejected == 2);
-    CHECK(s.fallback_decisions == 0);
-    CHECK_FALSE(s.degraded);
+    CHECK(s.admitted + s.try_admitted == 4);
+    CHECK(s.timed_out + s.try_refused == 2);
+    CHECK(s.backend.fallback_decisions == 0);
+    CHECK_FALSE(s.backend.degraded);
 }
 
 TEST_CASE("redis sliding window: set_limit and set_window from one process, every process follows; consumed stays consumed" * doctest::timeout(60))
@@ -149,7 +150,7 @@ TEST_CASE("redis sliding window: fail fast consumes nothing" * doctest::timeout(
     REQUIRE(after.elements.size() == before.elements.size());
     for (std::size_t i = 0; i < after.elements.size(); ++i)
         CHECK(after.elements[i].str == before.elements[i].str);
-    CHECK(w.stats().rejected == 1);
+    CHECK(w.stats().timed_out == 1);
 }
 
 TEST_CASE("redis sliding window: async_acquire waits until the oldest entry leaves the window" * doctest::timeout(60))
@@ -410,10 +411,10 @@ TEST_CASE("redis sliding window: failure policies with Redis killed, then back" 
     CHECK_FALSE(slow->ec);
     CHECK(slow->at - start >= 150ms);
     auto down = local.stats();
-    CHECK(down.degraded);
-    CHECK(down.fallback_decisions == 5);
-    CHECK(down.redis_errors >= 1);
-    CHECK(open.stats().fallback_decisions == 3);
+    CHECK(down.backend.degraded);
+    CHECK(down.backend.fallback_decisions == 5);
+    CHECK(down.backend.errors >= 1);
+    CHECK(open.stats().backend.fallback_decisions == 3);
 
     // Redis back: the next probe switches back to it.
     server.start();
@@ -426,7 +427,7 @@ TEST_CASE("redis sliding window: failure policies with Redis killed, then back" 
     REQUIRE(run_until(io, [&] { return probe->calls == 1; }));
     CHECK_FALSE(probe->ec);
     CHECK(probe->d.admitted);
-    CHECK_FALSE(again.stats().degraded);
+    CHECK_FALSE(again.stats().backend.degraded);
     CHECK(server.command({"ZCARD", "{sluice:k2}"}).integer == 1);
 }
 
@@ -452,8 +453,8 @@ TEST_CASE("redis sliding window: Redis killed mid-wait, the waiter falls back" *
     REQUIRE(run_until(io, [&] { return waiter->calls == 1; }, 3000ms));
     CHECK_FALSE(waiter->ec);
     auto s = w.stats();
-    CHECK(s.degraded);
-    CHECK(s.fallback_decisions == 1);
+    CHECK(s.backend.degraded);
+    CHECK(s.backend.fallback_decisions == 1);
     CHECK(s.admitted == 2);
 }
 

@@ -9,6 +9,7 @@
 #include <deque>
 #include <limits>
 
+#include "model_driver.hpp"
 #include "policy_support.hpp"
 
 using namespace std::chrono_literals;
@@ -94,74 +95,41 @@ TEST_SUITE_BEGIN("sliding_log");
 
 TEST_CASE("sliding_log matches a literal timestamp log on random arrivals")
 {
+    // Admissions re-stamped on a clock that never goes back: never more than limit in
+    // any window there.
+    struct run {
+        sliding_log policy;
+        log_model model;
+        arrivals shape;
+        std::deque<std::int64_t> mono;
+
+        void admitted(std::uint64_t n, std::int64_t now)
+        {
+            std::int64_t t = mono.empty() ? now : std::max(mono.back(), now);
+            for (std::uint64_t i = 0; i < n; ++i) mono.push_back(t);
+            while (!mono.empty() && mono.front() <= t - model.w) mono.pop_front();
+            CHECK(mono.size() <= model.limit);
+        }
+        // A prediction no later than reality.
+        void deferred(std::uint64_t n, std::int64_t now, std::uint64_t ahead, const sluice::reservation& got,
+                      const sluice::decision&)
+        {
+            CHECK(got.at <= model.simulate(n, now, ahead));
+        }
+    };
     for (const shape& sh : shapes) {
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                sliding_log l(sh.limit, std::chrono::nanoseconds{sh.window});
-                log_model m{sh.limit, sh.window, {}};
+                INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed);
+                arrivals a = arrivals::for_window(sh.limit, sh.window);
+                a.idle = 2;
+                a.any_idle = 2;
+                // Within one window of INT64_MIN a new log still counts its initial stamps
+                // ("first call anywhere, extremes"): the model starts empty, so stay out.
+                a.earliest = i64_min + sh.window;
+                run c{sliding_log(sh.limit, std::chrono::nanoseconds{sh.window}), log_model{sh.limit, sh.window, {}}, a, {}};
                 rng r{seed * 15485863 + static_cast<std::uint64_t>(base) + sh.limit};
-                std::int64_t now = base;
-                // Admissions re-stamped on a clock that never goes back: never more than
-                // limit in any window there.
-                std::deque<std::int64_t> mono;
-                for (int step = 0; step < 3000; ++step) {
-                    INFO("limit ", sh.limit, " window ", sh.window, " base ", base, " seed ", seed, " step ", step, " now ", now);
-                    std::uint64_t n;
-                    int kind = static_cast<int>(r.next() % 100);
-                    if (kind < 2) n = 0;
-                    else if (kind < 4) n = sh.limit + 1;
-                    else if (kind < 60) n = 1;
-                    else n = 1 + r.next() % sh.limit;
-                    auto admitted = [&](std::uint64_t k) {
-                        std::int64_t t = mono.empty() ? now : std::max(mono.back(), now);
-                        for (std::uint64_t i = 0; i < k; ++i) mono.push_back(t);
-                        while (!mono.empty() && mono.front() <= t - sh.window) mono.pop_front();
-                        CHECK(mono.size() <= sh.limit);
-                    };
-                    int op = static_cast<int>(r.next() % 100);
-                    if (op < 70) {
-                        sluice::decision got = l.try_acquire(n, now);
-                        check_same(got, m.decide(n, now, true));
-                        if (got.admitted) admitted(n);
-                    } else if (op < 80) {
-                        check_same(l.check(n, now), m.decide(n, now, false));
-                    } else {
-                        std::uint64_t ahead = r.next() % 3 == 0 ? r.next() % (3 * sh.limit) : 0;
-                        std::int64_t max_wait = r.in(0, 3 * sh.window);
-                        CAPTURE(ahead);
-                        CAPTURE(max_wait);
-                        sluice::decision want = m.decide(n, now, false);
-                        std::int64_t predicted = l.predict(n, now, ahead);
-                        sluice::reservation got = l.reserve(n, now, max_wait, ahead);
-                        if (want.error) {
-                            CHECK_FALSE(got.admitted);
-                            CHECK(got.error == want.error);
-                        } else if (ahead == 0 && want.admitted) {
-                            CHECK(got.admitted);
-                            CHECK(got.at == now);
-                            CHECK_FALSE(got.error);
-                            m.decide(n, now, true);
-                            admitted(n);
-                        } else {
-                            CHECK_FALSE(got.admitted);
-                            CHECK(got.at == predicted);
-                            CHECK(got.at >= now);
-                            CHECK(got.at <= m.simulate(n, now, ahead));
-                            if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
-                            bool late = i128(got.at) - now > max_wait;
-                            CHECK(got.error == (late ? boost::system::error_code(error::timed_out)
-                                                     : boost::system::error_code()));
-                        }
-                    }
-                    std::int64_t dt;
-                    int k = static_cast<int>(r.next() % 100);
-                    if (k < 30) dt = 0;
-                    else if (k < 75) dt = r.in(0, sh.window / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1);
-                    else if (k < 88) dt = r.in(0, 3 * sh.window);
-                    else if (k < 92) dt = r.in(0, 1'000'000) * sh.window;
-                    else dt = -r.in(0, 3 * sh.window);
-                    now = clamp64(i128(now) + dt);
-                }
+                replay(c, r, base, 3000);
             }
         }
     }

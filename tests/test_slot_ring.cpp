@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "model_driver.hpp"
 #include "policy_support.hpp"
 
 using namespace std::chrono_literals;
@@ -117,88 +118,71 @@ TEST_SUITE_BEGIN("slot_ring");
 
 TEST_CASE("slot_ring matches literal per-permit slots on random arrivals")
 {
+    struct run {
+        slot_ring policy;
+        wheel_model model;
+        arrivals shape;
+        std::uint64_t resize;   // now and then a new limit in 1..resize (0: the limit stays)
+        // Admissions re-stamped on a clock that never goes back: never more than limit in
+        // any `slots` consecutive slots there (checked while the limit is fixed).
+        std::vector<i128> mono;
+
+        void admitted(std::uint64_t n, std::int64_t now)
+        {
+            if (resize) return;
+            i128 s = floor_div(now, model.slot);
+            if (!mono.empty()) s = std::max(s, mono.back());
+            for (std::uint64_t i = 0; i < n; ++i) mono.push_back(s);
+            mono.erase(mono.begin(), std::upper_bound(mono.begin(), mono.end(), s - model.slots));
+            CHECK(mono.size() <= model.limit);
+        }
+        // Exactly when one-by-one grants would come.
+        void deferred(std::uint64_t n, std::int64_t now, std::uint64_t ahead, const sluice::reservation& got,
+                      const sluice::decision&)
+        {
+            CHECK(got.at == model.simulate(n, now, ahead));
+        }
+        // predict() (10 in 13), or a new limit (3 in 13, when resizing).
+        void other(rng& r, std::uint64_t n, std::int64_t now)
+        {
+            if (!resize || r.below(13) < 10) {
+                std::uint64_t ahead = r.below(2) == 0 ? r.below(3 * model.limit) : 0;
+                CAPTURE(ahead);
+                CHECK(policy.predict(n, now, ahead) == (n == 0 || n > model.limit ? i64_max : model.simulate(n, now, ahead)));
+                return;
+            }
+            std::uint64_t limit = 1 + r.below(resize);
+            policy.set_limit(limit);
+            model.limit = limit;
+            shape.limit = limit;
+            shape.max_ahead = 3 * limit;
+            CHECK(policy.limit() == limit);
+        }
+        void after(std::int64_t) { CHECK(policy.idle_at() == model.idle_at()); }
+    };
     for (const shape& sh : shapes) {
         const std::int64_t turn = sh.slot * sh.slots;
         for (std::int64_t base : bases) {
             for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-                slot_ring w(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots);
-                wheel_model m{sh.limit, sh.slot, sh.slots, {}};
+                INFO("limit ", sh.limit, " slot ", sh.slot, " slots ", sh.slots, " base ", base, " seed ", seed);
+                arrivals a;
+                a.limit = sh.limit;
+                a.one = 41;
+                a.tries = 60;
+                a.checks = 12;
+                a.reserves = 15;
+                a.max_wait = 3 * turn;
+                a.max_ahead = 3 * sh.limit;
+                a.unit = turn / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1;
+                a.span = turn;
+                a.medium = 15;
+                a.idle = 5;   // idle for over a turn
+                a.back = 10;
                 // Seeds 3 and 4 also change the limit now and then.
-                const bool resize = seed >= 3;
+                run c{slot_ring(sh.limit, std::chrono::nanoseconds{sh.slot}, sh.slots), wheel_model{sh.limit, sh.slot, sh.slots, {}},
+                      a, seed >= 3 ? 2 * sh.limit : 0, {}};
                 rng r{seed * 104729 + static_cast<std::uint64_t>(base) + sh.limit * 31 + sh.slots};
-                std::int64_t now = base;
-                // Admissions re-stamped on a clock that never goes back: never more than
-                // limit in any `slots` consecutive slots there (checked while the limit is fixed).
-                std::vector<i128> mono;
-                for (int step = 0; step < 3000; ++step) {
-                    INFO("limit ", sh.limit, " slot ", sh.slot, " slots ", sh.slots, " base ", base, " seed ", seed,
-                         " step ", step, " now ", now);
-                    std::uint64_t n;
-                    int kind = static_cast<int>(r.next() % 100);
-                    if (kind < 2) n = 0;
-                    else if (kind < 4) n = m.limit + 1;
-                    else if (kind < 45) n = 1;
-                    else n = 1 + r.next() % m.limit;
-                    auto admitted = [&](std::uint64_t k) {
-                        if (resize) return;
-                        i128 s = floor_div(now, sh.slot);
-                        if (!mono.empty()) s = std::max(s, mono.back());
-                        for (std::uint64_t i = 0; i < k; ++i) mono.push_back(s);
-                        mono.erase(mono.begin(), std::upper_bound(mono.begin(), mono.end(), s - sh.slots));
-                        CHECK(mono.size() <= sh.limit);
-                    };
-                    int op = static_cast<int>(r.next() % 100);
-                    if (op < 60) {
-                        sluice::decision got = w.try_acquire(n, now);
-                        check_same(got, m.decide(n, now, true));
-                        if (got.admitted) admitted(n);
-                    } else if (op < 72) {
-                        check_same(w.check(n, now), m.decide(n, now, false));
-                    } else if (op < 82) {
-                        std::uint64_t ahead = r.next() % 2 == 0 ? r.next() % (3 * m.limit) : 0;
-                        CAPTURE(ahead);
-                        CHECK(w.predict(n, now, ahead) == (n == 0 || n > m.limit ? i64_max : m.simulate(n, now, ahead)));
-                    } else if (op < 97) {
-                        std::uint64_t ahead = r.next() % 3 == 0 ? r.next() % (3 * m.limit) : 0;
-                        std::int64_t max_wait = r.in(0, 3 * turn);
-                        CAPTURE(ahead);
-                        CAPTURE(max_wait);
-                        sluice::decision want = m.decide(n, now, false);
-                        sluice::reservation got = w.reserve(n, now, max_wait, ahead);
-                        if (want.error) {
-                            CHECK_FALSE(got.admitted);
-                            CHECK(got.error == want.error);
-                        } else if (ahead == 0 && want.admitted) {
-                            CHECK(got.admitted);
-                            CHECK(got.at == now);
-                            CHECK_FALSE(got.error);
-                            m.decide(n, now, true);
-                            admitted(n);
-                        } else {
-                            CHECK_FALSE(got.admitted);
-                            CHECK(got.at == m.simulate(n, now, ahead));
-                            CHECK(got.at >= now);
-                            if (ahead == 0) CHECK(got.at == clamp64(i128(now) + want.retry_after.count()));
-                            bool late = i128(got.at) - now > max_wait;
-                            CHECK(got.error == (late ? boost::system::error_code(error::timed_out)
-                                                     : boost::system::error_code()));
-                        }
-                    } else if (resize) {
-                        std::uint64_t limit = 1 + r.next() % (2 * sh.limit);
-                        w.set_limit(limit);
-                        m.limit = limit;
-                        CHECK(w.limit() == limit);
-                    }
-                    CHECK(w.idle_at() == m.idle_at());
-                    std::int64_t dt;
-                    int k = static_cast<int>(r.next() % 100);
-                    if (k < 30) dt = 0;
-                    else if (k < 70) dt = r.in(0, turn / static_cast<std::int64_t>(std::min<std::uint64_t>(sh.limit, 4)) + 1);
-                    else if (k < 85) dt = r.in(0, 3 * turn);
-                    else if (k < 90) dt = r.in(1, 1000) * turn + r.in(0, turn);   // idle for over a turn
-                    else dt = -r.in(0, 3 * turn);                                  // the clock steps back
-                    now = clamp64(i128(now) + dt);
-                }
+                replay(c, r, base, 3000);
             }
         }
     }

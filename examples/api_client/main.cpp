@@ -1,11 +1,15 @@
 // api_client: calls a quota'd HTTP API no faster than the API allows, learning the
 // allowance from the API itself.
 //
-// A sluice::adaptive_rate paces `--concurrency` workers, each on its own keep-alive
-// connection, starting at `--rate` (the client's own guess). Every response's status and
-// RateLimit / RateLimit-Policy fields (draft-ietf-httpapi-ratelimit-headers-11, parsed by
-// sluice::http) move its rate to what the server's quota sustains; a 429 or 503 pauses
-// every worker until its Retry-After has passed (1 s when it has none that parses).
+// A sluice::token_bucket paces `--concurrency` workers, each on its own keep-alive
+// connection, starting at `--rate` and never above `--max-rate` (by default `--rate`
+// itself: without being told it may, the client never goes faster than asked). Its rate
+// follows the server: RateLimit / RateLimit-Policy fields
+// (draft-ietf-httpapi-ratelimit-headers-11) when it sends them, through the library's
+// sluice::adaptive_rate_controller; otherwise the rates the server refuses (429, 503) and
+// accepts, through examples::pace_learner, which settles just under the server's limit
+// instead of overshooting it again and again. A 429 or 503 with a Retry-After pauses every
+// worker until then; one without it pauses nobody: the pace alone answers it.
 //
 // With `--redis HOST:PORT` several api_client processes share one quota of `--rate`: each
 // request also takes a permit of a sluice::redis::token_bucket on a key every process
@@ -18,9 +22,12 @@
 #include "../common/flags.hpp"
 #include "../common/http_connection.hpp"
 #include "../common/loopback_url.hpp"
+#include "../common/pace_learner.hpp"
 #include "../common/spawn_server.hpp"
-#include <sluice/adaptive_rate.hpp>
+#include <sluice/adaptive_rate_controller.hpp>
 #include <sluice/http/ratelimit_fields.hpp>
+#include <sluice/http/retry_after.hpp>
+#include <sluice/token_bucket.hpp>
 
 #if SLUICE_EXAMPLES_REDIS
 #include "../common/spawn_redis.hpp"
@@ -39,6 +46,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -61,7 +69,7 @@ struct options {
     double seconds = 0;
     unsigned concurrency = 4;
     std::string min_rate = "1/s";
-    std::string max_rate; // default: 10 x rate
+    std::string max_rate; // default: rate
     bool adapt = true;
     unsigned timeout_ms = 10000;
     bool quiet = false;
@@ -79,14 +87,14 @@ void usage(std::FILE* to)
     std::fputs(
         "usage: api_client --url http://127.0.0.1:PORT/api/... [options]\n"
         "       api_client --spawn-server [--url /api/...] [options]\n"
-        "  --rate TEXT          initial pace, e.g. 100/s (default 100/s)\n"
+        "  --rate TEXT          the pace it starts at, e.g. 100/s (default 100/s)\n"
         "  --burst N            burst of the client's own bucket (default 1: evenly paced)\n"
         "  --requests N         stop after N requests (default 100 unless --seconds)\n"
         "  --seconds S          stop after S seconds\n"
         "  --concurrency C      workers, each with one keep-alive connection (default 4)\n"
         "  --min-rate TEXT      floor of the adapted rate (default 1/s)\n"
-        "  --max-rate TEXT      ceiling of the adapted rate (default 10 x --rate)\n"
-        "  --no-adapt           ignore RateLimit and Retry-After (a baseline to compare with)\n"
+        "  --max-rate TEXT      ceiling of the adapted rate (default: --rate; above it only if given)\n"
+        "  --no-adapt           a fixed pace: ignore RateLimit, Retry-After and refusals (a baseline)\n"
         "  --timeout-ms N       per request (default 10000)\n"
         "  --quiet              no progress line\n"
         "  --spawn-server       start the example server on a free loopback port first\n"
@@ -96,7 +104,10 @@ void usage(std::FILE* to)
         "  --redis HOST:PORT    share the quota --rate (burst --burst) with every api_client\n"
         "                       using the same Redis (loopback) and key\n"
         "  --redis-key KEY      the shared quota's key (default: api_client:HOST:PORT of the URL)\n"
-        "  --spawn-redis        start a redis-server on a free loopback port (a demo of --redis)\n",
+        "  --spawn-redis        start a redis-server on a free loopback port (a demo of --redis)\n"
+        "A rate is a count per unit of time: 100/s, 600/min, 10/250ms.\n"
+        "exit code: 0 some requests succeeded (2xx); 1 none did (every request failed: errors,\n"
+        "           refusals or error statuses), or the shared quota failed; 2 bad usage\n",
         to);
 }
 
@@ -114,28 +125,44 @@ std::optional<sluice::rate> rate_arg(const char* flag, const std::string& text)
 // Everything the workers share; one io_context, one thread.
 struct client {
     client(asio::io_context& io, const options& o, sluice::rate initial, sluice::rate floor, sluice::rate ceiling)
-        : io(io), opts(o), limiter(io, adaptive_options(initial, floor, ceiling), o.burst), ticker(io), deadline(io),
-          signals(io, SIGINT, SIGTERM)
+        : io(io), opts(o), limiter(io, initial, o.burst), learner(learner_options(initial, floor, ceiling)),
+          fields(fields_options(initial, floor, ceiling)), applied(initial.per_second()), gate(io), ticker(io),
+          deadline(io), signals(io, SIGINT, SIGTERM)
     {
     }
 
-    static sluice::adaptive_rate_options adaptive_options(sluice::rate initial, sluice::rate floor, sluice::rate ceiling)
+    static examples::pace_learner_options learner_options(sluice::rate initial, sluice::rate floor, sluice::rate ceiling)
+    {
+        examples::pace_learner_options l;
+        l.initial = initial.per_second();
+        l.floor = floor.per_second();
+        l.ceiling = ceiling.per_second();
+        return l;
+    }
+
+    static sluice::adaptive_rate_options fields_options(sluice::rate initial, sluice::rate floor, sluice::rate ceiling)
     {
         sluice::adaptive_rate_options a;
         a.initial = initial;
         a.floor = floor;
         a.ceiling = ceiling;
-        a.refusal_pause = 1s; // no usable Retry-After: a second, as most servers would say
         return a;
     }
 
     asio::io_context& io;
     const options& opts;
     examples::loopback_url url;
-    // The pause after a 429 is a gate in front of the limiter's bucket (see
-    // sluice/adaptive_rate.hpp): a permit granted while a 429 arrived is forfeited, and
-    // when the gate opens the workers leave one by one at the learned rate, not in a herd.
-    sluice::adaptive_rate<> limiter;
+    sluice::token_bucket<> limiter;            // the pace, --burst
+    examples::pace_learner learner;            // the pace, from refusals
+    sluice::adaptive_rate_controller fields;   // the pace, from RateLimit fields
+    std::uint64_t fields_seen = 0;
+    double applied;                            // the limiter's rate
+    // A Retry-After pauses every worker: a gate in front of the bucket. A permit admitted
+    // while the pause began is forfeited, and when the gate opens the workers leave one by
+    // one at the pace, not in a herd.
+    clock_type::time_point paused_until{};
+    asio::steady_timer gate;
+    std::uint64_t retry_after_sent = 0, retry_after_pauses = 0, retry_after_malformed = 0;
     clock_type::time_point start = clock_type::now();
     std::optional<sluice::http::quota_policy> server_policy; // the last one the server sent
     asio::steady_timer ticker;
@@ -161,6 +188,7 @@ struct client {
 
     bool stopping = false;
     unsigned live_workers = 0;
+    std::uint64_t adaptations = 0;
     std::uint64_t sent = 0, completed = 0, last_tick_sent = 0;
     std::map<unsigned, std::uint64_t> by_status;
     std::map<std::string, std::uint64_t> errors;
@@ -169,7 +197,8 @@ struct client {
     {
         if (stopping) return;
         stopping = true;
-        limiter.close(); // workers waiting for a permit or a pause leave with error::closed
+        limiter.close(); // workers waiting for a permit leave with error::closed
+        gate.cancel();   // and those waiting out a pause see `stopping`
 #if SLUICE_EXAMPLES_REDIS
         if (shared) shared->close(); // reserved slots go back to Redis where possible
 #endif
@@ -217,7 +246,8 @@ struct client {
     {
         if (stopping) return false;
         if (opts.requests && sent >= opts.requests) return false;
-        ++sent;
+        // The last one: the workers still waiting for a permit need none.
+        if (++sent == opts.requests) stop();
         return true;
     }
 
@@ -231,7 +261,35 @@ struct client {
         return out;
     }
 
-    void on_result(const examples::http_result& r)
+    static std::chrono::nanoseconds steady_ns(clock_type::time_point t)
+    {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch());
+    }
+
+    bool paused() const { return clock_type::now() < paused_until; }
+
+    // Waits while a Retry-After pause lasts.
+    asio::awaitable<void> wait_out_pause()
+    {
+        while (paused() && !stopping) {
+            // The workers share one timer; only the first to see a new end moves it (moving it
+            // cancels the waits of the others, which would then move it back).
+            if (gate.expiry() != paused_until) gate.expires_at(paused_until);
+            co_await gate.async_wait(asio::as_tuple(asio::use_awaitable));
+        }
+    }
+
+    // The pace the learner (or the RateLimit fields) chose, given to the bucket when it moved
+    // by more than half a percent.
+    void apply_pace(double r)
+    {
+        if (std::abs(r - applied) <= 0.005 * applied) return;
+        applied = r;
+        ++adaptations;
+        limiter.set_rate(sluice::rate::per_second(r));
+    }
+
+    void on_result(const examples::http_result& r, const examples::pace_learner::sent& sent)
     {
         ++completed;
         if (r.fail != examples::failure::none) {
@@ -242,6 +300,7 @@ struct client {
         unsigned status = res.result_int();
         ++by_status[status];
         if (!opts.adapt) return;
+        const bool refused = status == 429 || status == 503;
         const auto policy = joined(res, "RateLimit-Policy");
         if (auto p = sluice::http::parse_ratelimit_policy(policy); p && !p->empty()) {
             server_policy = p->front();
@@ -249,11 +308,38 @@ struct client {
             adopt_server_quota(*server_policy);
 #endif
         }
+        const auto now = clock_type::now();
         std::string_view retry_after;
         if (auto f = res.find(http::field::retry_after); f != res.end())
             retry_after = std::string_view(f->value().data(), f->value().size());
+        if (refused && !retry_after.empty()) {
+            ++retry_after_sent;
+            const auto wall = std::chrono::system_clock::now();
+            auto ra = sluice::http::parse_retry_after(retry_after, wall);
+            if (!ra) {
+                ++retry_after_malformed;   // no pause: the pace answers the refusal
+            } else if (auto d = std::min<std::chrono::nanoseconds>(ra->delay_from(wall), 5min); d > 0ns) {
+                auto until = now + std::chrono::duration_cast<clock_type::duration>(d);
+                if (until > paused_until) {
+                    paused_until = until;
+                    ++retry_after_pauses;
+                }
+            }
+        }
+        // RateLimit fields, when the server sends usable ones, set the pace (the library's
+        // controller); else the learner makes it from the refusals.
         const auto limit = joined(res, "RateLimit");
-        limiter.on_response({status, policy, limit, retry_after});
+        if (!policy.empty() || !limit.empty()) {
+            fields.on_response(sluice::http_response{status, policy, limit, {}}, steady_ns(now),
+                               std::chrono::system_clock::now());
+            if (fields.stats().with_fields > fields_seen) {
+                fields_seen = fields.stats().with_fields;
+                learner.follow(fields.exact_rate());
+                apply_pace(learner.rate());
+                return;
+            }
+        }
+        if (learner.on_answer(steady_ns(now), sent, refused)) apply_pace(learner.rate());
     }
 
 #if SLUICE_EXAMPLES_REDIS
@@ -277,6 +363,8 @@ struct client {
         examples::http_connection conn(io.get_executor(), {url.address, url.port}, url.host_field);
         const auto timeout = std::chrono::milliseconds(opts.timeout_ms);
         while (!stopping) {
+            co_await wait_out_pause();
+            if (stopping) break;
             if (!co_await limiter.acquire()) break; // closed: stopping
 #if SLUICE_EXAMPLES_REDIS
             if (shared) {
@@ -294,9 +382,10 @@ struct client {
                 }
             }
 #endif
-            if (limiter.paused()) continue; // a 429 arrived while this worker waited: forfeit the permit
+            if (paused()) continue; // a Retry-After arrived while this worker waited: forfeit the permit
             if (!claim()) break;
-            on_result(co_await conn.get(url.target, timeout));
+            const auto sent = learner.on_sent(steady_ns(clock_type::now()));
+            on_result(co_await conn.get(url.target, timeout), sent);
         }
         conn.close();
         if (--live_workers == 0) finish();
@@ -307,11 +396,16 @@ struct client {
         bool tty = ::isatty(STDERR_FILENO);
         if (opts.quiet || (final_line && !tty)) return; // a final line only ends the live one
         double t = std::chrono::duration<double>(clock_type::now() - start).count();
-        std::fprintf(stderr, "%s[%5.1fs] sent %llu  200: %llu  429: %llu  last second %llu/s  limiter %.1f/s%s%s",
+        std::string pause;
+        if (paused())
+            pause = "  (paused " +
+                    std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(paused_until - clock_type::now()).count()) +
+                    " ms more: the server's Retry-After)";
+        std::fprintf(stderr, "%s[%5.1fs] sent %llu  200: %llu  429: %llu  last second %llu/s  pace %.1f/s%s%s",
                      tty ? "\r" : "", t, static_cast<unsigned long long>(sent),
                      static_cast<unsigned long long>(by_status[200]), static_cast<unsigned long long>(by_status[429]),
-                     static_cast<unsigned long long>(sent - last_tick_sent), limiter.rate().per_second(),
-                     limiter.paused() ? "  (paused: Retry-After)" : "", tty && !final_line ? "   " : "\n");
+                     static_cast<unsigned long long>(sent - last_tick_sent), applied, pause.c_str(),
+                     tty && !final_line ? "   " : "\n");
         last_tick_sent = sent;
     }
 
@@ -386,10 +480,8 @@ int main(int argc, char** argv)
     auto initial = rate_arg("--rate", o.rate);
     auto floor = rate_arg("--min-rate", o.min_rate);
     if (!initial || !floor) return 2;
-    // 1e9/s: the finest sluice::rate. With a shared quota a process never needs more than
-    // all of it: the local gate starts there and adapts below it.
-    double ceiling = o.redis.empty() && !o.spawn_redis ? std::min(initial->per_second() * 10, 1e9)
-                                                       : initial->per_second();
+    // Never faster than asked (--rate) unless told how much faster it may go.
+    double ceiling = initial->per_second();
     if (!o.max_rate.empty()) {
         auto m = rate_arg("--max-rate", o.max_rate);
         if (!m) return 2;
@@ -475,11 +567,18 @@ int main(int argc, char** argv)
     std::printf("\nelapsed: %.2f s\n", elapsed);
     std::printf("achieved rate: %.1f/s (200s: %.1f/s)\n", static_cast<double>(c.sent) / elapsed,
                 static_cast<double>(c.by_status[200]) / elapsed);
-    const auto st = c.limiter.stats();
-    std::printf("adaptations: %llu (final limiter rate %.1f/s, pauses for Retry-After: %llu, malformed fields "
-                "ignored: %llu)\n",
-                count(st.adaptive.adaptations), c.limiter.rate().per_second(), count(st.adaptive.pauses),
-                count(st.adaptive.malformed_fields));
+    const auto& st = c.fields.stats();
+    std::string how = !o.adapt                         ? "fixed: --no-adapt"
+                      : c.fields_seen > 0              ? "following the server's RateLimit fields"
+                      : c.learner.refusals() == 0      ? "never refused"
+                                                       : "learnt from refusals, the lowest at " +
+                                                        std::to_string(static_cast<int>(c.learner.refused_at() + 0.5)) +
+                                                        "/s";
+    std::printf("adaptations: %llu (final pace %.1f/s, %s)\n", count(c.adaptations), c.applied, how.c_str());
+    std::printf("Retry-After: %llu pauses, for the %llu refusals that carried one (%llu malformed, ignored); "
+                "malformed RateLimit fields ignored: %llu\n",
+                count(c.retry_after_pauses), count(c.retry_after_sent), count(c.retry_after_malformed),
+                count(st.malformed_fields));
     if (c.server_policy) {
         const auto& p = *c.server_policy;
         auto burst = sluice::http::uint_extension(p.extensions, "sluice-burst");
@@ -491,12 +590,20 @@ int main(int argc, char** argv)
         std::printf("\n");
     }
     int rc = 0;
+    std::uint64_t succeeded = 0;
+    for (auto& [status, n] : c.by_status)
+        if (status / 100 == 2) succeeded += n;
+    if (c.sent > 0 && succeeded == 0) {
+        std::fprintf(stderr, "api_client: every request failed: %llu errors, %llu answers, none of them 2xx\n",
+                     count(error_total), count(c.completed - error_total));
+        rc = 1;
+    }
 #if SLUICE_EXAMPLES_REDIS
     if (c.shared) {
         auto st = c.shared->stats();
         std::printf("shared quota: %s (burst %llu) at redis %s key %s; decisions without Redis: %llu\n",
                     o.rate.c_str(), count(o.burst), o.redis.c_str(), c.shared->redis_key(c.shared_key).c_str(),
-                    count(st.fallback_decisions));
+                    count(st.backend.fallback_decisions));
         if (c.shared_rate_changes > 0)
             std::printf("shared rate lowered to the server's quota: %.3f/s (%llu change(s) by this process)\n",
                         1e9 / static_cast<double>(c.shared_interval_ns), count(c.shared_rate_changes));

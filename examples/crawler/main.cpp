@@ -1,32 +1,42 @@
 // sluice example: a polite crawler (Boost.Beast client, C++20 coroutines).
 //
 // Shows the limits a crawler needs, together: each host is paced by its own leaky bucket
-// (a keyed<leaky_bucket<>>, --per-host-rate), requests in flight are capped per host and
-// overall (concurrency_limit, --per-host-inflight / --inflight), every wait for a permit
-// and every request is bounded (--timeout-ms), and a 429 or 503 with Retry-After pauses
-// that host for as long as the server asked (delay-seconds or an HTTP-date); a 429 or 503
-// without it, or a connection error, backs the host off exponentially with full jitter
-// (--backoff-base-ms, --backoff-cap-ms), and a page is given up after --retries retries.
-// --per-host-adaptive lets sluice::adaptive_concurrency find each host's in-flight cap
-// (at most --per-host-inflight) from its latency and refusals; --per-host-bandwidth caps
-// the bytes per second read from each host (sluice::throttled_stream). It crawls the sites
-// of the example server (examples/server): links are taken from the HTML, each page is
-// fetched once.
+// (a keyed<leaky_bucket<>> with no slack, so that no two requests leave closer than the
+// pace), requests in flight are capped per host and overall (concurrency_limit,
+// --per-host-inflight / --inflight), and every wait for a permit and every request is
+// bounded (--timeout-ms). Each host's pace is learnt: it starts at --per-host-start-rate and
+// grows until the host refuses, then settles just under the rate the host was seen to accept
+// (examples::pace_learner), or follows the host's RateLimit fields when it sends them
+// (sluice::adaptive_rate_controller). A 429 or 503 with Retry-After pauses that host as long
+// as asked (delay-seconds or an HTTP-date); without it, and after a connection error or
+// another 5xx, the host backs off exponentially with full jitter (--backoff-base-ms,
+// --backoff-cap-ms); a page is given up after --retries retries.
+//
+// It reads real sites: /robots.txt first on every host (RFC 9309, the group of the
+// --user-agent's product token; Crawl-delay lowers the pace), links taken from the HTML by
+// libxml2's parser and resolved by uriparser (RFC 3986), redirects followed on the crawled
+// hosts, pages of other media types or larger than --max-bytes skipped after their header.
+// Only the seeds' hosts are crawled; each page is fetched once.
 //
 //     build/examples/crawler --spawn-servers 2 --per-host-rate 20/s
-//     build/examples/crawler --seed http://127.0.0.1:8080/ --per-host-rate 50/s --max-pages 500
+//     build/examples/crawler --seed http://localhost:8080/ --per-host-rate 50/s --max-pages 500
 //
-// --spawn-servers K starts K example servers (build/examples/server, next to this program,
-// or --server-bin), each on its own port as its own "host", with --server-args passed to
-// each ("{i}" in them becomes the server's index), and stops them at the end. Progress goes
+// --per-host-adaptive lets sluice::adaptive_concurrency find each host's in-flight cap (at
+// most --per-host-inflight) from its latency and refusals; --per-host-bandwidth caps the
+// bytes per second read from each host (sluice::throttled_stream). --spawn-servers K starts
+// K example servers (examples/server) as K "hosts" and stops them at the end. Progress goes
 // to stderr (4 times a second on a terminal, once a second otherwise); the summary to
-// stdout. Hosts are IP addresses (no name resolution). Exit code 0 when the crawl finished
-// with every page fetched, 3 when it finished but gave pages up, 130 when interrupted.
+// stdout; the exit codes are in --help (options.hpp).
 
-#include "../common/flags.hpp"
+#include "../common/pace_learner.hpp"
 #include "../common/spawn_server.hpp"
+#include "links.hpp"
+#include "options.hpp"
 #include "retry_policy.hpp"
+#include "robots.hpp"
+#include "url.hpp"
 
+#include <sluice/adaptive_rate_controller.hpp>
 #include <sluice/http/retry_after.hpp>
 #include <sluice/sluice.hpp>
 
@@ -43,20 +53,18 @@
 #include <boost/beast/http.hpp>
 
 #include <algorithm>
-#include <cerrno>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -71,187 +79,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct options {
-    std::vector<std::string> seeds;
-    std::uint64_t spawn = 0;
-    std::string server_bin;
-    std::string server_args;
-    std::string rate_text = "20/s";
-    sluice::rate per_host_rate = sluice::rate::per_second(20);
-    std::uint64_t per_host_inflight = 4;
-    std::uint64_t inflight = 16;
-    std::uint64_t timeout_ms = 5000;
-    std::uint64_t max_pages = 0;   // 0: no limit
-    std::uint64_t retries = 5;
-    std::uint64_t backoff_base_ms = 200;
-    std::uint64_t backoff_cap_ms = 30'000;
-    std::optional<sluice::concurrency_algorithm> per_host_adaptive;
-    double per_host_bandwidth = 0;   // bytes per second read from each host; 0: no cap
-};
-
-void print_usage()
-{
-    std::fputs(
-        "usage: crawler (--seed URL... | --spawn-servers K [--server-bin PATH] [--server-args TEXT])\n"
-        "               [--per-host-rate TEXT] [--per-host-inflight N] [--inflight N]\n"
-        "               [--timeout-ms N] [--max-pages N] [--retries N]\n"
-        "               [--backoff-base-ms N] [--backoff-cap-ms N]\n"
-        "               [--per-host-adaptive aimd|vegas|gradient2] [--per-host-bandwidth BYTES/s]\n"
-        "  defaults: --per-host-rate 20/s --per-host-inflight 4 --inflight 16 --timeout-ms 5000\n"
-        "            --retries 5 (per page, on 429/503/errors), --max-pages 0 (no limit)\n"
-        "            --backoff-base-ms 200 --backoff-cap-ms 30000 (429/503 without Retry-After\n"
-        "            and connection errors: the host waits a random time up to\n"
-        "            min(cap, base x 2^(k-1)) after its k-th failure in a row)\n"
-        "  --per-host-adaptive   each host's in-flight cap follows its latency and refusals\n"
-        "                        (sluice::adaptive_concurrency, at most --per-host-inflight)\n"
-        "  --per-host-bandwidth  bytes per second read from each host, e.g. 500kB/s, 2MiB/s\n"
-        "  exit code: 0 all pages fetched, 3 some given up, 130 interrupted, 1-2 errors\n",
-        stderr);
-}
-
-struct url {
-    std::string host;   // "127.0.0.1:8080": the key of the per-host limits
-    tcp::endpoint endpoint;
+// One URL to fetch on a host.
+struct page {
     std::string target;
+    std::uint64_t attempts = 0;    // failed attempts so far
+    std::uint64_t redirects = 0;   // redirects followed to reach it
+    bool seed = false;
+    bool robots = false;           // the host's robots.txt (or where it redirected)
 };
-
-// http://IP[:PORT][/path]; no name resolution, so the host must be an IP address.
-bool parse_url(std::string_view s, url& u)
-{
-    if (!s.starts_with("http://")) return false;
-    s.remove_prefix(7);
-    auto slash = s.find('/');
-    std::string_view authority = s.substr(0, slash);
-    u.target = slash == std::string_view::npos ? "/" : std::string(s.substr(slash));
-    if (auto hash = u.target.find('#'); hash != std::string::npos) u.target.resize(hash);
-    std::uint64_t port = 80;
-    std::string_view ip = authority;
-    if (auto colon = authority.rfind(':'); colon != std::string_view::npos && !authority.ends_with(']')) {
-        ip = authority.substr(0, colon);
-        if (!examples::parse_number(authority.substr(colon + 1), port) || port == 0 || port > 65535) return false;
-    }
-    if (ip.starts_with('[') && ip.ends_with(']')) ip = ip.substr(1, ip.size() - 2);
-    boost::system::error_code ec;
-    auto addr = asio::ip::make_address(ip, ec);
-    if (ec) return false;
-    u.endpoint = tcp::endpoint(addr, static_cast<std::uint16_t>(port));
-    u.host = std::string(authority);
-    return true;
-}
-
-// 500kB/s, 2MiB/s, 1MB/s, 64000B/s: k, M, G decimal; Ki, Mi, Gi binary.
-bool parse_bytes_rate(std::string_view v, double& out)
-{
-    if (!v.ends_with("B/s")) return false;
-    v.remove_suffix(3);
-    double scale = 1;
-    const std::pair<std::string_view, double> units[] = {{"Ki", 1024.0}, {"Mi", 1024.0 * 1024}, {"Gi", 1024.0 * 1024 * 1024},
-                                                         {"k", 1e3},     {"M", 1e6},            {"G", 1e9}};
-    for (auto [u, f] : units)
-        if (v.ends_with(u)) {
-            v.remove_suffix(u.size());
-            scale = f;
-            break;
-        }
-    std::uint64_t n = 0;
-    if (!examples::parse_number(v, n) || n == 0) return false;
-    out = static_cast<double>(n) * scale;
-    return out >= 1024 && out <= 1e12;
-}
-
-bool parse_args(int argc, char** argv, options& o)
-{
-    examples::flag_reader f("crawler", argc, argv);
-    while (f.next()) {
-        if (f.help()) {
-            print_usage();
-            std::exit(0);
-        }
-        // Every flag takes a value.
-        auto value = f.value();
-        if (!value) return false;
-        std::string_view a = f.flag(), v = *value;
-        bool ok = true;
-        if (a == "--seed") {
-            url u;
-            ok = parse_url(v, u);
-            o.seeds.emplace_back(v);
-        } else if (a == "--spawn-servers") {
-            ok = examples::parse_number(v, o.spawn) && o.spawn > 0 && o.spawn <= 64;
-        } else if (a == "--server-bin") {
-            o.server_bin = v;
-        } else if (a == "--server-args") {
-            o.server_args = v;
-        } else if (a == "--per-host-rate") {
-            auto r = sluice::parse_rate(v);
-            if (!r) {
-                std::fprintf(stderr, "crawler: --per-host-rate %s: %s\n", value->c_str(), r.error().message().c_str());
-                return false;
-            }
-            o.per_host_rate = *r;
-            o.rate_text = v;
-        } else if (a == "--per-host-inflight") {
-            ok = examples::parse_number(v, o.per_host_inflight) && o.per_host_inflight > 0;
-        } else if (a == "--inflight") {
-            ok = examples::parse_number(v, o.inflight) && o.inflight > 0;
-        } else if (a == "--timeout-ms") {
-            ok = examples::parse_number(v, o.timeout_ms) && o.timeout_ms > 0 && o.timeout_ms <= 3'600'000;
-        } else if (a == "--max-pages") {
-            ok = examples::parse_number(v, o.max_pages);
-        } else if (a == "--retries") {
-            ok = examples::parse_number(v, o.retries) && o.retries <= 1000;
-        } else if (a == "--backoff-base-ms") {
-            ok = examples::parse_number(v, o.backoff_base_ms) && o.backoff_base_ms > 0 && o.backoff_base_ms <= 3'600'000;
-        } else if (a == "--backoff-cap-ms") {
-            ok = examples::parse_number(v, o.backoff_cap_ms) && o.backoff_cap_ms > 0 && o.backoff_cap_ms <= 3'600'000;
-        } else if (a == "--per-host-adaptive") {
-            o.per_host_adaptive = sluice::parse_concurrency_algorithm(v);
-            ok = o.per_host_adaptive.has_value();
-        } else if (a == "--per-host-bandwidth") {
-            ok = parse_bytes_rate(v, o.per_host_bandwidth);
-        } else {
-            f.unknown();
-            print_usage();
-            return false;
-        }
-        if (!ok) {
-            f.bad_value(v);
-            return false;
-        }
-    }
-    if (o.backoff_cap_ms < o.backoff_base_ms) {
-        std::fprintf(stderr, "crawler: --backoff-cap-ms must not be below --backoff-base-ms\n");
-        return false;
-    }
-    if (o.seeds.empty() == (o.spawn == 0)) {
-        std::fprintf(stderr, "crawler: give either --seed URL (repeatable) or --spawn-servers K\n");
-        print_usage();
-        return false;
-    }
-    return true;
-}
-
-// ---- child servers ------------------------------------------------------------------
-
-std::vector<std::string> split_args(const std::string& text, std::uint64_t index)
-{
-    std::vector<std::string> out;
-    std::string cur;
-    auto flush = [&] {
-        if (cur.empty()) return;
-        for (std::size_t p; (p = cur.find("{i}")) != std::string::npos;) cur.replace(p, 3, std::to_string(index));
-        out.push_back(std::move(cur));
-        cur.clear();
-    };
-    for (char c : text) {
-        if (c == ' ' || c == '\t') flush();
-        else cur += c;
-    }
-    flush();
-    return out;
-}
-
-// ---- the crawl ----------------------------------------------------------------------
 
 // Reads go through the host's bandwidth limit, when there is one.
 struct connection {
@@ -268,9 +103,37 @@ struct host_slot {
     explicit operator bool() const noexcept { return fixed || adaptive; }
 };
 
+std::int64_t now_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch()).count();
+}
+
+examples::pace_learner_options learner_options(const crawl::options& o)
+{
+    examples::pace_learner_options p;
+    p.ceiling = o.per_host_rate.per_second();
+    p.initial = o.start_per_second();
+    p.floor = std::min(0.05, p.initial);
+    // Writes keep one interval apart as they happen, and from the host's fast answers: what
+    // a host measures is then what was sent, and a margin of 1.5 % under the rate it accepted
+    // is enough (the API client, without that, keeps 3 %).
+    p.margin = 0.985;
+    return p;
+}
+
+sluice::adaptive_rate_options fields_options(const crawl::options& o)
+{
+    sluice::adaptive_rate_options a;
+    a.ceiling = o.per_host_rate;
+    a.initial = sluice::rate::per_second(o.start_per_second());
+    a.floor = sluice::rate::per_second(std::min(0.05, o.start_per_second()));
+    return a;
+}
+
 struct host_state {
-    host_state(asio::io_context& io, std::string name, tcp::endpoint ep, const options& o)
-        : name(std::move(name)), endpoint(ep), slots(io, o.per_host_inflight), wake(io), pause(io)
+    host_state(asio::io_context& io, const crawl::url& where, std::vector<tcp::endpoint> eps, const crawl::options& o)
+        : name(where.authority()), endpoints(std::move(eps)), slots(io, o.per_host_inflight), wake(io), pause(io),
+          learner(learner_options(o)), fields(fields_options(o))
     {
         if (o.per_host_adaptive) {
             sluice::adaptive_concurrency_options a;
@@ -304,49 +167,70 @@ struct host_state {
         if (bandwidth) bandwidth->close();
     }
 
-    std::string name;
-    tcp::endpoint endpoint;
-    std::deque<std::pair<std::string, std::uint64_t>> frontier;   // target, attempts so far
-    sluice::concurrency_limit<> slots;                             // --per-host-inflight
-    std::optional<sluice::adaptive_concurrency<>> adaptive;        // --per-host-adaptive
-    std::optional<sluice::token_bucket<>> bandwidth;               // --per-host-bandwidth, bytes
-    std::uint64_t failures = 0;                                    // in a row: the backoff's exponent
-    asio::steady_timer wake;                                       // "frontier not empty" / "done"
-    asio::steady_timer pause;                                      // expires when a Retry-After pause ends
+    std::string name;   // authority: the Host field, and the key of the host's pace
+    std::vector<tcp::endpoint> endpoints;   // its name resolved: tried in order
+    std::deque<page> frontier;
+    sluice::concurrency_limit<> slots;                        // --per-host-inflight
+    std::optional<sluice::adaptive_concurrency<>> adaptive;   // --per-host-adaptive
+    std::optional<sluice::token_bucket<>> bandwidth;          // --per-host-bandwidth, bytes
+    std::uint64_t failures = 0;                               // in a row: the backoff's exponent
+    asio::steady_timer wake;                                  // "frontier not empty" / "done"
+    asio::steady_timer pause;                                 // expires when a pause ends
     clock_type::time_point paused_until{};
     std::vector<std::shared_ptr<connection>> idle;   // keep-alive connections
+    // robots.txt: nothing else is fetched before it is known.
+    bool robots_known = false;
+    crawl::robots_rules robots;
+    // The pace: learnt from refusals, or following the host's RateLimit fields.
+    examples::pace_learner learner;
+    sluice::adaptive_rate_controller fields;
+    std::uint64_t fields_seen = 0;
+    double applied_rate = 0;
+    clock_type::time_point next_write{};   // no write to the host before this
+    std::uint64_t writes = 0;              // requests written to the host so far
+    std::array<clock_type::duration, 16> answer_times{};   // the last ones, from write to header
+    std::uint64_t answers = 0;
     std::uint64_t pages = 0, requests = 0;
     clock_type::time_point first_send{}, last_send{};
 };
 
+// What became of the pages that were not fetched, for the summary and the exit code.
+struct tally {
+    std::uint64_t given_up = 0;        // after --retries (failures)
+    std::uint64_t error_status = 0;    // 4xx/5xx answers (failures)
+    std::uint64_t blocked = 0;         // robots.txt unreachable: complete disallow (failures)
+    std::uint64_t seeds_lost = 0;      // a seed disallowed or redirected off the crawl (failures)
+    std::uint64_t disallowed = 0;      // by robots.txt
+    std::uint64_t other_types = 0;     // not in --content-types
+    std::uint64_t too_large = 0;       // over --max-bytes
+    std::uint64_t redirects = 0;       // followed
+    std::uint64_t redirects_off = 0;   // to another host, another scheme, or too many
+    std::uint64_t nofollow = 0;        // pages whose robots meta tag asked not to follow
+    std::uint64_t failures() const { return given_up + error_status + blocked + seeds_lost; }
+};
+
 class crawler {
 public:
-    crawler(asio::io_context& io, const options& o)
+    crawler(asio::io_context& io, const crawl::options& o)
         : io_(io),
           opt_(o),
-          pace_(io, o.per_host_rate),
+          pace_(io, sluice::rate::per_second(o.start_per_second()), 0ns),
           global_(io, o.inflight),
           retry_(std::chrono::milliseconds(o.backoff_base_ms), std::chrono::milliseconds(o.backoff_cap_ms), o.retries + 1,
                  std::chrono::hours(1), static_cast<std::uint64_t>(::getpid())),
+          agent_token_(crawl::product_token(o.user_agent)),
           progress_(io),
           signals_(io, SIGINT, SIGTERM),
           tty_(::isatty(STDERR_FILENO) != 0)
     {
+        for (auto& t : o.content_types) accept_ += (accept_.empty() ? "" : ", ") + t;
     }
 
-    // Returns false when a seed is bad.
-    bool start(const std::vector<std::string>& seeds)
+    /// Starts the crawl of `seeds`, each with the address its host resolved to.
+    void start(const std::vector<std::pair<crawl::url, std::vector<tcp::endpoint>>>& seeds)
     {
         start_ = clock_type::now();
-        for (auto& s : seeds) {
-            url u;
-            if (!parse_url(s, u)) {
-                std::fprintf(stderr, "crawler: bad seed %s\n", s.c_str());
-                return false;
-            }
-            host_state& h = host(u);
-            enqueue(h, u.target);
-        }
+        for (auto& [u, ep] : seeds) enqueue(host(u, ep), u.target, 0, true);
         signals_.async_wait([this](boost::system::error_code ec, int) {
             if (ec) return;
             interrupted_ = true;
@@ -354,31 +238,48 @@ public:
         });
         asio::co_spawn(io_, progress_loop(), asio::detached);
         if (outstanding_ == 0) finish();
-        return true;
     }
 
     bool interrupted() const { return interrupted_; }
-    std::uint64_t given_up() const { return failed_; }
+    std::uint64_t failures() const { return lost_.failures(); }
 
     void print_summary() const
     {
-        double elapsed = std::chrono::duration<double>(end_ - start_).count();
+        const double elapsed = std::chrono::duration<double>(end_ - start_).count();
+        auto n = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
         std::printf("crawl %s: %llu pages in %.2f s (%.1f pages/s), %llu requests, %llu errors, %llu pages given up\n",
-                    interrupted_ ? "interrupted" : "finished", static_cast<unsigned long long>(pages_), elapsed,
-                    elapsed > 0 ? static_cast<double>(pages_) / elapsed : 0.0,
-                    static_cast<unsigned long long>(requests_), static_cast<unsigned long long>(errors_),
-                    static_cast<unsigned long long>(failed_));
+                    interrupted_ ? "interrupted" : "finished", n(pages_), elapsed,
+                    elapsed > 0 ? static_cast<double>(pages_) / elapsed : 0.0, n(requests_), n(errors_),
+                    n(lost_.given_up));
         for (auto& [name, h] : hosts_) {
-            double span = std::chrono::duration<double>(h->last_send - h->first_send).count();
-            double rate = h->requests > 1 && span > 0 ? static_cast<double>(h->requests - 1) / span : 0.0;
-            std::printf("  host %s: %llu pages, %llu requests, achieved %.1f requests/s (limit %.1f/s)\n",
-                        name.c_str(), static_cast<unsigned long long>(h->pages),
-                        static_cast<unsigned long long>(h->requests), rate, opt_.per_host_rate.per_second());
+            const double span = std::chrono::duration<double>(h->last_send - h->first_send).count();
+            const double rate = h->requests > 1 && span > 0 ? static_cast<double>(h->requests - 1) / span : 0.0;
+            std::string how = h->fields_seen > 0 ? "following its RateLimit fields"
+                              : h->learner.refusals() == 0
+                                  ? "never refused"
+                                  : "refused at " + one_decimal(h->learner.refused_at()) + "/s";
+            std::printf("  host %s: %llu pages, %llu requests, achieved %.1f requests/s (pace %.1f/s at the end, %s; "
+                        "limit %.1f/s)\n",
+                        name.c_str(), n(h->pages), n(h->requests), rate, h->learner.rate(), how.c_str(),
+                        opt_.per_host_rate.per_second());
+            if (h->robots_known && (h->robots.rule_count() > 0 || h->robots.crawl_delay() || h->robots.disallows_all()))
+                std::printf("  robots.txt of %s: %s\n", name.c_str(),
+                            h->robots.disallows_all() ? "unreachable: nothing allowed"
+                                                      : (std::to_string(h->robots.rule_count()) + " rules" +
+                                                         (h->robots.crawl_delay()
+                                                              ? ", Crawl-delay " + one_decimal(*h->robots.crawl_delay()) + " s"
+                                                              : std::string()))
+                                                            .c_str());
         }
         std::string statuses;
-        for (auto& [code, n] : status_counts_)
-            statuses += " " + std::to_string(code) + "=" + std::to_string(n);
+        for (auto& [code, k] : status_counts_) statuses += " " + std::to_string(code) + "=" + std::to_string(k);
         std::printf("  status:%s\n", statuses.empty() ? " none" : statuses.c_str());
+        std::printf("  not fetched: %llu given up, %llu error statuses, %llu blocked by an unreachable robots.txt, "
+                    "%llu seeds lost; skipped: %llu disallowed by robots.txt, %llu of other types, %llu over "
+                    "--max-bytes, %llu redirects off the crawl, links of %llu nofollow pages; %llu redirects followed\n",
+                    n(lost_.given_up), n(lost_.error_status), n(lost_.blocked), n(lost_.seeds_lost), n(lost_.disallowed),
+                    n(lost_.other_types), n(lost_.too_large), n(lost_.redirects_off), n(lost_.nofollow),
+                    n(lost_.redirects));
         auto waits = permit_waits_;
         std::sort(waits.begin(), waits.end());
         auto pct = [&waits](double p) {
@@ -393,35 +294,89 @@ public:
         };
         std::printf("  refusals: %llu 429s, %llu 503s, %llu connection errors; %llu Retry-After pauses, %llu backoff "
                     "pauses; %llu pages given up\n",
-                    status(429), status(503), static_cast<unsigned long long>(conn_errors_),
-                    static_cast<unsigned long long>(retry_after_pauses_), static_cast<unsigned long long>(backoff_pauses_),
-                    static_cast<unsigned long long>(failed_));
+                    status(429), status(503), n(conn_errors_), n(retry_after_pauses_), n(backoff_pauses_),
+                    n(lost_.given_up));
         for (auto& [name, h] : hosts_)
             if (h->adaptive)
-                std::printf("  host %s: adaptive in-flight limit %llu at the end\n", name.c_str(),
-                            static_cast<unsigned long long>(h->adaptive->limit()));
+                std::printf("  host %s: adaptive in-flight limit %llu at the end\n", name.c_str(), n(h->adaptive->limit()));
     }
 
 private:
-    host_state& host(const url& u)
+    static std::string one_decimal(double v)
     {
-        auto it = hosts_.find(u.host);
+        char b[32];
+        std::snprintf(b, sizeof b, "%.1f", v);
+        return b;
+    }
+
+    host_state& host(const crawl::url& u, const std::vector<tcp::endpoint>& eps)
+    {
+        auto it = hosts_.find(u.authority());
         if (it == hosts_.end()) {
-            it = hosts_.emplace(u.host, std::make_unique<host_state>(io_, u.host, u.endpoint, opt_)).first;
-            asio::co_spawn(io_, host_loop(*it->second), asio::detached);
+            it = hosts_.emplace(u.authority(), std::make_unique<host_state>(io_, u, eps, opt_)).first;
+            host_state& h = *it->second;
+            apply_pace(h);
+            // robots.txt comes first: nothing else is handed out before it is known.
+            ++outstanding_;
+            h.frontier.push_back(page{"/robots.txt", 0, 0, false, true});
+            asio::co_spawn(io_, host_loop(h), asio::detached);
         }
         return *it->second;
     }
 
-    // Schedules a page once (de-duplicated), within --max-pages.
-    void enqueue(host_state& h, const std::string& target)
+    // Schedules a page once (de-duplicated), within --max-pages, unless robots.txt forbids it.
+    void enqueue(host_state& h, const std::string& target, std::uint64_t redirects, bool seed)
     {
         if (finished_) return;
         if (opt_.max_pages > 0 && seen_.size() >= opt_.max_pages) return;
         if (!seen_.insert(h.name + target).second) return;
+        if (h.robots_known && !h.robots.allowed(target)) {
+            skip_disallowed(h, target, seed);
+            return;
+        }
         ++outstanding_;
-        h.frontier.emplace_back(target, 0);
+        h.frontier.push_back(page{target, 0, redirects, seed, false});
         h.wake.cancel();
+    }
+
+    void skip_disallowed(host_state& h, const std::string& target, bool seed)
+    {
+        if (h.robots.disallows_all()) {
+            ++lost_.blocked;
+            std::fprintf(stderr, "%scrawler: not fetched: http://%s%s: robots.txt unreachable, nothing allowed\n",
+                         tty_ ? "\r\033[K" : "", h.name.c_str(), target.c_str());
+        } else if (seed) {
+            ++lost_.seeds_lost;
+            std::fprintf(stderr, "%scrawler: seed http://%s%s disallowed by robots.txt for '%s'\n", tty_ ? "\r\033[K" : "",
+                         h.name.c_str(), target.c_str(), agent_token_.c_str());
+        } else {
+            ++lost_.disallowed;
+        }
+    }
+
+    // robots.txt is known (fetched, absent, or unreachable): its Crawl-delay bounds the
+    // pace, and what it disallows leaves the frontier.
+    void robots_known(host_state& h, crawl::robots_rules rules)
+    {
+        h.robots = std::move(rules);
+        h.robots_known = true;
+        if (auto d = h.robots.crawl_delay(); d && *d > 0) {
+            h.learner.set_ceiling(std::min(opt_.per_host_rate.per_second(), 1 / *d));
+            apply_pace(h);
+        }
+        std::deque<page> keep;
+        std::uint64_t dropped = 0;
+        for (auto& p : h.frontier) {
+            if (p.robots || h.robots.allowed(p.target)) {
+                keep.push_back(std::move(p));
+            } else {
+                skip_disallowed(h, p.target, p.seed);
+                ++dropped;
+            }
+        }
+        h.frontier = std::move(keep);
+        h.wake.cancel();
+        for (std::uint64_t i = 0; i < dropped; ++i) page_done();
     }
 
     void page_done()
@@ -449,36 +404,43 @@ private:
         signals_.cancel();
     }
 
+    // The pace the host's learner (or its RateLimit fields) chose, given to its bucket when
+    // it moved by more than half a percent.
+    void apply_pace(host_state& h)
+    {
+        const double r = h.learner.rate();
+        if (h.applied_rate > 0 && std::abs(r - h.applied_rate) <= 0.005 * h.applied_rate) return;
+        h.applied_rate = r;
+        pace_.set_override(std::string_view(h.name), sluice::rate::per_second(r), 0ns);
+    }
+
     // One loop per host hands its pages to fetches, at most --per-host-inflight at once,
     // so that a host with a long frontier never holds more than its share of the global
-    // slots.
+    // slots; until robots.txt is known, it hands out robots.txt only.
     asio::awaitable<void> host_loop(host_state& h)
     {
         for (;;) {
-            while (h.frontier.empty() && !finished_) {
+            while (!finished_ && (h.frontier.empty() || (!h.robots_known && !h.frontier.front().robots))) {
                 h.wake.expires_at(clock_type::time_point::max());
                 co_await h.wake.async_wait(asio::as_tuple(asio::use_awaitable));
             }
             if (finished_) co_return;
             auto slot = co_await h.acquire();
             if (!slot || finished_) co_return;
-            auto [target, attempts] = std::move(h.frontier.front());
+            if (h.frontier.empty() || (!h.robots_known && !h.frontier.front().robots)) continue;   // changed meanwhile
+            page p = std::move(h.frontier.front());
             h.frontier.pop_front();
             ++fetching_;
-            asio::co_spawn(io_, fetch(h, std::move(target), attempts, std::move(slot)), asio::detached);
+            asio::co_spawn(io_, fetch(h, std::move(p), std::move(slot)), asio::detached);
         }
     }
 
     // A 429 or 503 with Retry-After pauses the whole host, not just this page: later
-    // requests would be rejected too, and a server that says "come back in 2 s" is asking
-    // the client to stop. The pause is a gate in front of the host's leaky bucket, not a
-    // reservation of the bucket itself: the bucket only ever holds one interval (burst 1,
-    // a reservation of Retry-After * rate permits would exceed it), and permits already
-    // reserved by queued fetches would still come due during the pause. So every fetch
-    // waits for the gate before it asks for a permit, and looks again once it has one: a
-    // permit granted inside a pause is dropped and the fetch queues again behind the gate.
-    // After the pause the bucket spaces the held fetches at the normal rate.
-    asio::awaitable<void> fetch(host_state& h, std::string target, std::uint64_t attempts, host_slot hslot)
+    // requests would be refused too, and a server that says "come back in 2 s" is asking
+    // the client to stop. The pause is a gate in front of the host's leaky bucket: every
+    // fetch waits for the gate before it asks for a permit, and looks again once it has
+    // one: a permit admitted inside a pause is dropped and the fetch queues again.
+    asio::awaitable<void> fetch(host_state& h, page p, host_slot hslot)
     {
         const auto timeout = std::chrono::milliseconds(opt_.timeout_ms);
         std::shared_ptr<connection> conn;
@@ -494,38 +456,26 @@ private:
             if (finished_) break;
             const auto t0 = clock_type::now();
             if (!slot) {
-                auto p = co_await global_.acquire(timeout);
-                if (!p) {
-                    failure = "global slot: " + p.error().message();
+                auto g = co_await global_.acquire(timeout);
+                if (!g) {
+                    failure = "global slot: " + g.error().message();
                     break;
                 }
-                slot = std::move(p);
+                slot = std::move(g);
             }
             auto waited = clock_type::now() - t0;
-            // Connect before the permit, so that the request leaves as soon as it is granted:
+            // Connect before the permit, so that the request leaves as soon as it is admitted:
             // the spacing the server sees is then the spacing of the permits.
             if (!conn) {
-                if (!h.idle.empty()) {
-                    conn = std::move(h.idle.back());
-                    h.idle.pop_back();
-                } else {
-                    conn = std::make_shared<connection>(io_.get_executor());
-                    if (h.bandwidth) conn->stream.read_limits() = {&*h.bandwidth};
-                    std::erase_if(connections_, [](auto& w) { return w.expired(); });
-                    connections_.push_back(conn);
-                    conn->stream.next_layer().expires_after(timeout);
-                    auto [ec] = co_await conn->stream.next_layer().async_connect(h.endpoint, asio::as_tuple(asio::use_awaitable));
-                    if (ec) {
-                        // The host's fault as much as a 503 is: back off, and tell the
-                        // adaptive limit.
-                        ++conn_errors_;
-                        if (hslot.adaptive) hslot.adaptive.drop();
-                        conn.reset();
-                        if (!finished_) host_failed(h, target, attempts, "connect: " + ec.message(), std::nullopt);
-                        --fetching_;
-                        page_done();
-                        co_return;
-                    }
+                conn = co_await connect(h);
+                if (!conn) {
+                    // The host's fault as much as a 503 is: back off, and tell the adaptive limit.
+                    ++conn_errors_;
+                    if (hslot.adaptive) hslot.adaptive.drop();
+                    if (!finished_) host_failed(h, std::move(p), "connect failed", std::nullopt, true);
+                    --fetching_;
+                    page_done();
+                    co_return;
                 }
             }
             const auto t1 = clock_type::now();
@@ -542,127 +492,352 @@ private:
             }
             waited += clock_type::now() - t1;
             permit_waits_.push_back(std::chrono::duration<double>(waited).count());
+            // The bucket spaces the permits, but a fetch that wakes late sends late, and the
+            // next one, on the bucket's schedule, would then follow it closer than the pace:
+            // a host with no burst (nginx's default) refuses that. So writes to a host keep
+            // one interval apart as they happen: each waits until then, and looks again once
+            // awake (a write that happened meanwhile, late, moved it).
+            bool paused = false;
+            while (clock_type::now() < h.next_write && !finished_) {
+                asio::steady_timer gap(io_, h.next_write);
+                co_await gap.async_wait(asio::as_tuple(asio::use_awaitable));
+                paused = clock_type::now() < h.paused_until;
+                if (paused) break;
+            }
+            if (paused) {   // paused meanwhile: queue again
+                slot.release();
+                continue;
+            }
+            h.next_write = clock_type::now() + interval_of(h);   // moved again when the write happens
             break;
         }
         if (failure.empty() && !finished_) {
-            co_await send(h, target, attempts, std::move(conn), hslot);
+            co_await send(h, std::move(p), std::move(conn), hslot);
         } else {
             // Our own limits ran out of time, not the host: no sample, no backoff.
             if (hslot.adaptive) hslot.adaptive.ignore();
-            if (!finished_) retry_or_drop(h, std::move(target), attempts, failure);
+            if (!finished_) retry_or_drop(h, std::move(p), failure, true);
         }
         --fetching_;
         page_done();
         // host_slot and slot are given back here
     }
 
-    asio::awaitable<void> send(host_state& h, const std::string& target, std::uint64_t attempts,
-                               std::shared_ptr<connection> conn, host_slot& hslot)
+    // An idle keep-alive connection of the host, or a new one (null if it failed).
+    asio::awaitable<std::shared_ptr<connection>> connect(host_state& h)
+    {
+        if (!h.idle.empty()) {
+            auto c = std::move(h.idle.back());
+            h.idle.pop_back();
+            co_return c;
+        }
+        auto c = std::make_shared<connection>(io_.get_executor());
+        if (h.bandwidth) c->stream.read_limits() = {&*h.bandwidth};
+        std::erase_if(connections_, [](auto& w) { return w.expired(); });
+        connections_.push_back(c);
+        c->stream.next_layer().expires_after(std::chrono::milliseconds(opt_.timeout_ms));
+        auto [ec, ep] = co_await c->stream.next_layer().async_connect(h.endpoints, asio::as_tuple(asio::use_awaitable));
+        (void)ep;
+        if (ec) co_return nullptr;
+        c->stream.next_layer().socket().set_option(tcp::no_delay(true), ec);
+        co_return c;
+    }
+
+    // Sends the request and reads the answer: its header first, then its body when it is
+    // a page of an accepted type and size (or a small answer worth reading to keep the
+    // connection); what it says moves the host's pace and decides what comes next.
+    asio::awaitable<void> send(host_state& h, page p, std::shared_ptr<connection> conn, host_slot& hslot)
     {
         // The adaptive limit learns from the request alone, not from the waits before it.
         if (hslot.adaptive) hslot.adaptive.restart_clock();
-        auto now = clock_type::now();
+        const auto now = clock_type::now();
         if (h.requests++ == 0) h.first_send = now;
         h.last_send = now;
         ++requests_;
         ++in_flight_;
-        http::request<http::empty_body> req{http::verb::get, target, 11};
+        http::request<http::empty_body> req{http::verb::get, p.target, 11};
         req.set(http::field::host, h.name);
-        req.set(http::field::user_agent, "sluice-crawler");
+        req.set(http::field::user_agent, opt_.user_agent);
+        req.set(http::field::accept, p.robots ? "text/plain" : accept_);
         conn->stream.next_layer().expires_after(std::chrono::milliseconds(opt_.timeout_ms));
-        http::response<http::string_body> res;
-        auto [wec, wn] = co_await http::async_write(conn->stream, req, asio::as_tuple(asio::use_awaitable));
-        boost::system::error_code ec = wec;
+        const auto sent = h.learner.on_sent(std::chrono::nanoseconds(now_ns()));
+        const auto write = ++h.writes;
+        h.next_write = std::max(h.next_write, now + interval_of(h));   // from the write itself
+        http::response_parser<http::string_body> parser;
+        parser.header_limit(64 * 1024);
+        parser.body_limit(boost::none);   // Beast checks a Content-Length with the header: ours comes later
+        auto [ec, wn] = co_await http::async_write(conn->stream, req, asio::as_tuple(asio::use_awaitable));
+        (void)wn;
         if (!ec) {
-            auto [rec, rn] = co_await http::async_read(conn->stream, conn->buffer, res, asio::as_tuple(asio::use_awaitable));
+            auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, parser,
+                                                              asio::as_tuple(asio::use_awaitable));
             ec = rec;
             (void)rn;
         }
-        (void)wn;
+        // What to read of the body: a page or robots.txt within its limit, small answers
+        // whole (to keep the connection), nothing of the rest.
+        enum class skip { none, type, size } skipped = skip::none;
+        bool body = false;
+        if (!ec) {
+            const auto& res = parser.get();
+            const unsigned status = res.result_int();
+            const auto length = parser.content_length();
+            std::uint64_t limit = 64 * 1024;
+            if (status / 100 == 2 && !p.robots) {
+                if (!accepted_type(field(res, http::field::content_type))) skipped = skip::type;
+                else if (length && *length > opt_.max_bytes) skipped = skip::size;
+                limit = opt_.max_bytes;
+            } else if (status / 100 == 2) {
+                limit = 2 * crawl::robots_rules::max_size;
+            }
+            body = skipped == skip::none && (status / 100 == 2 || !length || *length <= limit);
+            if (body && !parser.is_done()) {
+                parser.body_limit(limit);
+                auto [bec, bn] = co_await http::async_read(conn->stream, conn->buffer, parser,
+                                                           asio::as_tuple(asio::use_awaitable));
+                (void)bn;
+                // Past the limit: a page is skipped, another answer is known by its header.
+                if (bec == http::error::body_limit) skipped = status / 100 == 2 && !p.robots ? skip::size : skip::none;
+                else ec = bec;
+            }
+        }
         --in_flight_;
         if (finished_) co_return;
+        if (!ec) space_from_answer(h, write, now);
         if (ec) {
             ++conn_errors_;
             if (hslot.adaptive) hslot.adaptive.drop();
-            host_failed(h, target, attempts, "request: " + ec.message(), std::nullopt);
+            host_failed(h, std::move(p), "request: " + ec.message(), std::nullopt, true);
             co_return;
         }
+        auto& res = parser.get();
         const unsigned status = res.result_int();
         ++status_counts_[status];
-        if (res.keep_alive()) h.idle.push_back(std::move(conn));
+        if (parser.is_done() && body && res.keep_alive()) h.idle.push_back(std::move(conn));
+        else conn->stream.next_layer().close();
+        learn(h, sent, res);
+
         if (status == 429 || status == 503) {
             if (hslot.adaptive) hslot.adaptive.drop();
             // Delay-seconds or an HTTP-date (sluice::http); absent, malformed or in the
             // past: none, and the host backs off on its own.
             std::optional<std::chrono::nanoseconds> retry_after;
             if (auto it = res.find(http::field::retry_after); it != res.end()) {
-                auto now = std::chrono::system_clock::now();
-                if (auto ra = sluice::http::parse_retry_after(std::string_view(it->value().data(), it->value().size()), now))
-                    retry_after = ra->delay_from(now);
+                auto wall = std::chrono::system_clock::now();
+                if (auto ra = sluice::http::parse_retry_after(std::string_view(it->value().data(), it->value().size()), wall))
+                    retry_after = ra->delay_from(wall);
             }
-            host_failed(h, target, attempts, "HTTP " + std::to_string(status), retry_after);
+            host_failed(h, std::move(p), "HTTP " + std::to_string(status), retry_after, false);
             co_return;
         }
-        h.failures = 0;   // the host answered: its backoff starts over
+        if (status >= 500) {   // a server error: retried after a backoff, as a connection error
+            if (hslot.adaptive) hslot.adaptive.drop();
+            host_failed(h, std::move(p), "HTTP " + std::to_string(status), std::nullopt, true);
+            co_return;
+        }
         if (hslot.adaptive) hslot.adaptive.release();
-        if (status == 200) {
-            ++pages_;
-            ++h.pages;
-            extract_links(h, res.body());
+        h.failures = 0;   // the host answered: its backoff starts over
+        if (p.robots) {
+            robots_answer(h, p, res);
+            co_return;
+        }
+        if (status >= 300 && status < 400 && res.find(http::field::location) != res.end()) {
+            redirect(h, p, field(res, http::field::location));
+            co_return;
+        }
+        if (status >= 300) {
+            ++lost_.error_status;
+            note("HTTP " + std::to_string(status) + " for http://" + h.name + p.target);
+            co_return;
+        }
+        if (skipped == skip::type) {
+            ++lost_.other_types;
+            co_return;
+        }
+        if (skipped == skip::size) {
+            ++lost_.too_large;
+            note("skipped http://" + h.name + p.target + ": larger than --max-bytes");
+            co_return;
+        }
+        ++pages_;
+        ++h.pages;
+        follow_links(h, p.target, res);
+    }
+
+    // A host measures the gaps between requests as it reads them: one it read late (busy, or
+    // descheduled) brings the next one closer in its eyes, and a host with no burst refuses
+    // that. Its answer then comes late too: by how much more than its usual answer time (the
+    // least of its recent ones) is how late it read the request, and the next write moves
+    // back by that. Only for fast answers (within a quarter of an interval): a slow page's
+    // time varies with its work, not with when it was read.
+    void space_from_answer(host_state& h, std::uint64_t write, clock_type::time_point sent_at)
+    {
+        const auto now = clock_type::now();
+        const auto took = now - sent_at;
+        h.answer_times[h.answers++ % h.answer_times.size()] = took;
+        const auto usual = *std::min_element(h.answer_times.begin(),
+                                             h.answer_times.begin() + std::min<std::size_t>(h.answers, h.answer_times.size()));
+        if (write == h.writes && took < interval_of(h) / 4)
+            h.next_write = std::max(h.next_write, sent_at + interval_of(h) + (took - usual));
+    }
+
+    static clock_type::duration interval_of(const host_state& h)
+    {
+        return std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(1 / h.applied_rate));
+    }
+
+    // The host's pace from this answer: RateLimit fields when the host sends them (the
+    // library's controller reads them), else what the learner makes of a refusal or not.
+    void learn(host_state& h, const examples::pace_learner::sent& sent, const http::response<http::string_body>& res)
+    {
+        const unsigned status = res.result_int();
+        auto joined = [&res](std::string_view name) {
+            std::string out;
+            for (auto [it, end] = res.equal_range(name); it != end; ++it) {
+                if (!out.empty()) out += ", ";
+                out.append(it->value().data(), it->value().size());
+            }
+            return out;
+        };
+        const std::string policy = joined("RateLimit-Policy"), limit = joined("RateLimit");
+        const auto now = std::chrono::nanoseconds(now_ns());
+        if (!policy.empty() || !limit.empty()) {
+            h.fields.on_response(sluice::http_response{status, policy, limit, {}}, now, std::chrono::system_clock::now());
+            if (h.fields.stats().with_fields > h.fields_seen) {
+                h.fields_seen = h.fields.stats().with_fields;
+                h.learner.follow(h.fields.exact_rate());
+                apply_pace(h);
+                return;
+            }
+        }
+        if (h.learner.on_answer(now, sent, status == 429 || status == 503)) apply_pace(h);
+    }
+
+    static std::string_view field(const http::response<http::string_body>& res, http::field f)
+    {
+        auto v = res[f];
+        return {v.data(), v.size()};
+    }
+
+    void robots_answer(host_state& h, const page& p, const http::response<http::string_body>& res)
+    {
+        const unsigned status = res.result_int();
+        if (status / 100 == 2) {
+            robots_known(h, crawl::robots_rules::parse(res.body(), agent_token_));
+        } else if (status >= 300 && status < 400 && res.find(http::field::location) != res.end() && p.redirects < 5) {
+            // Followed on this host (RFC 9309 asks for five redirects at least).
+            std::string why;
+            auto to = crawl::resolve("http://" + h.name + p.target, crawl::clean_reference(field(res, http::field::location)));
+            auto u = to ? crawl::parse_http_url(*to, why) : std::nullopt;
+            if (u && u->authority() == h.name) {
+                ++outstanding_;
+                h.frontier.push_front(page{u->target, 0, p.redirects + 1, false, true});
+                h.wake.cancel();
+                return;
+            }
+            robots_known(h, {});   // redirected elsewhere: as if there were none
+        } else {
+            robots_known(h, {});   // 4xx: there is none, everything is allowed
         }
     }
 
-    // A refusal or a connection error: the host waits (Retry-After, else a jittered
-    // backoff) before any of its pages is asked again, and this page is retried or given up.
-    void host_failed(host_state& h, const std::string& target, std::uint64_t attempts, const std::string& why,
-                     std::optional<std::chrono::nanoseconds> retry_after)
+    void redirect(host_state& h, const page& p, std::string_view location)
+    {
+        std::string why;
+        const std::string from = "http://" + h.name + p.target;
+        auto to = crawl::resolve(from, crawl::clean_reference(location));
+        auto u = to ? crawl::parse_http_url(*to, why) : std::nullopt;
+        auto it = u ? hosts_.find(u->authority()) : hosts_.end();
+        if (it == hosts_.end() || p.redirects >= crawl::options::max_redirects) {
+            ++lost_.redirects_off;
+            if (p.seed) {
+                ++lost_.seeds_lost;
+                note("seed " + from + " redirects to " + std::string(location) + ": not followed (" +
+                     (p.redirects >= crawl::options::max_redirects ? "too many redirects"
+                      : !u                                        ? why
+                                                                  : "another host") +
+                     ")");
+            }
+            return;
+        }
+        ++lost_.redirects;
+        enqueue(*it->second, u->target, p.redirects + 1, p.seed);
+    }
+
+    // Links of a page: resolved against its URL (or its <base>), followed on the crawled
+    // hosts only, unless the page asks not to be followed.
+    void follow_links(host_state& h, const std::string& target, const http::response<http::string_body>& res)
+    {
+        const auto type = field(res, http::field::content_type);
+        std::string charset;
+        if (auto c = type.find("charset="); c != std::string_view::npos) {
+            charset = std::string(type.substr(c + 8, type.find(';', c) - c - 8));
+            std::erase(charset, '"');
+        }
+        auto links = crawl::extract_links(res.body(), charset);
+        if (links.nofollow) {
+            ++lost_.nofollow;
+            return;
+        }
+        std::string base = "http://" + h.name + target;
+        if (!links.base.empty())
+            if (auto b = crawl::resolve(base, crawl::clean_reference(links.base))) base = *b;
+        std::string why;
+        for (auto& href : links.hrefs) {
+            auto to = crawl::resolve(base, crawl::clean_reference(href));
+            if (!to) continue;
+            auto u = crawl::parse_http_url(*to, why);
+            if (!u) continue;   // mailto:, javascript:, https: ...
+            if (auto it = hosts_.find(u->authority()); it != hosts_.end()) enqueue(*it->second, u->target, 0, false);
+        }
+    }
+
+    bool accepted_type(std::string_view content_type) const
+    {
+        std::string t(content_type.substr(0, content_type.find(';')));
+        while (!t.empty() && t.back() == ' ') t.pop_back();
+        for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (t.empty()) return true;   // no Content-Type: look at it (RFC 9110 lets the client sniff)
+        return std::find(opt_.content_types.begin(), opt_.content_types.end(), t) != opt_.content_types.end();
+    }
+
+    // A refusal, a server error or a connection error: the host waits (Retry-After, else a
+    // jittered backoff) before any of its pages is asked again, and this page is retried
+    // or given up.
+    void host_failed(host_state& h, page p, const std::string& why, std::optional<std::chrono::nanoseconds> retry_after,
+                     bool error)
     {
         ++h.failures;
-        auto d = retry_.after_failure(attempts + 1, h.failures, retry_after);
+        auto d = retry_.after_failure(p.attempts + 1, h.failures, retry_after);
         if (!d.give_up) {
             auto until = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(d.delay);
             if (d.from_retry_after) ++retry_after_pauses_;
             else ++backoff_pauses_;
             if (until > h.paused_until) h.paused_until = until;
         }
-        retry_or_drop(h, target, attempts, why, !why.starts_with("HTTP "));
+        retry_or_drop(h, std::move(p), why, error);
     }
 
     // `why` says what failed (for the give-up message); refusals are not counted as errors.
-    void retry_or_drop(host_state& h, std::string target, std::uint64_t attempts, const std::string& why,
-                       bool error = true)
+    void retry_or_drop(host_state& h, page p, const std::string& why, bool error)
     {
         if (error) ++errors_;
-        if (attempts + 1 <= opt_.retries) {
+        if (p.attempts + 1 <= opt_.retries) {
+            ++p.attempts;
             ++outstanding_;   // page_done() of this attempt follows
-            h.frontier.emplace_front(std::move(target), attempts + 1);
+            h.frontier.push_front(std::move(p));
             h.wake.cancel();
-        } else {
-            ++failed_;
-            std::fprintf(stderr, "%scrawler: giving up on %s%s after %llu attempts: %s\n", tty_ ? "\r\033[K" : "",
-                         h.name.c_str(), target.c_str(), static_cast<unsigned long long>(attempts + 1),
-                         why.c_str());
+            return;
         }
+        ++lost_.given_up;
+        note("giving up on http://" + h.name + p.target + " after " + std::to_string(p.attempts + 1) +
+             " attempts: " + why);
+        if (p.robots) robots_known(h, crawl::robots_rules::disallow_all());   // RFC 9309 2.3.1.4
     }
 
-    // href="..." values: site-relative links stay on this host; absolute ones are followed
-    // only to hosts already being crawled (never to anything the seeds did not name).
-    void extract_links(host_state& h, std::string_view body)
+    void note(const std::string& what) const
     {
-        constexpr std::string_view key = "href=\"";
-        for (std::size_t p = body.find(key); p != std::string_view::npos; p = body.find(key, p)) {
-            p += key.size();
-            auto end = body.find('"', p);
-            if (end == std::string_view::npos) break;
-            std::string_view link = body.substr(p, end - p);
-            p = end;
-            if (link.starts_with("/") && !link.starts_with("//")) {
-                std::string t(link.substr(0, link.find('#')));
-                enqueue(h, t);
-            } else if (url u; parse_url(link, u)) {
-                if (auto it = hosts_.find(u.host); it != hosts_.end()) enqueue(*it->second, u.target);
-            }
-        }
+        std::fprintf(stderr, "%scrawler: %s\n", tty_ ? "\r\033[K" : "", what.c_str());
     }
 
     std::uint64_t queued() const
@@ -672,11 +847,27 @@ private:
         return n + (fetching_ - in_flight_);
     }
 
+    // The hosts' paces: one, or the range.
+    std::string paces() const
+    {
+        double lo = 1e18, hi = 0;
+        for (auto& [name, h] : hosts_) {
+            lo = std::min(lo, h->learner.rate());
+            hi = std::max(hi, h->learner.rate());
+        }
+        if (hi == 0) return "-";
+        return hi - lo < 0.05 ? one_decimal(hi) : one_decimal(lo) + "-" + one_decimal(hi);
+    }
+
     asio::awaitable<void> progress_loop()
     {
         const auto period = tty_ ? 250ms : 1000ms;
         std::uint64_t last_pages = 0;
         auto last = clock_type::now();
+        auto count = [this](unsigned code) {
+            auto it = status_counts_.find(code);
+            return static_cast<unsigned long long>(it == status_counts_.end() ? 0 : it->second);
+        };
         while (!finished_) {
             progress_.expires_after(period);
             co_await progress_.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -686,22 +877,25 @@ private:
             double rate = dt > 0 ? static_cast<double>(pages_ - last_pages) / dt : 0.0;
             last = now;
             last_pages = pages_;
-            std::fprintf(stderr, "%s[%5.1fs] pages %llu (%.1f/s) | queued %llu | in flight %llu | errors %llu | 429s %llu%s",
+            std::fprintf(stderr,
+                         "%s[%5.1fs] pages %llu (%.1f/s) | pace %s/s | queued %llu | in flight %llu | errors %llu | "
+                         "429s %llu | 503s %llu%s",
                          tty_ ? "\r\033[K" : "", std::chrono::duration<double>(now - start_).count(),
-                         static_cast<unsigned long long>(pages_), rate, static_cast<unsigned long long>(queued()),
-                         static_cast<unsigned long long>(in_flight_), static_cast<unsigned long long>(errors_),
-                         static_cast<unsigned long long>(status_counts_.contains(429) ? status_counts_.at(429) : 0),
-                         tty_ ? "" : "\n");
+                         static_cast<unsigned long long>(pages_), rate, paces().c_str(),
+                         static_cast<unsigned long long>(queued()), static_cast<unsigned long long>(in_flight_),
+                         static_cast<unsigned long long>(errors_), count(429), count(503), tty_ ? "" : "\n");
             std::fflush(stderr);
         }
         if (tty_) std::fputs("\n", stderr);
     }
 
     asio::io_context& io_;
-    const options& opt_;
-    sluice::keyed<sluice::leaky_bucket<>> pace_;   // --per-host-rate, one bucket per host
+    const crawl::options& opt_;
+    sluice::keyed<sluice::leaky_bucket<>> pace_;   // one bucket per host, its rate the host's pace
     sluice::concurrency_limit<> global_;           // --inflight
     crawl::retry_policy retry_;                    // --retries, --backoff-*
+    std::string agent_token_;                      // robots.txt's user-agent
+    std::string accept_;                           // the Accept field: --content-types
     asio::steady_timer progress_;
     asio::signal_set signals_;
     bool tty_;
@@ -709,8 +903,9 @@ private:
     std::unordered_set<std::string> seen_;
     std::uint64_t outstanding_ = 0;   // pages queued or being fetched; 0 ends the crawl
     std::uint64_t fetching_ = 0, in_flight_ = 0;
-    std::uint64_t pages_ = 0, requests_ = 0, errors_ = 0, failed_ = 0;
+    std::uint64_t pages_ = 0, requests_ = 0, errors_ = 0;
     std::uint64_t conn_errors_ = 0, retry_after_pauses_ = 0, backoff_pauses_ = 0;
+    tally lost_;
     std::vector<std::weak_ptr<connection>> connections_;
     std::map<unsigned, std::uint64_t> status_counts_;
     std::vector<double> permit_waits_;   // seconds
@@ -718,14 +913,32 @@ private:
     clock_type::time_point start_{}, end_{};
 };
 
+std::vector<std::string> split_args(const std::string& text, std::uint64_t index)
+{
+    std::vector<std::string> out;
+    std::string cur;
+    auto flush = [&] {
+        if (cur.empty()) return;
+        for (std::size_t p; (p = cur.find("{i}")) != std::string::npos;) cur.replace(p, 3, std::to_string(index));
+        out.push_back(std::move(cur));
+        cur.clear();
+    };
+    for (char c : text) {
+        if (c == ' ' || c == '\t') flush();
+        else cur += c;
+    }
+    flush();
+    return out;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
-    options opt;
-    if (!parse_args(argc, argv, opt)) return 2;
+    crawl::options opt;
+    if (int rc = crawl::parse_args(argc, argv, opt); rc >= 0) return rc;
 
-    std::vector<std::unique_ptr<examples::spawned_server>> children; // stopped by pid when destroyed
+    std::vector<std::unique_ptr<examples::spawned_server>> children;   // stopped by pid when destroyed
     if (opt.spawn > 0) {
         std::string bin = opt.server_bin.empty() ? examples::server_next_to_self() : opt.server_bin;
         for (std::uint64_t i = 0; i < opt.spawn; ++i) {
@@ -735,7 +948,10 @@ int main(int argc, char** argv)
                 std::fprintf(stderr, "crawler: server %s: %s\n", bin.c_str(), why.c_str());
                 return 1;
             }
-            opt.seeds.push_back("http://127.0.0.1:" + std::to_string(c->port()) + "/");
+            crawl::url u;
+            u.host = "127.0.0.1";
+            u.port = c->port();
+            opt.seeds.push_back(u);
             children.push_back(std::move(c));
         }
     }
@@ -743,14 +959,26 @@ int main(int argc, char** argv)
     int rc = 0;
     try {
         asio::io_context io;
-        crawler cr(io, opt);
-        if (!cr.start(opt.seeds)) {
-            rc = 2;
-        } else {
-            io.run();
-            cr.print_summary();
-            rc = cr.interrupted() ? 130 : cr.given_up() > 0 ? 3 : 0;
+        // Seeds' hosts are resolved once, here: only they are crawled.
+        std::vector<std::pair<crawl::url, std::vector<tcp::endpoint>>> seeds;
+        tcp::resolver resolver(io);
+        for (auto& u : opt.seeds) {
+            boost::system::error_code ec;
+            auto found = resolver.resolve(u.host, std::to_string(u.port), ec);
+            if (ec || found.empty()) {
+                std::fprintf(stderr, "crawler: --seed %s: cannot resolve '%s': %s\n", u.str().c_str(), u.host.c_str(),
+                             ec ? ec.message().c_str() : "no address");
+                return 1;
+            }
+            std::vector<tcp::endpoint> eps;
+            for (auto& e : found) eps.push_back(e.endpoint());
+            seeds.emplace_back(u, std::move(eps));
         }
+        crawler cr(io, opt);
+        cr.start(seeds);
+        io.run();
+        cr.print_summary();
+        rc = cr.interrupted() ? 130 : cr.failures() > 0 ? 3 : 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "crawler: %s\n", e.what());
         rc = 1;

@@ -11,6 +11,23 @@
 // sheds the rest (503 with Retry-After); /metrics reports it all in Prometheus text format. One coroutine per connection; SIGINT/SIGTERM or --seconds shut it down
 // cleanly: the limiters are closed, so no request is left waiting for a permit.
 //
+// It holds up against what real clients and networks send (request_check.hpp, RFC 9110 and
+// 9112): 400 for a malformed request or an HTTP/1.1 request without Host, 505 for a version
+// other than 1.0 and 1.1, 414 and 431 for a request line or header past 8 KiB, 413 for a
+// body past 1 MiB, 405 for a method other than GET and HEAD, 408 for a request still
+// incomplete after --idle-timeout-ms. Its connections are bounded (--max-connections, by
+// default the open-file limit less 64): past the bound, or when accept finds no file
+// descriptor left (EMFILE, ENFILE), the connection idle longest is closed to make room, as
+// nginx does, and with none idle the accept loop waits (10 ms, doubling to 1 s) instead of
+// retrying at once. An idle connection holds no buffer, and memory freed by connections
+// that went is given back to the system (malloc_trim) once their number has halved.
+//
+// The RateLimit `t` and Retry-After fields are whole seconds: both are rounded up (a wait
+// of 10 ms is said as 1 s). Rounding down would say 0 for any wait under a second, and a
+// client that honours it would come back at once and be refused again; rounded up, a
+// client that waits as told finds a permit. A client that needs to pace itself closer than
+// a second reads RateLimit-Policy, whose q / w is the rate exactly.
+//
 //     build/examples/server --port 8080 --rate 10/s --burst 10 --delay-ms 500
 //     build/examples/server --rate 5/s --burst 5 --access-log /tmp/access.log --seconds 30
 //     build/examples/server --rate 10000/s --burst 100 --backend-workers 8 --shed vegas
@@ -41,6 +58,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include "request_check.hpp"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -51,6 +70,7 @@
 #include <cstdlib>
 #include <span>
 #include <cstring>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,6 +80,11 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <sys/resource.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -85,16 +110,46 @@ struct options {
     std::uint64_t backend_workers = 0;   // 0: /api/work has no backend to wait for
     std::optional<sluice::concurrency_algorithm> shed;
     std::uint64_t shed_latency_ms = 100;
+    std::uint64_t idle_timeout_ms = 30'000;
+    std::uint64_t max_connections = 0;   // 0: the open-file limit less 64
 };
 
-void print_usage()
+// The open-file limit, less what the server keeps for itself (the listening socket, the
+// access log, an accept in progress past the bound).
+std::uint64_t default_max_connections()
+{
+    rlimit r{};
+    if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 65'536;
+    return r.rlim_cur > 80 ? r.rlim_cur - 64 : 16;
+}
+
+void print_usage(std::FILE* to)
 {
     std::fputs(
         "usage: server [--port N] [--listen ADDR] [--rate TEXT] [--burst N] [--delay-ms N]\n"
         "              [--max-inflight N] [--trusted-proxy IP]... [--pages N] [--seconds N]\n"
         "              [--threads N] [--access-log FILE] [--backend-workers N]\n"
         "              [--shed aimd|vegas|gradient2] [--shed-latency-ms N]\n"
-        "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /)\n"
+        "              [--idle-timeout-ms N] [--max-connections N]\n"
+        "  --port N              0 (the default): the kernel picks one; the first line on stdout\n"
+        "                        says `listening on ADDR:PORT`\n"
+        "  --listen ADDR         the address to listen on (default 127.0.0.1)\n"
+        "  --rate TEXT --burst N each client's token bucket (default 10/s, burst 10): 429 with\n"
+        "                        Retry-After and RateLimit fields beyond it\n"
+        "  --delay-ms N          hold a request over the limit up to N ms for a permit before\n"
+        "                        refusing it (default 0: refuse at once)\n"
+        "  --max-inflight N      requests handled at once, 503 beyond (default 256)\n"
+        "  --trusted-proxy IP    take the client from X-Forwarded-For when the peer is IP\n"
+        "  --pages N             pages of the generated site (default 100)\n"
+        "  --seconds N           exit after N seconds (default 0: run until SIGINT/SIGTERM)\n"
+        "  --threads N           threads running the io_context (default 1)\n"
+        "  --access-log FILE     one line per response: unix_ns client method target status wait_us\n"
+        "  --idle-timeout-ms N   a connection waiting for a request is closed after N ms, with 408\n"
+        "                        if part of one came (default 30000)\n"
+        "  --max-connections N   connections held at once; past it, the one idle longest is\n"
+        "                        closed (default: the open-file limit less 64)\n"
+        "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /); /robots.txt\n"
+        "                        disallows /api/\n"
         "  GET /api/<anything>   {\"ok\":true}; /api/work?ms=N answers after N ms\n"
         "  GET /metrics          Prometheus text format, not limited\n"
         "  --backend-workers N   /api/work holds one of N workers of a stand-in backend (a pool\n"
@@ -103,7 +158,7 @@ void print_usage()
         "                        requests above what the server handles without queueing: 503\n"
         "  --shed-latency-ms N   for --shed aimd: a request slower than this means overload\n"
         "                        (default 100)\n",
-        stderr);
+        to);
 }
 
 // Returns false (after printing why) on bad input: an example must not silently clamp.
@@ -112,7 +167,7 @@ bool parse_args(int argc, char** argv, options& o)
     examples::flag_reader f("server", argc, argv);
     while (f.next()) {
         if (f.help()) {
-            print_usage();
+            print_usage(stdout);
             std::exit(0);
         }
         // Every flag takes a value.
@@ -160,9 +215,13 @@ bool parse_args(int argc, char** argv, options& o)
             ok = o.shed.has_value();
         } else if (a == "--shed-latency-ms") {
             ok = examples::parse_number(v, o.shed_latency_ms) && o.shed_latency_ms > 0 && o.shed_latency_ms <= 3'600'000;
+        } else if (a == "--idle-timeout-ms") {
+            ok = examples::parse_number(v, o.idle_timeout_ms) && o.idle_timeout_ms > 0 && o.idle_timeout_ms <= 3'600'000;
+        } else if (a == "--max-connections") {
+            ok = examples::parse_number(v, o.max_connections) && o.max_connections > 0;
         } else {
             f.unknown();
-            print_usage();
+            print_usage(stderr);
             return false;
         }
         if (!ok) {
@@ -170,6 +229,7 @@ bool parse_args(int argc, char** argv, options& o)
             return false;
         }
     }
+    if (o.max_connections == 0) o.max_connections = default_max_connections();
     return true;
 }
 
@@ -194,7 +254,8 @@ std::string policy_field(sluice::rate r, std::uint64_t burst)
     return sluice::http::format_ratelimit_policy(std::span<const sluice::http::quota_policy>(&p, 1)).value();
 }
 
-// Whole seconds, rounded up, as the RateLimit and Retry-After headers want them.
+// Whole seconds, rounded up, as the RateLimit and Retry-After headers want them: a client
+// that waits as long as told finds what it was told of (see the comment at the top).
 std::int64_t ceil_seconds(std::chrono::nanoseconds d)
 {
     if (d <= 0ns) return 0;
@@ -205,6 +266,19 @@ std::int64_t ceil_seconds(std::chrono::nanoseconds d)
 struct metrics {
     std::atomic<std::uint64_t> admitted{0}, rejected{0}, delayed{0}, overloaded{0}, shed{0};
     std::atomic<std::int64_t> queue_depth{0};
+    // Connections: evicted to make room, accept paused for want of file descriptors, and the
+    // requests answered without being served (by status).
+    std::atomic<std::uint64_t> evicted{0}, accept_pauses{0};
+    static constexpr std::array<unsigned, 8> refused_statuses{400, 405, 408, 413, 414, 431, 505, 0};
+    std::array<std::atomic<std::uint64_t>, refused_statuses.size()> bad_requests{};
+    void count_bad(unsigned status)
+    {
+        for (std::size_t i = 0; i < refused_statuses.size(); ++i)
+            if (refused_statuses[i] == status || refused_statuses[i] == 0) {
+                bad_requests[i].fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
+    }
 
     static constexpr std::array<double, 11> bounds{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
     std::array<std::atomic<std::uint64_t>, bounds.size()> buckets{};
@@ -255,9 +329,20 @@ using response = http::response<http::string_body>;
 
 // A live connection, known to the server so that shutdown can close it.
 struct connection {
+    using list = std::list<std::weak_ptr<connection>>;
     explicit connection(tcp::socket s) : stream(std::move(s)) {}
     beast::tcp_stream stream;
     asio::steady_timer* work = nullptr;   // a running /api/work, cut short by shutdown
+    // Under the server's conn_mutex_: where it is in the list of connections, and in the
+    // list of idle ones (oldest first) while it waits for a request.
+    list::iterator pos;
+    std::optional<list::iterator> idle_pos;
+    bool evicted = false;
+    // Reads are bounded by this timer, not by the stream's own (which closes the socket when
+    // it expires, and a 408 could then not be written): it cancels the read in progress.
+    asio::steady_timer deadline{stream.get_executor()};
+    std::uint64_t reads = 0;   // the read a deadline belongs to
+    bool timed_out = false;
 };
 
 class server {
@@ -273,7 +358,8 @@ public:
           strand_(asio::make_strand(io)),
           acceptor_(strand_),
           signals_(strand_, SIGINT, SIGTERM),
-          deadline_(strand_)
+          deadline_(strand_),
+          trim_(strand_)
     {
     }
 
@@ -298,6 +384,7 @@ public:
             std::fprintf(stderr, "server: cannot listen on %s:%u: %s\n", opt_.listen.c_str(), opt_.port, ec.message().c_str());
             return false;
         }
+        warm_pools();
         std::printf("listening on %s:%u\n", opt_.listen.c_str(), acceptor_.local_endpoint().port());
         std::fflush(stdout);
 
@@ -356,6 +443,7 @@ private:
         inflight_.close();
         if (shed_) shed_->close();
         if (backend_) backend_->close();
+        trim_.cancel();
         std::lock_guard lock(conn_mutex_);
         for (auto& weak : conns_) {
             if (auto c = weak.lock()) {
@@ -368,39 +456,226 @@ private:
         }
     }
 
+    // Asio keeps the reactor's record of every socket it had open at once in a pool it never
+    // frees, and a strand mutex per slot once used: made during a wave of connections, they
+    // would sit among the connections' memory and keep it from going back to the system when
+    // the wave ends (malloc can only return whole free pages). Made here, before any
+    // connection, they are reused by every connection later.
+    void warm_pools()
+    {
+        std::vector<tcp::socket> sockets;
+        sockets.reserve(opt_.max_connections + 16);
+        for (std::uint64_t i = 0; i < opt_.max_connections + 16; ++i) {
+            boost::system::error_code ec;
+            tcp::socket s(io_);
+            s.open(tcp::v4(), ec);
+            if (ec) break;   // the open-file limit: as many as there can ever be
+            sockets.push_back(std::move(s));
+        }
+        sockets.clear();
+        std::vector<asio::strand<asio::io_context::executor_type>> strands;
+        for (int i = 0; i < 2000; ++i) strands.push_back(asio::make_strand(io_));
+    }
+
+    static bool out_of_descriptors(const boost::system::error_code& ec)
+    {
+        return ec == asio::error::no_descriptors ||                                     // EMFILE
+               ec == boost::system::errc::too_many_files_open_in_system ||               // ENFILE
+               ec == asio::error::no_buffer_space || ec == asio::error::no_memory;      // ENOBUFS, ENOMEM
+    }
+
     asio::awaitable<void> accept_loop()
     {
+        auto backoff = 0ms;
+        asio::steady_timer pause(strand_);
         for (;;) {
             auto [ec, sock] = co_await acceptor_.async_accept(asio::make_strand(io_), asio::as_tuple(asio::use_awaitable));
             if (stopping_) co_return;
-            if (ec) {
-                if (ec == asio::error::operation_aborted) co_return;
-                continue;   // e.g. EMFILE: keep serving the connections we have
+            if (ec == asio::error::operation_aborted) co_return;
+            if (ec && out_of_descriptors(ec)) {
+                // The connection stays in the backlog and accept would fail again at once, for
+                // ever (100 % CPU, and no request served until idle clients leave). Make room
+                // by closing the connection idle longest, as nginx does; with none idle, stop
+                // accepting for a while, doubling up to a second (nginx waits 500 ms).
+                metrics_.accept_pauses.fetch_add(1, std::memory_order_relaxed);
+                if (evict_idle(1) > 0) backoff = 1ms;   // closed on its strand: give it a moment
+                else backoff = backoff == 0ms ? 10ms : std::min<std::chrono::milliseconds>(backoff * 2, 1s);
+                pause.expires_after(backoff);
+                co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+                continue;
             }
+            if (ec) continue;   // this connection's trouble (reset before accept): the next one
+            backoff = 0ms;
             auto c = std::make_shared<connection>(std::move(sock));
-            {
-                std::lock_guard lock(conn_mutex_);
-                std::erase_if(conns_, [](auto& w) { return w.expired(); });
-                conns_.push_back(c);
-            }
+            // Past the bound, the oldest idle connections make room for the new one.
+            if (auto live = enroll(c); live > opt_.max_connections) evict_idle(live - opt_.max_connections);
             auto ex = c->stream.get_executor();
             asio::co_spawn(ex, session(std::move(c)), asio::detached);
         }
     }
 
+    // Adds c to the connections; returns how many there are now.
+    std::size_t enroll(const std::shared_ptr<connection>& c)
+    {
+        std::lock_guard lock(conn_mutex_);
+        c->pos = conns_.insert(conns_.end(), c);
+        peak_ = std::max(peak_, conns_.size());
+        return conns_.size();
+    }
+
+    // Removes c; once the connections are half as many as at their peak (and a few hundred
+    // fewer), the memory they held goes back to the system.
+    void forget(connection& c)
+    {
+        std::lock_guard lock(conn_mutex_);
+        if (c.idle_pos) idle_.erase(*c.idle_pos);
+        c.idle_pos.reset();
+        conns_.erase(c.pos);
+        if (!trim_pending_ && conns_.size() + 256 <= peak_ && conns_.size() <= peak_ / 2) {
+            trim_pending_ = true;
+            asio::post(strand_, [this] {
+                trim_.expires_after(1s);   // after the others of a wave have gone too
+                trim_.async_wait([this](boost::system::error_code ec) {
+                    std::lock_guard lock(conn_mutex_);
+                    trim_pending_ = false;
+                    if (ec) return;
+                    peak_ = conns_.size();
+#if defined(__GLIBC__)
+                    ::malloc_trim(0);   // free pages amid the heap too, not only at its top
+#endif
+                });
+            });
+        }
+    }
+
+    void set_idle(const std::shared_ptr<connection>& c, bool idle)
+    {
+        std::lock_guard lock(conn_mutex_);
+        if (idle && !c->idle_pos) c->idle_pos = idle_.insert(idle_.end(), c);
+        if (!idle && c->idle_pos) {
+            idle_.erase(*c->idle_pos);
+            c->idle_pos.reset();
+        }
+    }
+
+    // Closes up to n connections waiting for a request, the oldest first; returns how many.
+    std::size_t evict_idle(std::size_t n)
+    {
+        std::size_t done = 0;
+        std::lock_guard lock(conn_mutex_);
+        while (done < n && !idle_.empty()) {
+            auto c = idle_.front().lock();
+            idle_.pop_front();
+            if (!c) continue;
+            c->idle_pos.reset();
+            c->evicted = true;
+            ++done;
+            metrics_.evicted.fetch_add(1, std::memory_order_relaxed);
+            // A connection's stream is used only on its strand, so close it there.
+            asio::post(c->stream.get_executor(), [c] { c->stream.socket().close(); });
+        }
+        return done;
+    }
+
+    // Answers a request the server will not serve (request_check.hpp).
+    asio::awaitable<bool> refuse(connection& c, const server_check::verdict& v, unsigned version,
+                                 const std::string& peer)
+    {
+        metrics_.count_bad(static_cast<unsigned>(v.status));
+        response res{v.status, version == 10 ? 10u : 11u};
+        res.set(http::field::content_type, "text/plain");
+        res.set(http::field::server, "sluice-example");
+        if (v.status == http::status::method_not_allowed) res.set(http::field::allow, "GET, HEAD");
+        res.body() = v.reason + "\n";
+        res.keep_alive(!v.close && !stopping_);
+        res.prepare_payload();
+        log_.write(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count(),
+                   peer, "-", "-", res.result_int(), 0);
+        c.stream.expires_after(5s);
+        auto [ec, n] = co_await http::async_write(c.stream, res, asio::as_tuple(asio::use_awaitable));
+        (void)n;
+        co_return !ec && res.keep_alive();
+    }
+
+    // Reads the request's header (or the rest of it) within `limit`; a read past it completes
+    // with beast::error::timeout, the socket still open for an answer.
+    static asio::awaitable<boost::system::error_code> read_within(const std::shared_ptr<connection>& c,
+                                                                  beast::flat_buffer& buf,
+                                                                  http::request_parser<http::string_body>& parser,
+                                                                  std::chrono::milliseconds limit, bool header)
+    {
+        const auto read = ++c->reads;
+        c->timed_out = false;
+        c->stream.expires_never();
+        c->deadline.expires_after(limit);
+        c->deadline.async_wait([c, read](boost::system::error_code ec) {
+            if (ec || c->reads != read) return;   // the read ended first
+            c->timed_out = true;
+            boost::system::error_code ignored;
+            c->stream.socket().cancel(ignored);
+        });
+        boost::system::error_code ec;
+        if (header) {
+            auto [e, n] = co_await http::async_read_header(c->stream, buf, parser, asio::as_tuple(asio::use_awaitable));
+            (void)n;
+            ec = e;
+        } else {
+            auto [e, n] = co_await http::async_read(c->stream, buf, parser, asio::as_tuple(asio::use_awaitable));
+            (void)n;
+            ec = e;
+        }
+        ++c->reads;
+        c->deadline.cancel();
+        co_return c->timed_out ? make_error_code(beast::error::timeout) : ec;
+    }
+
     asio::awaitable<void> session(std::shared_ptr<connection> c)
     {
+        struct enrolled {   // however the session ends, it leaves the lists
+            server* s;
+            connection* c;
+            ~enrolled() { s->forget(*c); }
+        } guard{this, c.get()};
         boost::system::error_code ec;
         auto peer = c->stream.socket().remote_endpoint(ec);
         if (ec) co_return;
         const std::string peer_addr = peer.address().to_string();
+        const auto idle_timeout = std::chrono::milliseconds(opt_.idle_timeout_ms);
         beast::flat_buffer buf;
         for (;;) {
-            request req;
-            c->stream.expires_after(60s);   // an idle keep-alive connection is dropped after this
-            auto [rec, n] = co_await http::async_read(c->stream, buf, req, asio::as_tuple(asio::use_awaitable));
-            (void)n;
-            if (rec || stopping_) break;
+            http::request_parser<http::string_body> parser;
+            parser.header_limit(8 * 1024);
+            parser.body_limit(1024 * 1024);
+            // The whole header must come within the idle timeout: a client that sends a byte
+            // now and then does not hold the connection for ever.
+            set_idle(c, true);
+            auto rec = co_await read_within(c, buf, parser, idle_timeout, true);
+            set_idle(c, false);
+            if (stopping_ || c->evicted) break;
+            auto unparsed = [&buf] {
+                return std::string_view(static_cast<const char*>(buf.data().data()), std::min<std::size_t>(buf.size(), 8192));
+            };
+            std::optional<server_check::verdict> bad;
+            if (rec) {
+                bad = server_check::after_read_error(rec, parser.got_some(), !parser.get().target().empty(), unparsed());
+                if (!bad) break;   // the client left, or sent nothing in time
+            } else {
+                bad = server_check::check_header(parser.get().base());
+            }
+            if ((!bad || !bad->close) && !parser.is_done()) {
+                if (auto bec = co_await read_within(c, buf, parser, idle_timeout, false)) {
+                    bad = server_check::after_read_error(bec, true, true, unparsed());
+                    if (!bad) break;
+                }
+            }
+            if (bad) {
+                if (co_await refuse(*c, *bad, parser.is_header_done() ? parser.get().version() : 11, peer_addr)) continue;
+                break;
+            }
+            request req = parser.release();
+            if (auto t = server_check::origin_form(req.target()); t && t->size() != req.target().size())
+                req.target(std::string(*t));   // absolute form: routed by its path
             auto arrived = std::chrono::system_clock::now();
             std::int64_t wait_us = 0;
             std::string client = peer_addr;
@@ -412,9 +687,19 @@ private:
             log_.write(std::chrono::duration_cast<std::chrono::nanoseconds>(arrived.time_since_epoch()).count(), client,
                        req.method_string(), req.target(), res.result_int(), wait_us);
             c->stream.expires_after(30s);
-            auto [wec, m] = co_await http::async_write(c->stream, res, asio::as_tuple(asio::use_awaitable));
-            (void)m;
+            boost::system::error_code wec;
+            if (req.method() == http::verb::head) {   // the header GET would have, with no body
+                http::response_serializer<http::string_body> sr(res);
+                auto [hec, m] = co_await http::async_write_header(c->stream, sr, asio::as_tuple(asio::use_awaitable));
+                (void)m;
+                wec = hec;
+            } else {
+                auto [bec, m] = co_await http::async_write(c->stream, res, asio::as_tuple(asio::use_awaitable));
+                (void)m;
+                wec = bec;
+            }
             if (wec || !res.keep_alive()) break;
+            if (buf.size() == 0) buf.shrink_to_fit();   // an idle connection holds no buffer
         }
         c->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
         c->stream.close();
@@ -544,6 +829,7 @@ private:
     asio::awaitable<response> route(connection& c, std::string_view path, std::string_view target)
     {
         if (path == "/") co_return text(http::status::ok, page(0, true), "text/html");
+        if (path == "/robots.txt") co_return text(http::status::ok, "User-agent: *\nDisallow: /api/\n");
         if (path.starts_with("/site/")) {
             std::uint64_t i = 0;
             if (examples::parse_number(path.substr(6), i) && i < opt_.pages) co_return text(http::status::ok, page(i, false), "text/html");
@@ -629,6 +915,29 @@ private:
             line("sluice_adaptive_limit_changes_total{direction=\"increase\"} " + u(cs.increases));
             line("sluice_adaptive_limit_changes_total{direction=\"decrease\"} " + u(cs.decreases));
         }
+        {
+            std::size_t open = 0, idle = 0;
+            {
+                std::lock_guard lock(conn_mutex_);
+                open = conns_.size();
+                idle = idle_.size();
+            }
+            line("# HELP sluice_connections Connections open now, by state.");
+            line("# TYPE sluice_connections gauge");
+            line("sluice_connections{state=\"idle\"} " + u(idle));
+            line("sluice_connections{state=\"busy\"} " + u(open - idle));
+            line("# HELP sluice_connections_evicted_total Idle connections closed to make room for new ones.");
+            line("# TYPE sluice_connections_evicted_total counter");
+            line("sluice_connections_evicted_total " + u(metrics_.evicted.load()));
+            line("# HELP sluice_accept_pauses_total Times accept found no file descriptor left.");
+            line("# TYPE sluice_accept_pauses_total counter");
+            line("sluice_accept_pauses_total " + u(metrics_.accept_pauses.load()));
+            line("# HELP sluice_bad_requests_total Requests answered without being served, by status.");
+            line("# TYPE sluice_bad_requests_total counter");
+            for (std::size_t i = 0; i + 1 < metrics::refused_statuses.size(); ++i)
+                line("sluice_bad_requests_total{status=\"" + u(metrics::refused_statuses[i]) + "\"} " +
+                     u(metrics_.bad_requests[i].load()));
+        }
         line("# HELP sluice_keys Clients tracked by the per-client limiter.");
         line("# TYPE sluice_keys gauge");
         line("sluice_keys " + u(per_client_.stats().keys.tracked));
@@ -704,9 +1013,13 @@ private:
     tcp::acceptor acceptor_;
     asio::signal_set signals_;
     asio::steady_timer deadline_;
+    asio::steady_timer trim_;   // malloc_trim, once connections have gone
     std::atomic<bool> stopping_{false};
     std::mutex conn_mutex_;
-    std::vector<std::weak_ptr<connection>> conns_;
+    connection::list conns_;    // every connection (under conn_mutex_, as the three below)
+    connection::list idle_;     // those waiting for a request, the oldest first
+    std::size_t peak_ = 0;
+    bool trim_pending_ = false;
 };
 
 } // namespace

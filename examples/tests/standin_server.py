@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for the example server (examples/server) in the tests of api_client and
 loadgen: the same first stdout line and the same RateLimit / RateLimit-Policy / Retry-After
-fields (see the contract in the README), from a plain token bucket for all clients, plus
+fields (docs/guide.md, section 7), from a plain token bucket for all clients, plus
 knobs the tests need: forced 429s, garbage fields, one stall. Every request is logged, so
 that the tests assert on what the server saw, not on what the client says.
 

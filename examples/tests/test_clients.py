@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -143,15 +144,37 @@ def api_client_retry_after():
 
 def api_client_garbage():
     # Garbage RateLimit / RateLimit-Policy on every response, and two 429s whose
-    # Retry-After is garbage too: the client ignores the fields, pauses the default 1 s.
+    # Retry-After is garbage too: the client ignores the fields, and a Retry-After it cannot
+    # read is no pause (nor counted as one): the pace alone answers the refusal.
     port, log = start_standin('--rate', '1000/s', '--burst', '1000', '--garbage', '--force-429', '10,40')
     out = run([API_CLIENT, '--url', 'http://127.0.0.1:%d/api/items' % port, '--rate', '100/s', '--requests', '60',
                '--concurrency', '4']).stdout
     rows = read_log(log)
     check(len(rows) == 60, 'the server saw all 60 requests (%d)' % len(rows))
     check(field(out, r'sent: (\d+)') == 60, 'the client sent 60')
+    check(re.search(r'Retry-After: 0 pauses, for the 2 refusals that carried one \(2 malformed, ignored\)', out)
+          is not None, 'no pause claimed for the two unusable Retry-After fields')
+    check(field(out, r'malformed RateLimit fields ignored: (\d+)') >= 60, 'the garbage RateLimit fields were ignored')
+    check("following the server's RateLimit fields" not in out, 'the garbage fields did not set the pace')
     for r in (r for r in rows if r[2] == 429):
-        no_arrivals_during(rows, r[1], 1.0, 4, 'unusable Retry-After: default 1 s')
+        went_on = [x for x in rows if r[1] < x[0] < r[1] + 0.5]
+        check(len(went_on) >= 1, 'no pause after a 429 with an unusable Retry-After (%d arrivals in the next 0.5 s)'
+              % len(went_on))
+
+    # No RateLimit fields and no refusal: the client keeps to --rate (it used to climb to 10x).
+    port2, log2 = start_standin('--rate', '1000/s', '--burst', '1000', '--no-headers')
+    run([API_CLIENT, '--url', 'http://127.0.0.1:%d/api/items' % port2, '--rate', '50/s', '--seconds', '2', '--quiet'])
+    rows = read_log(log2)
+    span = rows[-1][0] - rows[0][0]
+    check(len(rows) <= 50 * span + 2, 'nothing announced: %d requests in %.2f s, never above --rate 50/s'
+          % (len(rows), span))
+
+    # Nobody listening: every request fails, and the exit code says so.
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        closed = s.getsockname()[1]
+    res = run([API_CLIENT, '--url', 'http://127.0.0.1:%d/api' % closed, '--requests', '3', '--quiet'], expect_rc=1)
+    check('every request failed' in res.stderr, 'every request failed: exit 1, said on stderr')
 
     # --spawn-server, with the stand-in as the server binary: one command, the server gone after.
     res = run([API_CLIENT, '--spawn-server', '--server-bin', STANDIN, '--server-rate', '1000/s', '--server-burst',

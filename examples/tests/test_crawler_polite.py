@@ -40,6 +40,11 @@ def serve(behaviour):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self):
+            if self.path == "/robots.txt":   # none: not counted among the answers
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             status, headers = behaviour.next()
             headers = headers() if callable(headers) else headers
             body = PAGE if status == 200 else b"no\n"

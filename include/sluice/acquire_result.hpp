@@ -1,4 +1,4 @@
-// What a coroutine's acquire() tells: granted, timed out, closed, or another error.
+// What a coroutine's acquire() tells: admitted, timed out, closed, or another error.
 #pragma once
 
 #include <sluice/error.hpp>
@@ -7,7 +7,7 @@
 
 namespace sluice {
 
-/// The outcome of acquire(): granted when it converts to true; otherwise why not. It is
+/// The outcome of acquire(): admitted when it converts to true; otherwise why not. It is
 /// returned, never thrown, for every error (cancellation included), so that the common
 /// coroutine call needs no as_tuple:
 ///
@@ -17,12 +17,12 @@ namespace sluice {
 ///     }
 class acquire_result {
 public:
-    /// Granted.
+    /// Admitted.
     acquire_result() noexcept = default;
-    /// Granted when `ec` is empty, refused for that reason otherwise.
+    /// Admitted when `ec` is empty, refused for that reason otherwise.
     explicit acquire_result(const boost::system::error_code& ec) noexcept : ec_(ec) {}
 
-    /// Whether the permits were granted.
+    /// Whether the permits were admitted.
     explicit operator bool() const noexcept { return !ec_; }
 
     /// Refused because the wait would exceed max_wait (error::timed_out, nothing
@@ -35,7 +35,7 @@ public:
     /// Refused because the limiter was closed or destroyed (error::closed).
     bool closed() const noexcept { return ec_ == sluice::error::closed; }
 
-    /// Why it was refused (empty when granted): also error::queue_full, error::exceeds_limit,
+    /// Why it was refused (empty when admitted): also error::queue_full, error::exceeds_limit,
     /// error::invalid_count, asio::error::operation_aborted (cancelled).
     const boost::system::error_code& error() const noexcept { return ec_; }
 

@@ -9,7 +9,7 @@
 namespace sluice {
 
 /// A concurrency limit that finds its own limit: each permit measures the operation it
-/// covers, from its grant to its end, and an adaptive_concurrency_controller (AIMD, Vegas
+/// covers, from its admission to its end, and an adaptive_concurrency_controller (AIMD, Vegas
 /// or Gradient2, see concurrency_algorithm) turns those samples into the limit. Built as
 /// adaptive_concurrency(ex or io_context, [adaptive_concurrency_options],
 /// [limiter_options]); everything else is basic_concurrency_limit's, the front end of every

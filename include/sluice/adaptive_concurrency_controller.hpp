@@ -27,12 +27,16 @@ enum class concurrency_algorithm {
     /// threshold that says what latency is too much.
     aimd,
     /// TCP Vegas: estimates the queue at the server as limit x (1 - rtt_noload / rtt),
-    /// rtt_noload being the smallest latency seen (re-probed now and then), and keeps it
-    /// between alpha and beta times log10(limit). Settles a few operations above the knee.
+    /// rtt_noload being the smallest latency seen (measured afresh in a drain now and
+    /// then), and keeps it between alpha and beta times log10(limit). Settles a few
+    /// operations above the knee.
     vegas,
-    /// Gradient2: the ratio of a long-term average latency to the latest one, with a
-    /// tolerance, scales the limit; a headroom of `queue_size` lets it grow while latency
-    /// stays flat. Needs no threshold; follows a drifting baseline.
+    /// Gradient2: newLimit = limit x gradient + queue_size, the gradient being the ratio
+    /// of the latency without load (the mean latency in a drain now and then, lower
+    /// whenever a round trip is faster) to the mean latency of the last round trip, within
+    /// [0.5, 1]. Settles where queue_size operations are queued, a few above the knee;
+    /// averages where Vegas takes a minimum, so noisy latencies bias it less. Needs no
+    /// threshold; follows a drifting baseline.
     gradient2,
 };
 
@@ -49,9 +53,8 @@ inline std::optional<concurrency_algorithm> parse_concurrency_algorithm(std::str
 /// Settings of an adaptive concurrency limit. Out-of-range values throw system_error(
 /// error::invalid_option) at construction: nothing is clamped silently.
 struct adaptive_concurrency_options {
-    /// The algorithm. Vegas by default: it finds a knee with nothing to configure (AIMD
-    /// needs latency_threshold or drops; Gradient2 follows a drifting latency but settles
-    /// above a knee, see the README).
+    /// The algorithm. Vegas by default: it finds a knee with nothing to configure, as
+    /// Gradient2 does (AIMD needs latency_threshold or drops).
     concurrency_algorithm algorithm = concurrency_algorithm::vegas;
     /// The limit before any sample. Within [min_limit, max_limit].
     std::uint64_t initial_limit = 20;
@@ -71,20 +74,25 @@ struct adaptive_concurrency_options {
     double vegas_alpha = 3;
     /// Vegas: ... above which it shrinks. >= vegas_alpha.
     double vegas_beta = 6;
-    /// Vegas: rtt_noload is measured afresh after about this many samples per unit of the
-    /// limit (between half and all of probe_multiplier x limit), so that a baseline that
-    /// rose for good is learnt. >= 1.
-    std::uint32_t vegas_probe_multiplier = 30;
+    /// Vegas and Gradient2: the latency without load is measured afresh in a drain (the
+    /// limit halved for a round trip or two) every probe_round_trips / 2 to
+    /// probe_round_trips round trips, so that a baseline that rose for good is learnt: a
+    /// standing queue looks the same as a slower backend until the queue is drained. >= 1.
+    std::uint32_t probe_round_trips = 30;
 
-    /// Gradient2: latency may reach this multiple of the long-term average before the
-    /// limit shrinks. >= 1.
-    double tolerance = 1.5;
-    /// Gradient2: the share of each new estimate taken into the limit. In (0, 1].
+    /// Gradient2: latency may reach this multiple of the baseline before the limit
+    /// shrinks: it settles near tolerance x the knee + queue_size. >= 1. (The reference
+    /// implementation's 1.5 compares one sample with an average of every sample, queued
+    /// ones included; here both are averages and the baseline is measured without a
+    /// queue, and 1.5 would mean a standing queue of half the knee.)
+    double tolerance = 1;
+    /// Gradient2: the share of the way to a lower estimate the limit goes a round trip
+    /// (how hard it sheds on a queue; growth, at most queue_size a round trip, is not
+    /// smoothed). In (0, 1].
     double smoothing = 0.2;
-    /// Gradient2: the samples the long-term average spans. >= 1.
-    std::uint32_t long_window = 600;
-    /// Gradient2: headroom added to each estimate, so that the limit probes upwards while
-    /// latency stays flat. >= 0.
+    /// Gradient2: the operations it keeps queued at the backend (newLimit = limit x
+    /// gradient + queue_size), and so the most the limit grows by a round trip while
+    /// latency stays at the baseline. >= 0.
     double queue_size = 4;
 };
 
@@ -138,7 +146,8 @@ public:
     /// The limit now.
     std::uint64_t limit() const noexcept { return limit_; }
 
-    /// Whether Vegas is probing its baseline: the limit is halved for about a round trip.
+    /// Whether Vegas or Gradient2 is draining to measure its baseline: the limit is halved
+    /// for a round trip or two.
     bool probing() const noexcept { return probe_started_ != INT64_MIN; }
 
     /// The settings.
@@ -154,8 +163,8 @@ private:
                          o.initial_limit > o.max_limit || !(o.backoff > 0 && o.backoff < 1) ||
                          o.latency_threshold.count() < 0 || !(o.vegas_alpha > 0) ||
                          !(o.vegas_beta >= o.vegas_alpha) || !std::isfinite(o.vegas_beta) ||
-                         o.vegas_probe_multiplier < 1 || !(o.tolerance >= 1) || !std::isfinite(o.tolerance) ||
-                         !(o.smoothing > 0 && o.smoothing <= 1) || o.long_window < 1 ||
+                         o.probe_round_trips < 1 || !(o.tolerance >= 1) || !std::isfinite(o.tolerance) ||
+                         !(o.smoothing > 0 && o.smoothing <= 1) ||
                          !(o.queue_size >= 0) || !std::isfinite(o.queue_size) ||
                          (o.algorithm != concurrency_algorithm::aimd && o.algorithm != concurrency_algorithm::vegas &&
                           o.algorithm != concurrency_algorithm::gradient2);
@@ -197,47 +206,72 @@ private:
     // max(1, floor(log10(limit))), the reference implementation's step function.
     double log_step() const noexcept { return std::max(1.0, std::floor(std::log10(std::max(estimate_, 1.0)))); }
 
-    std::uint64_t probe_interval()
+    // Round trips to the next drain: between half and all of probe_round_trips. A
+    // fixed-seed generator keeps the controller deterministic, and the jitter keeps a
+    // fleet from draining together. Counted in round trips (each sample is 1/limit of
+    // one), not in samples: after the baseline rose the limit falls, and a count of
+    // samples set at the old limit would put the drain off by as many round trips as the
+    // limit fell.
+    double probe_interval()
     {
-        // Between half and all of multiplier x limit samples; a fixed-seed generator keeps
-        // the controller deterministic, and the jitter keeps a fleet from probing together.
         rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
         const double jitter = 0.5 + 0.5 * static_cast<double>(rng_ >> 11) * 0x1.0p-53;
-        return static_cast<std::uint64_t>(jitter * opts_.vegas_probe_multiplier * std::max(estimate_, 1.0)) + 1;
+        return jitter * opts_.probe_round_trips;
     }
 
-    void vegas(const concurrency_sample& s, std::int64_t rtt)
+    // The drain of Vegas and Gradient2: the baseline may have risen for good (a slower
+    // backend), and a standing queue hides it, since every latency seen includes the
+    // queue. So now and then the limit is halved for a round trip or two, as BBR drains
+    // its queue to probe its RTT, and the operations started meanwhile measure the
+    // latency without load. True when the sample belongs to a drain (or started one): it
+    // says nothing else. (Taking the latest latency as the baseline instead, as the
+    // reference Vegas does, reads the queue as no queue and ratchets the limit up; an
+    // average of every latency, as the reference Gradient2 does, follows the queue its own
+    // limit causes and grows the limit without end.)
+    bool drain(const concurrency_sample& s, std::int64_t rtt)
     {
         if (probe_started_ != INT64_MIN) {
-            // Probing: operations started since the limit was halved ran at most half
-            // loaded; the least of their latencies is the new baseline.
             if (s.start >= probe_started_) {
                 probe_min_ = std::min(probe_min_, rtt);
+                probe_sum_ += static_cast<double>(rtt);
                 if (++probe_samples_ >= probe_samples_needed_) {
-                    rtt_noload_ = probe_min_;
+                    if (opts_.algorithm == concurrency_algorithm::vegas)
+                        rtt_noload_ = probe_min_;
+                    else
+                        long_rtt_ = probe_sum_ / static_cast<double>(probe_samples_);
                     estimate_ = probe_saved_;
                     probe_started_ = INT64_MIN;
                     next_probe_ = probe_interval();
                 }
             }
-            return;
+            return true;
         }
-        if (rtt_noload_ == 0 || rtt < rtt_noload_)
+        next_probe_ -= 1 / std::max(estimate_, 1.0);
+        if (next_probe_ > 0 || estimate_ < 2)
+            return false;
+        probe_saved_ = estimate_;
+        probe_started_ = s.end;
+        probe_min_ = INT64_MAX;
+        probe_sum_ = 0;
+        probe_samples_ = 0;
+        estimate_ = std::floor(estimate_ / 2);
+        // Vegas takes the least latency, which a few samples find. Gradient2 takes the
+        // mean, which needs the whole drain: the operations started in it that finish
+        // first are its fastest, and a mean over the first half of them reads the noise as
+        // a lower baseline (with latencies 30 % noisy, the limit then stalled at half a
+        // knee of 400). So two round trips' worth at the halved limit.
+        probe_samples_needed_ = opts_.algorithm == concurrency_algorithm::vegas
+                                    ? static_cast<std::uint64_t>(std::clamp(estimate_ / 2, 1.0, 10.0))
+                                    : static_cast<std::uint64_t>(std::max(2 * estimate_, 1.0));
+        return true;
+    }
+
+    void vegas(const concurrency_sample& s, std::int64_t rtt)
+    {
+        if (probe_started_ == INT64_MIN && (rtt_noload_ == 0 || rtt < rtt_noload_))
             rtt_noload_ = rtt;
-        if (--next_probe_ == 0 && estimate_ >= 2) {
-            // The baseline may have risen for good (a slower backend), and a standing
-            // queue hides it: every latency seen includes the queue. Measure it afresh at
-            // half the limit for a round trip, as BBR drains its queue to probe its RTT
-            // (taking the latest latency as the baseline instead, as the reference
-            // implementation does, reads the queue as no queue and ratchets the limit up).
-            probe_saved_ = estimate_;
-            probe_started_ = s.end;
-            probe_min_ = INT64_MAX;
-            probe_samples_ = 0;
-            estimate_ = std::floor(estimate_ / 2);
-            probe_samples_needed_ = static_cast<std::uint64_t>(std::clamp(estimate_ / 2, 1.0, 10.0));
+        if (drain(s, rtt))
             return;
-        }
         const double step = log_step();
         if (s.dropped) {
             per_round_trip(-step);
@@ -259,28 +293,30 @@ private:
 
     void gradient2(const concurrency_sample& s, std::int64_t rtt)
     {
-        const double short_rtt = static_cast<double>(rtt);
-        // The long-term average: a plain mean over the first samples (an exponential one
-        // would start from the first sample's weight alone), exponential after.
-        ++long_count_;
-        const double warmup = std::min<double>(10, opts_.long_window);
-        if (static_cast<double>(long_count_) <= warmup)
-            long_rtt_ += (short_rtt - long_rtt_) / static_cast<double>(long_count_);
-        else
-            long_rtt_ += (short_rtt - long_rtt_) * 2.0 / (static_cast<double>(opts_.long_window) + 1);
-        // After a long overload the average is far above the latency of a healthy
-        // backend; pull it down faster than the window would.
-        if (long_rtt_ / short_rtt > 2)
-            long_rtt_ *= 0.95;
+        const double latency = static_cast<double>(rtt);
+        // The short-term latency: the mean over about a round trip's samples. One sample
+        // alone, as in the reference, reads its own noise as a queue half of the time.
+        short_rtt_ = short_rtt_ == 0 ? latency : short_rtt_ + (latency - short_rtt_) / std::max(estimate_, 1.0);
+        if (long_rtt_ == 0)
+            long_rtt_ = latency;   // until the first drain
+        if (drain(s, rtt))
+            return;
+        // A round trip faster than the baseline: the backend got faster, and waiting for the
+        // next drain would read the difference as room for a queue.
+        long_rtt_ = std::min(long_rtt_, short_rtt_);
         if (s.dropped) {
             estimate_ -= estimate_ * 0.5 * opts_.smoothing / std::max(estimate_, 1.0);
             return;
         }
         if (app_limited(s))
             return;
-        const double gradient = std::clamp(opts_.tolerance * long_rtt_ / short_rtt, 0.5, 1.0);
-        const double next = estimate_ * gradient + opts_.queue_size;
-        per_round_trip((next - estimate_) * opts_.smoothing);
+        // newLimit - limit = queue_size - limit x (1 - gradient): zero where the queue
+        // estimate limit x (1 - long / short) is queue_size. Growth is at most queue_size a
+        // round trip (the gradient is at most 1) and needs no smoothing; a decrease is
+        // smoothed, as the reference documents `smoothing`: how hard it sheds on a queue.
+        const double gradient = std::clamp(opts_.tolerance * long_rtt_ / short_rtt_, 0.5, 1.0);
+        const double change = estimate_ * gradient + opts_.queue_size - estimate_;
+        per_round_trip(change > 0 ? change : change * opts_.smoothing);
     }
 
     adaptive_concurrency_options opts_;
@@ -292,15 +328,16 @@ private:
     // vegas
     std::int64_t rtt_noload_ = 0;
     std::uint64_t rng_ = 0x853c49e6748fea9bULL;
-    std::uint64_t next_probe_ = 0;
+    double next_probe_ = 0;   // round trips
     std::int64_t probe_started_ = INT64_MIN;   // INT64_MIN: not probing
     std::int64_t probe_min_ = INT64_MAX;
     double probe_saved_ = 0;
     std::uint64_t probe_samples_ = 0;
     std::uint64_t probe_samples_needed_ = 1;
+    double probe_sum_ = 0;
     // gradient2
-    double long_rtt_ = 0;
-    std::uint64_t long_count_ = 0;
+    double long_rtt_ = 0;    // the latency without load
+    double short_rtt_ = 0;   // the mean latency of about the last round trip
 };
 
 } // namespace sluice

@@ -88,7 +88,11 @@ public:
     {
     }
 
+    /// Takes over `other`'s limiter, waiters and controller; `other` may then only be
+    /// destroyed or assigned to.
     adaptive_rate(adaptive_rate&&) noexcept = default;
+    /// Closes this limiter (its waiters complete with error::closed), then takes over
+    /// `other`'s.
     adaptive_rate& operator=(adaptive_rate&&) noexcept = default;
 
     /// Feeds one response, received now.

@@ -1,4 +1,4 @@
-// Asynchronous composite limiter: several limits granted together, all or nothing.
+// Asynchronous composite limiter: several limits admitted together, all or nothing.
 #pragma once
 
 #include <sluice/policy/composite.hpp>
@@ -6,8 +6,8 @@
 
 namespace sluice {
 
-/// Asynchronous composite (policy::composite): grants n permits only when every part
-/// grants them, and never consumes from one part when another rejects. Waiters are
+/// Asynchronous composite (policy::composite): admits n permits only when every part
+/// admits them, and never consumes from one part when another rejects. Waiters are
 /// retried when the latest of the parts' predictions comes. Built from a tuple of each
 /// part's constructor arguments, optionally followed by limiter_options; update<I>(f)
 /// reconfigures one part. Everything else is rate_limiter's.

@@ -13,10 +13,10 @@
 namespace sluice {
 
 /// A std::chrono clock (a Clock for every limiter) on CLOCK_MONOTONIC_COARSE: the kernel's
-/// monotonic time as of its last tick, read without touching the hardware counter (about
-/// a third of steady_clock's cost). Same epoch as steady_clock, never ahead of it, behind
-/// it by up to resolution() (a little more when a tick is handled late, as on a loaded
-/// VM: 5 ms seen with 4 ms ticks).
+/// monotonic time as of its last tick, read without touching the hardware counter (the
+/// cheapest read: benchmarks/RESULTS.md, "try"). Same epoch as steady_clock, never ahead
+/// of it, behind it by up to resolution() (a little more when a tick is handled late, as
+/// on a loaded virtual machine).
 ///
 /// Resolution: one kernel tick, resolution() at run time (4 ms with HZ=250, 1 ms with
 /// HZ=1000). Time stands still between ticks, so a limiter on it admits in bursts of up

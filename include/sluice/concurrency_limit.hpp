@@ -56,14 +56,14 @@ namespace sluice {
 ///
 /// Executor: completion handlers run on their associated executor (the limiter's when they
 /// have none), never inside the initiating function, and never with the limiter's lock
-/// held. The limiter's own executor runs its timer (the waiters' deadlines). A granted
+/// held. The limiter's own executor runs its timer (the waiters' deadlines). An admitted
 /// permit whose handler is dropped unrun (its executor shut down) returns its slots
 /// without a sample.
 ///
 /// Cancellation: async_acquire honours terminal, partial and total cancellation while it
 /// waits: it completes with asio::error::operation_aborted and an empty permit (a waiter
 /// holds no slot), and the waiters behind it move up. close() and the destructor complete
-/// every waiter with error::closed; permits already granted stay valid, return their slots
+/// every waiter with error::closed; permits already admitted stay valid, return their slots
 /// and report their samples when released.
 ///
 /// Thread-safety: distinct objects safe; a shared limit may be used from any number of
@@ -92,8 +92,8 @@ public:
         using other = basic_concurrency_limit<Queue, Clock, OtherExecutor>;
     };
 
-    /// Slots held by one grant, and the measure of the operation they cover, from the
-    /// grant to the end. A permit is an acquire_result: from a failed acquire it is empty
+    /// Slots held by one admission, and the measure of the operation they cover, from the
+    /// admission to the end. A permit is an acquire_result: from a failed acquire it is empty
     /// and error(), timed_out(), closed() tell why. It ends in one of three ways, which
     /// return its slots (waking the next waiter): release() or the destructor, success (an
     /// adaptive limit takes its latency as a sample); drop(), it failed from overload (a
@@ -130,7 +130,7 @@ public:
         ~permit() { release(); }
 
         /// The operation succeeded: the slots go back; an adaptive limit takes the latency,
-        /// from the grant (or restart_clock()) to now, as a sample.
+        /// from the admission (or restart_clock()) to now, as a sample.
         void release() noexcept { end(detail::sample_kind::success); }
 
         /// The operation failed from overload: the slots go back and an adaptive limit
@@ -140,7 +140,7 @@ public:
         /// The slots go back without a sample: the operation tells nothing of load.
         void ignore() noexcept { end(detail::sample_kind::ignored); }
 
-        /// The operation starts now: its latency is measured from here, not from the grant
+        /// The operation starts now: its latency is measured from here, not from the admission
         /// (for a permit taken before other waits, such as a rate limiter's).
         void restart_clock() noexcept
         {
@@ -153,7 +153,7 @@ public:
         /// Whether the permit holds slots.
         explicit operator bool() const noexcept { return state_ != nullptr; }
 
-        /// When the slots were granted (or restart_clock() last ran), on clock_type. An
+        /// When the slots were admitted (or restart_clock() last ran), on clock_type. An
         /// adaptive limit's permits only: a fixed limit does not read the clock for them.
         typename Clock::time_point granted_at() const noexcept
         {
@@ -271,7 +271,7 @@ public:
         return detail::await_acquire(async_acquire(n, max_wait, boost::asio::deferred));
     }
 
-    /// Changes the limit (concurrency_limit); permits out stay valid, waiters are granted
+    /// Changes the limit (concurrency_limit); permits out stay valid, waiters are admitted
     /// as slots allow. A waiter asking for more than the new limit completes with
     /// error::exceeds_limit. Throws system_error(error::invalid_limit) for 0.
     void set_limit(std::uint64_t limit)
@@ -306,7 +306,7 @@ public:
     limiter_stats stats() const { return state_->stats(); }
 
 private:
-    // The handler receives a permit owning the granted slots; a grant dropped unrun (its
+    // The handler receives a permit owning the admitted slots; an admission dropped unrun (its
     // executor shut down) returns them without a sample.
     struct permit_grant {
         static std::tuple<permit> make(const boost::system::error_code& ec, std::uint64_t n,

@@ -12,25 +12,25 @@ namespace sluice {
 
 /// The answer to a non-blocking request.
 struct decision {
-    /// Whether the permits were granted (and consumed).
+    /// Whether the permits were admitted (and consumed).
     bool admitted = false;
 
-    /// When rejected: how long until the same request would be granted if nothing else
+    /// When rejected: how long until the same request would be admitted if nothing else
     /// consumed in between; exact and rounded up, never 0. nanoseconds::max() when it
-    /// can never be granted (see `error`). Zero when allowed.
+    /// can never be admitted (see `error`). Zero when admitted.
     std::chrono::nanoseconds retry_after{0};
 
-    /// Permits that could still be granted at once after this decision.
+    /// Permits that could still be admitted at once after this decision.
     std::uint64_t remaining = 0;
 
     /// How long until the limiter is back to its full, idle state.
     std::chrono::nanoseconds reset_after{0};
 
     /// Set when the request is invalid: error::invalid_count (n == 0) or
-    /// error::exceeds_limit (n larger than the limiter ever grants at once).
+    /// error::exceeds_limit (n larger than the limiter ever admits at once).
     boost::system::error_code error;
 
-    /// Whether the permits were granted: `allowed`.
+    /// Whether the permits were admitted (`admitted`).
     explicit operator bool() const noexcept { return admitted; }
 };
 
@@ -40,12 +40,12 @@ struct reservation {
     /// True when the permits are committed (consumed) and usable from `at` on.
     bool admitted = false;
 
-    /// Nanoseconds on the limiter's clock: the ready time when granted, else the
-    /// predicted earliest time the request could be granted.
+    /// Nanoseconds on the limiter's clock: the ready time when admitted, else the
+    /// predicted earliest time the request could be admitted.
     std::int64_t at = 0;
 
     /// error::timed_out when the predicted wait is longer than max_wait;
-    /// error::invalid_count / error::exceeds_limit for bad requests. Empty when granted,
+    /// error::invalid_count / error::exceeds_limit for bad requests. Empty when admitted,
     /// or when the policy cannot commit ahead and asks to be retried at `at`.
     boost::system::error_code error;
 };

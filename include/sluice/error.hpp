@@ -2,16 +2,16 @@
 #pragma once
 
 #include <sluice/detail/config.hpp>
-#include <boost/system/error_code.hpp>
+#include <sluice/detail/error_category.hpp>
 
-#include <type_traits>
+#include <boost/system/error_code.hpp>
 
 namespace sluice {
 
 /// Errors reported by sluice, named for what was wrong. Completion handlers receive them
 /// as boost::system::error_code; constructors and setters throw them as
-/// boost::system::system_error. docs/guide.md ("Errors") has the same table with where
-/// each one comes from.
+/// boost::system::system_error. docs/guide.md ("Errors") has them in one table, with
+/// what returns each.
 enum class error {
     /// A rate is zero, negative, NaN, infinite, or faster than one permit per nanosecond.
     invalid_rate = 1,
@@ -27,11 +27,11 @@ enum class error {
     /// A request asked for zero permits.
     invalid_count,
 
-    /// A request asked for more permits than the limiter can ever grant at once (more
-    /// than its burst or limit): it would never be granted.
+    /// A request asked for more permits than the limiter can ever admit at once (more
+    /// than its burst or limit): it would never be admitted.
     exceeds_limit,
 
-    /// The request could not be granted within its max_wait: predicted at once (nothing
+    /// The request could not be admitted within its max_wait: predicted at once (nothing
     /// was consumed), or its deadline passed while it waited.
     timed_out,
 
@@ -64,16 +64,11 @@ enum class error {
 /// The category of sluice::error; its name() is "sluice".
 const boost::system::error_category& error_category() noexcept;
 
-/// `e` as an error_code of error_category(); found by argument-dependent lookup, so that
-/// `ec == error::closed` compiles.
-inline boost::system::error_code make_error_code(error e) noexcept
-{
-    return {static_cast<int>(e), error_category()};
-}
+/// error_category(), found by argument-dependent lookup from a sluice::error.
+inline const boost::system::error_category& category_of(error) noexcept { return error_category(); }
+
+/// `make_error_code(e)`: `e` as an error_code of error_category(); found by
+/// argument-dependent lookup, so that `ec == error::closed` compiles.
+using sluice::detail::make_error_code;
 
 } // namespace sluice
-
-/// \cond boost_traits (Boost's, not part of sluice's reference)
-template <>
-struct boost::system::is_error_code_enum<sluice::error> : std::true_type {};
-/// \endcond

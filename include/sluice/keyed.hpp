@@ -87,9 +87,9 @@ struct key_hash<detail::uint128> {
 /// IPv6 address as boost::asio::ip::address_v4 / address_v6 or as an unsigned __int128,
 /// or any type with a Hash and a KeyEqual. A check is one look-up in a flat hash table
 /// whose slot holds the key and, for token and leaky buckets, the key's whole state in 8
-/// bytes (the configuration is shared): a tracked key costs about 40 bytes at the cap
-/// (strings up to 15 characters, 128-bit keys), 31 for 64-bit and IPv4 keys. A key that
-/// waits, has an override, or uses another policy has its policy on the heap as well.
+/// bytes (the configuration is shared). A key that waits, has an override, or uses another
+/// policy has its policy on the heap as well. Bytes per key and ns per check, by key type:
+/// benchmarks/RESULTS.md, "keyed".
 ///
 /// Memory is bounded: at most keyed_options::max_keys keys are tracked. A key is evicted
 /// only when it is idle (its state is back to that of a new limiter and nobody waits on
@@ -99,20 +99,13 @@ struct key_hash<detail::uint128> {
 /// one limiter shared by all such keys (by default configured like one key): a flood of
 /// new keys neither grows memory nor gets through unlimited.
 ///
-/// Executor: every key's limiter, and the overflow limiter, run their timers on the keyed
-/// limiter's executor. Completion handlers run on their associated executor (that one when
-/// they have none), never inside async_acquire or another completion, and never with a
-/// lock held.
-///
-/// Cancellation: async_acquire honours terminal, partial and total cancellation while it
-/// waits, as Limiter does: it completes with asio::error::operation_aborted, gives back
-/// what it had reserved, and the key's waiters behind it move up. close() and the
-/// destructor complete every waiter of every key with error::closed.
+/// Executor, cancellation and errors: as rate_limiter's (its class comment), per key.
+/// Every key's timer, and the overflow limiter's, runs on the keyed limiter's executor;
+/// close() and the destructor complete every waiter of every key with error::closed.
 ///
 /// Thread-safety: shared objects are safe from any number of threads. Keys are spread
-/// over shards, each with its own short lock (a look-up in a flat hash set and one
-/// decision, held for a few hundred nanoseconds at most: it spins briefly before it
-/// sleeps); no lock is global.
+/// over shards, each with its own short lock (held for one look-up in a flat hash set and
+/// one decision: it spins briefly before it sleeps); no lock is global.
 template <class Limiter, class Key = std::string, class Hash = key_hash<Key>, class KeyEqual = std::equal_to<>>
 class keyed {
     using core_type = detail::keyed_core<Limiter, Key, Hash, KeyEqual>;
@@ -185,7 +178,7 @@ public:
     /// The executor the keys' timers run on.
     executor_type get_executor() const noexcept { return core_->get_executor(); }
 
-    /// Grants n permits of `key` now if possible. `key` is anything Hash and KeyEqual take
+    /// Admits n permits of `key` now if possible. `key` is anything Hash and KeyEqual take
     /// (a std::string_view for string keys): no Key is built unless the key is new.
     template <class K>
     decision try_acquire(const K& key, std::uint64_t n = 1)
@@ -193,10 +186,8 @@ public:
         return core_->try_acquire(key, n);
     }
 
-    /// try_acquire as an asynchronous operation, for code written against the contract of
-    /// every limiter (sluice::limiter). Handler signature: void(boost::system::error_code,
-    /// decision): error::closed after close(), else the decision. Completes through the
-    /// handler's executor, never inside this call. `key` is decay-copied.
+    /// try_acquire as an asynchronous operation, as rate_limiter::async_try_acquire, per
+    /// key. `key` is decay-copied.
     template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, decision))
                            Token = boost::asio::default_completion_token_t<executor_type>>
     auto async_try_acquire(const K& key, std::uint64_t n,
@@ -215,7 +206,7 @@ public:
             token, core_, key, n);
     }
 
-    /// Waits until n permits of `key` are granted; the same contract as
+    /// Waits until n permits of `key` are admitted; the same contract as
     /// rate_limiter::async_acquire (errors, cancellation, executor), per key. `key` is
     /// decay-copied, as Asio's initiating functions do: a temporary key is safe with a
     /// deferred token. (A std::string_view stays a view: the characters must live until the
@@ -229,7 +220,7 @@ public:
             detail::initiate_acquire<core_type>{core_}, token, n, max_wait.count(), key);
     }
 
-    /// Waits for one permit of `key` for at most max_wait; the result tells granted, timed
+    /// Waits for one permit of `key` for at most max_wait; the result tells admitted, timed
     /// out, closed or another error, as rate_limiter::acquire. It never throws for an
     /// error_code. The key is copied into the coroutine.
     template <class K>

@@ -9,15 +9,15 @@
 
 namespace sluice {
 
-/// Asynchronous leaky bucket: GCRA with burst 1, so grants are spaced 1/rate apart and
+/// Asynchronous leaky bucket: GCRA with burst 1, so admissions are spaced 1/rate apart and
 /// waiters are served as a queue, each at its own slot. A rate_limiter<policy::gcra> built
 /// from a rate and a slack instead of a burst; everything else is rate_limiter's.
 ///
 /// `slack` bounds catch-up: a caller that comes late on its schedule (a timer that woke
 /// late, a slow loop) by less than `slack` keeps the schedule instead of losing the time:
-/// the permits it missed are granted at once (up to slack * rate of them), and the next
+/// the permits it missed are admitted at once (up to slack * rate of them), and the next
 /// ones fall on the schedule again. A caller later than that, or back from idleness,
-/// starts a new schedule at its own instant: after idleness grants are spaced exactly one
+/// starts a new schedule at its own instant: after idleness admissions are spaced exactly one
 /// interval apart at every rate, and slack never adds to the first permit. The default,
 /// default_slack, is 1 ms: it absorbs timer lateness and wake-up coalescing
 /// (limiter_options::coalesce) so that the achieved rate stays on target. Pass 0 for
@@ -37,7 +37,7 @@ public:
     /// The slack of the constructors that take none: 1 ms.
     static constexpr std::chrono::nanoseconds default_slack = std::chrono::milliseconds(1);
 
-    /// Grants spaced 1/r apart, with default_slack: leaky_bucket(ex or io_context, rate,
+    /// Admissions spaced 1/r apart, with default_slack: leaky_bucket(ex or io_context, rate,
     /// [limiter_options]). Throws system_error(error::invalid_rate) for a bad rate, and
     /// error::invalid_duration when one interval plus the slack exceeds the int64
     /// nanosecond range (292 years).
@@ -47,7 +47,7 @@ public:
     {
     }
 
-    /// Grants spaced 1/r apart; a caller late by less than `slack` catches up (see the class
+    /// Admissions spaced 1/r apart; a caller late by less than `slack` catches up (see the class
     /// comment). Throws system_error(error::invalid_duration) for a negative slack, and as
     /// above.
     template <class Target>

@@ -67,6 +67,11 @@ concept awaits_answer = requires { typename awaitable_value<A>::type; } && answe
 ///
 /// Arguments are decay-copied, as Asio's initiating functions do: a key may be a
 /// temporary even when the operation starts later (deferred).
+///
+/// The rules of the operations (executor, cancellation, thread-safety, errors) are written
+/// once per front end: rate_limiter (every rate limiter, keyed per key, adaptive_rate),
+/// basic_concurrency_limit (concurrency_limit, adaptive_concurrency) and the Redis
+/// limiters' headers. docs/guide.md ("Errors") tabulates every error.
 template <class L, class... Key>
 concept limiter = requires(L& l, const L& cl, const Key&... key, std::uint64_t n, std::chrono::nanoseconds max_wait) {
     typename L::executor_type;

@@ -26,11 +26,22 @@ struct limiter_options {
     /// Ignored in strict mode.
     std::chrono::nanoseconds coalesce = std::chrono::microseconds(200);
 
-    /// Strict wait: timers wake tens of microseconds late, so waits end late. In strict
-    /// mode the last `strict_threshold` of a wait is spent yielding to the executor
-    /// (re-posting) and the last 30 us watching the clock, until the exact time: precise to
-    /// about a microsecond, at the price of a busy executor during that stretch. Off by
-    /// default.
+    /// How far the coalescing may grow while many wait on a limiter whose waiters hold
+    /// committed slots (token and leaky buckets): with q such waiters queued, the least time
+    /// between wake-ups is coalesce x q, at most coalesce_max. A slot committed when its
+    /// waiter queued does not move when a wake-up comes late, so a deep queue loses nothing
+    /// of its rate to a longer window and pays for far fewer wake-ups; a lone waiter (a
+    /// pacing loop, which commits its next slot only once the last one is released) keeps
+    /// `coalesce`, and so its spacing. At or below `coalesce`, the window stays `coalesce`.
+    /// Ignored by the window limiters (their waiters commit nothing ahead) and in strict
+    /// mode. Negative values of coalesce, coalesce_max and strict_threshold throw
+    /// system_error(error::invalid_option) when the limiter is built.
+    std::chrono::nanoseconds coalesce_max = std::chrono::milliseconds(1);
+
+    /// Strict wait: timers wake late by the reactor's own latency, so waits end late. In
+    /// strict mode the last `strict_threshold` of a wait is spent yielding to the executor
+    /// (re-posting) and the last 30 us watching the clock, until the exact time, at the price
+    /// of a busy executor during that stretch. Off by default.
     bool strict = false;
 
     /// How much of the end of each wait strict mode spends yielding instead of sleeping.
@@ -38,8 +49,8 @@ struct limiter_options {
 
     /// Counts try_acquire calls in stats() (try_admitted, try_refused). Off by default:
     /// try_acquire is lock-free, and a shared counter would make every call write a cache
-    /// line that all cores contend for (an atomic increment, a few nanoseconds alone and
-    /// far more under contention). Requests that may wait are always counted.
+    /// line that all cores contend for (one atomic increment, far costlier under
+    /// contention). Requests that may wait are always counted.
     bool count_try_acquire = false;
 };
 

@@ -71,7 +71,7 @@ struct limiter_stats {
         std::uint64_t overflow_admitted = 0;
         /// Keys with a waiting queue allocated now.
         std::size_t waiting = 0;
-    } keys;
+    } keys; ///< Keyed limiters' counts (sluice::keyed); zero elsewhere.
 
     /// Limiters whose state lives in a shared backend (sluice::redis); zero elsewhere.
     struct backend_counts {
@@ -92,7 +92,7 @@ struct limiter_stats {
         std::chrono::microseconds clock_offset{0};
         /// True while requests go to the failure policy.
         bool degraded = false;
-    } backend;
+    } backend; ///< Shared limiters' counts (sluice::redis); zero elsewhere.
 
     /// Adaptive limiters (adaptive_rate, adaptive_concurrency); zero elsewhere.
     struct adaptive_counts {
@@ -122,7 +122,7 @@ struct limiter_stats {
         /// adaptive_rate: times a server's fields contradicted its refusals and were
         /// distrusted.
         std::uint64_t distrusted = 0;
-    } adaptive;
+    } adaptive; ///< Adaptive limiters' counts (adaptive_rate, adaptive_concurrency); zero elsewhere.
 };
 
 } // namespace sluice

@@ -50,7 +50,9 @@ using rate_engine = wait_engine<rate_queue<Policy>, Clock, Executor>;
 /// An asynchronous rate limiter over a policy (sluice/policy/): the one class behind every
 /// named rate limiter, which are this template with their policy (token_bucket =
 /// rate_limiter<policy::gcra>, fixed_window = rate_limiter<policy::fixed_counter>, ...).
-/// It keeps the contract of every sluice limiter (sluice::local_limiter).
+/// It keeps the contract of every sluice limiter (sluice::local_limiter). The rules below
+/// (waiting, executor, cancellation, thread-safety) are written here once for every rate
+/// limiter: the aliases, leaky_bucket, adaptive_rate, and each key of sluice::keyed.
 ///
 /// Waiting: requests queue in FIFO order, so a large request is never starved by a
 /// stream of small ones, and try_acquire never barges ahead of queued waiters. One timer
@@ -64,14 +66,17 @@ using rate_engine = wait_engine<rate_queue<Policy>, Clock, Executor>;
 /// io_context), or on the limiter's executor when it has none. It is never invoked from
 /// inside the initiating function: an answer known at once is posted there. A timer
 /// wake-up runs at once the handlers whose executor is the one running the wake-up (as
-/// Asio's dispatch does), and posts the others. No lock of the limiter is held when a
-/// handler runs. The limiter's own executor runs its timer.
+/// Asio's dispatch does), and posts the others; cancellation, close() and
+/// reconfiguration post. No lock of the limiter is held when a handler runs. The
+/// limiter's own executor runs its timer.
 ///
 /// Cancellation: async_acquire supports per-operation cancellation, terminal, partial
 /// and total, while the request waits: it completes with asio::error::operation_aborted,
 /// gives back what it had reserved, and the waiters behind it move up. Once a request is
-/// answered (granted, or failed fast) its result stands, even when a cancellation arrives
-/// before its handler runs. close() completes every waiter, and every later request, with
+/// answered (admitted, or failed fast) its result stands, even when a cancellation arrives
+/// before its handler runs. As everywhere in Asio, emit the signal on the handler's
+/// executor: on an io_context run by several threads, give the waiting coroutine (and its
+/// `||` partner) a strand. close() completes every waiter, and every later request, with
 /// error::closed.
 ///
 /// Thread-safety: distinct objects safe; a shared limiter is safe to use from any number
@@ -169,7 +174,7 @@ public:
     /// The executor the limiter's timer runs on.
     executor_type get_executor() const noexcept { return state_->get_executor(); }
 
-    /// Grants n permits now if possible, without waiting. Lock-free for lock-free policies;
+    /// Admits n permits now if possible, without waiting. Lock-free for lock-free policies;
     /// it answers by the policy alone, also after close().
     decision try_acquire(std::uint64_t n = 1) noexcept { return state_->try_acquire(n); }
 
@@ -196,7 +201,7 @@ public:
             token, state_, n);
     }
 
-    /// Waits until n permits are granted.
+    /// Waits until n permits are admitted.
     ///
     /// Handler signature: void(boost::system::error_code). Works with use_awaitable,
     /// deferred, use_future, as_tuple, callbacks and the awaitable operators.
@@ -205,13 +210,11 @@ public:
     /// counting every request queued before this one, exceeds max_wait, or when a window
     /// policy's waiter is still queued at its deadline (the prediction was a lower bound);
     /// error::queue_full at once when the limiter's queue bound is reached;
-    /// error::exceeds_limit / error::invalid_count for requests that can never be granted;
+    /// error::exceeds_limit / error::invalid_count for requests that can never be admitted;
     /// error::closed after close(); asio::error::operation_aborted when cancelled.
     ///
-    /// Per-operation cancellation: terminal, partial and total are all honoured while the
-    /// request waits; the permits it had reserved are given back, so later waiters move up.
-    /// As everywhere in Asio, emit the signal on the handler's executor: on an io_context
-    /// run by several threads, give the waiting coroutine (and its `||` partner) a strand.
+    /// Per-operation cancellation: terminal, partial and total, while the request waits
+    /// (see the class comment).
     template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
                   Token = boost::asio::default_completion_token_t<executor_type>>
     auto async_acquire(std::uint64_t n, std::chrono::nanoseconds max_wait,
@@ -221,7 +224,7 @@ public:
             detail::initiate_acquire<state_type>{state_}, token, n, max_wait.count());
     }
 
-    /// Waits for one permit for at most max_wait. The result converts to true when granted;
+    /// Waits for one permit for at most max_wait. The result converts to true when admitted;
     /// otherwise it tells why not: timed_out(), closed(), or error() for the rest
     /// (queue_full, exceeds_limit, operation_aborted when cancelled). It never throws for
     /// an error_code.
@@ -321,7 +324,7 @@ public:
         return policy().rate();
     }
 
-    /// The most permits granted at once: the burst (GCRA) or the limit (window policies).
+    /// The most permits admitted at once: the burst (GCRA) or the limit (window policies).
     std::uint64_t burst() const noexcept
         requires requires(const Policy& p) { p.burst(); }
     {
@@ -335,7 +338,7 @@ public:
         return policy().slack();
     }
 
-    /// The most permits granted per window (window policies).
+    /// The most permits admitted per window (window policies).
     std::uint64_t limit() const noexcept
         requires requires(const Policy& p) { p.limit(); }
     {

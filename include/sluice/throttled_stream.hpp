@@ -44,7 +44,7 @@ namespace sluice {
 /// B + R x T + (streams x chunk) bytes through; the kernel's receive window holds back
 /// the sender meanwhile. Each operation moves at most `chunk()` bytes (16 KiB by default),
 /// and no more than the burst of any limiter whose policy tells it (token and leaky
-/// buckets); a limiter that cannot grant a chunk at once fails the operation with
+/// buckets); a limiter that cannot admit a chunk at once fails the operation with
 /// error::exceeds_limit.
 ///
 /// Executor: the wrapped stream's. Completion handlers run on their associated executor,
@@ -182,7 +182,7 @@ private:
             }
         }
 
-        // chunk(), and no more than a limiter whose policy tells its burst can grant at once.
+        // chunk(), and no more than a limiter whose policy tells its burst can admit at once.
         std::size_t max_bytes() const
         {
             std::size_t m = self->chunk_;

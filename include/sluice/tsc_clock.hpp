@@ -78,8 +78,8 @@ std::int64_t tsc_now_slow() noexcept;
 /// - Across threads, as monotonic as rdtsc itself: the instruction is not ordered with
 ///   the loads before it, so a read that follows another thread's read through a
 ///   synchronisation may see the counter up to a cache miss earlier, plus whatever skew
-///   the counters of two cores have (none on bare metal with an invariant TSC; a virtual
-///   machine measured up to 1.8 us). Ordering it (lfence) would cost as much as
+///   the counters of two cores have (none on bare metal with an invariant TSC; microseconds
+///   on some virtual machines). Ordering it (lfence) would cost as much as
 ///   steady_clock; a limiter does not need it: its policies already take readings that
 ///   arrive out of order. No check of the cores' skew is made at calibration.
 /// - now() is lock-free except while a line is overdue (nobody read the clock in the last

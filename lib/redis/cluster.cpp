@@ -1,4 +1,4 @@
-// Redis Cluster routing on top of one connection_impl per master.
+// Redis Cluster routing on top of one connection core per master.
 //
 // Each request is a small coroutine on the cluster's executor: look the slot up, send to
 // the owner, follow MOVED (and refresh the map) or ASK (ASKING first), at most a few hops;
@@ -7,9 +7,8 @@
 // The user's handler is held apart from the coroutine (a pending_op, as the connection's)
 // so that per-operation cancellation can complete it at once; the coroutine's result is
 // then dropped.
-#include <sluice/redis/detail/cluster_impl.hpp>
-
 #include "backoff.hpp"
+#include "client.hpp"
 #include "cluster_replies.hpp"
 #include "pending_op.hpp"
 
@@ -55,7 +54,7 @@ bool refused_for_now(const std::string& err)
     return err.starts_with("TRYAGAIN") || err.starts_with("CLUSTERDOWN");
 }
 
-asio::awaitable<result> node_exec(std::shared_ptr<connection_impl> c, std::vector<std::string> argv)
+asio::awaitable<result> node_exec(std::shared_ptr<client_impl> c, std::vector<std::string> argv)
 {
     return asio::async_initiate<decltype(use_tuple), void(error_code, reply)>(
         [c](auto h, std::vector<std::string> argv) {
@@ -64,7 +63,7 @@ asio::awaitable<result> node_exec(std::shared_ptr<connection_impl> c, std::vecto
         use_tuple, std::move(argv));
 }
 
-asio::awaitable<result> node_eval(std::shared_ptr<connection_impl> c, const script& s,
+asio::awaitable<result> node_eval(std::shared_ptr<client_impl> c, const script& s,
                                   std::vector<std::string> keys, std::vector<std::string> args)
 {
     return asio::async_initiate<decltype(use_tuple), void(error_code, reply)>(
@@ -76,7 +75,7 @@ asio::awaitable<result> node_eval(std::shared_ptr<connection_impl> c, const scri
 
 } // namespace
 
-class cluster_impl : public std::enable_shared_from_this<cluster_impl> {
+class cluster_impl final : public client_impl, public std::enable_shared_from_this<cluster_impl> {
 public:
     cluster_impl(const asio::any_io_executor& ex, connection_config seed)
         : ex_(ex), cfg_(std::move(seed)), refreshed_(ex), owner_(cluster_slots, no_owner)
@@ -87,7 +86,7 @@ public:
 
     void start() { spawn_refresh(); }
 
-    void exec(std::vector<std::string> argv, std::shared_ptr<pending_op> op)
+    void exec(std::vector<std::string> argv, std::shared_ptr<pending_op> op) override
     {
         if (closed_) return op->complete(error::closed);
         if (argv.empty()) return op->complete(error::invalid_option);
@@ -98,7 +97,7 @@ public:
     }
 
     void eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
-              std::shared_ptr<pending_op> op)
+              std::shared_ptr<pending_op> op) override
     {
         if (closed_) return op->complete(error::closed);
         request rq;
@@ -109,7 +108,7 @@ public:
         launch(std::move(rq), std::move(op));
     }
 
-    void close()
+    void close() override
     {
         if (closed_) return;
         closed_ = true;
@@ -117,13 +116,13 @@ public:
         refreshed_.cancel();
     }
 
-    std::string owner_of(std::uint16_t slot) const
+    std::string slot_owner(std::uint16_t slot) const override
     {
         auto i = owner_.at(slot);
         return i == no_owner ? std::string() : addrs_[i];
     }
 
-    asio::any_io_executor executor() const { return ex_; }
+    const asio::any_io_executor& executor() const noexcept override { return ex_; }
 
 private:
     struct request {
@@ -161,7 +160,7 @@ private:
             if (addr.empty()) {
                 if (!self->has_map_) co_await self->refresh();
                 if (self->closed_) co_return result{make_error_code(error::closed), reply{}};
-                addr = rq.slot ? self->owner_of(*rq.slot) : self->any_node();
+                addr = rq.slot ? self->slot_owner(*rq.slot) : self->any_node();
                 if (addr.empty()) co_return res;   // backend_unavailable: no map
             }
             auto c = self->node(addr);
@@ -284,7 +283,7 @@ private:
     }
 
     // One connection per node, made on first use with the seed's settings.
-    std::shared_ptr<connection_impl> node(const std::string& addr)
+    std::shared_ptr<client_impl> node(const std::string& addr)
     {
         auto it = nodes_.find(addr);
         if (it != nodes_.end()) return it->second;
@@ -308,10 +307,10 @@ private:
     bool closed_ = false;
     std::vector<std::uint16_t> owner_;   // slot -> index into addrs_
     std::vector<std::string> addrs_;
-    std::map<std::string, std::shared_ptr<connection_impl>> nodes_;
+    std::map<std::string, std::shared_ptr<client_impl>> nodes_;
 };
 
-std::shared_ptr<cluster_impl> make_cluster(const asio::any_io_executor& ex, connection_config seed)
+std::shared_ptr<client_impl> make_cluster(const asio::any_io_executor& ex, connection_config seed)
 {
     // A cluster finds its masters itself (CLUSTER SLOTS): Sentinel has no part in it.
     if (!seed.sentinel.sentinels.empty())
@@ -320,28 +319,5 @@ std::shared_ptr<cluster_impl> make_cluster(const asio::any_io_executor& ex, conn
     asio::dispatch(ex, [c] { c->start(); });
     return c;
 }
-
-void exec(const std::shared_ptr<cluster_impl>& c, std::vector<std::string> argv, exec_handler h)
-{
-    start_on(c->executor(), std::move(h), [c, argv = std::move(argv)](auto op) mutable {
-        c->exec(std::move(argv), std::move(op));
-    });
-}
-
-void eval(const std::shared_ptr<cluster_impl>& c, const script& s,
-          std::vector<std::string> keys, std::vector<std::string> args, exec_handler h)
-{
-    start_on(c->executor(), std::move(h),
-             [c, s, keys = std::move(keys), args = std::move(args)](auto op) mutable {
-                 c->eval(s, std::move(keys), std::move(args), std::move(op));
-             });
-}
-
-void close(const std::shared_ptr<cluster_impl>& c)
-{
-    asio::dispatch(c->executor(), [c] { c->close(); });
-}
-
-std::string slot_owner(const cluster_impl& c, std::uint16_t slot) { return c.owner_of(slot); }
 
 } // namespace sluice::redis::detail

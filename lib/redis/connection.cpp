@@ -1,11 +1,10 @@
-// basic_connection's core: a pipeline, async_eval on it, and the shutdown of every
-// connection with its execution context. The parts live apart:
+// basic_connection's core: a pipeline as a client_impl, async_eval on it, and the
+// shutdown of every connection with its execution context. The parts live apart:
 //   hiredis_adapter  hiredis' async context on an Asio stream_descriptor
 //   pipeline         commands in order, timeouts, reconnection, name resolution
 //   script_reload    EVALSHA, and SCRIPT LOAD on NOSCRIPT
 //   pending_op       the user's handler and its per-operation cancellation
-#include <sluice/redis/detail/connection_impl.hpp>
-
+#include "client.hpp"
 #include "pending_op.hpp"
 #include "pipeline.hpp"
 #include "script_reload.hpp"
@@ -24,9 +23,22 @@ namespace sluice::redis::detail {
 
 namespace asio = boost::asio;
 
-class connection_impl final : public pipeline {
+class connection_impl final : public pipeline, public client_impl {
 public:
     using pipeline::pipeline;
+
+    const asio::any_io_executor& executor() const noexcept override { return pipeline::executor(); }
+    void exec(std::vector<std::string> argv, std::shared_ptr<pending_op> op) override
+    {
+        pipeline::exec(std::move(argv), std::move(op));
+    }
+    void eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
+              std::shared_ptr<pending_op> op) override
+    {
+        run_eval(shared_from_this(), s, std::move(keys), std::move(args), std::move(op));
+    }
+    void close() override { pipeline::close(); }
+    bool connected() const noexcept override { return pipeline::connected(); }
 };
 
 namespace {
@@ -64,37 +76,12 @@ private:
 
 } // namespace
 
-std::shared_ptr<connection_impl> make_connection(const asio::any_io_executor& ex,
-                                                 connection_config cfg)
+std::shared_ptr<client_impl> make_connection(const asio::any_io_executor& ex, connection_config cfg)
 {
     auto c = std::make_shared<connection_impl>(ex, std::move(cfg));
     asio::use_service<connection_registry>(asio::query(ex, asio::execution::context)).add(c);
     asio::dispatch(ex, [c] { c->start(); });
     return c;
 }
-
-void exec(const std::shared_ptr<connection_impl>& c, std::vector<std::string> argv,
-          exec_handler h)
-{
-    start_on(c->executor(), std::move(h), [c, argv = std::move(argv)](auto op) mutable {
-        c->exec(std::move(argv), std::move(op));
-    });
-}
-
-void eval(const std::shared_ptr<connection_impl>& c, const script& s,
-          std::vector<std::string> keys, std::vector<std::string> args, exec_handler h)
-{
-    start_on(c->executor(), std::move(h),
-             [c, s, keys = std::move(keys), args = std::move(args)](auto op) mutable {
-                 run_eval(c, s, std::move(keys), std::move(args), std::move(op));
-             });
-}
-
-void close(const std::shared_ptr<connection_impl>& c)
-{
-    asio::dispatch(c->executor(), [c] { c->close(); });
-}
-
-bool connected(const connection_impl& c) noexcept { return c.connected(); }
 
 } // namespace sluice::redis::detail

@@ -32,20 +32,45 @@ using boost::system::error_code;
 
 namespace {
 
+// hiredis 0.14's reader allocates an aggregate's declared size before any element arrives:
+// "*666666630\r\n" from a broken or hostile server asks for 5 GB. hiredis 1.0 bounds it
+// (maxelements); 0.14 has no such field, so every reader sluice creates gets the default
+// reply functions with createArray refusing more than max_elements (hiredis then answers
+// REDIS_ERR_OOM: a protocol error, the link dropped). sluice's largest reply (CLUSTER
+// SLOTS, a Sentinel list) has a few thousand elements at most.
+constexpr int max_elements = 1 << 16;
+
+void* (*default_create_array)(const redisReadTask*, int) = nullptr;
+
+void* bounded_create_array(const redisReadTask* task, int elements)
+{
+    return elements > max_elements ? nullptr : default_create_array(task, elements);
+}
+
+redisReplyObjectFunctions* bounded_functions()
+{
+    static redisReplyObjectFunctions fns = [] {
+        redisReader* r = redisReaderCreate();
+        if (!r) throw std::bad_alloc();
+        redisReplyObjectFunctions f = *r->fn;
+        redisReaderFree(r);
+        default_create_array = f.createArray;
+        f.createArray = &bounded_create_array;
+        return f;
+    }();
+    return &fns;
+}
+
 reply convert(const redisReply* r)
 {
     reply out;
     switch (r->type) {
     case REDIS_REPLY_STRING:
-        out.type = reply::kind::string;
-        out.str.assign(r->str, r->len);
-        break;
     case REDIS_REPLY_STATUS:
-        out.type = reply::kind::status;
-        out.str.assign(r->str, r->len);
-        break;
     case REDIS_REPLY_ERROR:
-        out.type = reply::kind::error;
+        out.type = r->type == REDIS_REPLY_STRING   ? reply::kind::string
+                   : r->type == REDIS_REPLY_STATUS ? reply::kind::status
+                                                   : reply::kind::error;
         out.str.assign(r->str, r->len);
         break;
     case REDIS_REPLY_INTEGER:
@@ -140,6 +165,7 @@ bool hiredis_adapter::connect(const std::string& address, std::uint16_t port,
         redisAsyncFree(ac);
         return false;
     }
+    ac->c.reader->fn = bounded_functions();
     ac_ = ac;
     owner_ = std::move(owner);
     ++gen_;
@@ -176,23 +202,18 @@ void hiredis_adapter::on_reply_cb(redisAsyncContext* ac, void* r, void*)
     if (s.events_) s.events_->on_reply(raw_reply(static_cast<const redisReply*>(r)));
 }
 
-void hiredis_adapter::on_add_read(void* p)
+// hiredis wants (on) or no longer wants to read (or write).
+void hiredis_adapter::want(void* p, bool read, bool on)
 {
     auto& s = self_of(p);
-    s.reading_ = true;
-    s.arm(true);
+    (read ? s.reading_ : s.writing_) = on;
+    if (on) s.arm(read);
 }
 
-void hiredis_adapter::on_del_read(void* p) { self_of(p).reading_ = false; }
-
-void hiredis_adapter::on_add_write(void* p)
-{
-    auto& s = self_of(p);
-    s.writing_ = true;
-    s.arm(false);
-}
-
-void hiredis_adapter::on_del_write(void* p) { self_of(p).writing_ = false; }
+void hiredis_adapter::on_add_read(void* p) { want(p, true, true); }
+void hiredis_adapter::on_del_read(void* p) { want(p, true, false); }
+void hiredis_adapter::on_add_write(void* p) { want(p, false, true); }
+void hiredis_adapter::on_del_write(void* p) { want(p, false, false); }
 
 // Last event before hiredis closes the fd: take it away from Asio first (release cancels
 // our waits; their handlers see a new generation and do nothing).
@@ -255,7 +276,7 @@ std::string format_commands(const std::vector<std::vector<std::string>>& command
     return wire;
 }
 
-reply_reader::reply_reader() : reader_(redisReaderCreate())
+reply_reader::reply_reader() : reader_(redisReaderCreateWithFunctions(bounded_functions()))
 {
     if (!reader_) throw std::bad_alloc();
 }

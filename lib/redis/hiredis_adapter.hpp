@@ -80,6 +80,7 @@ public:
 
 private:
     static void on_reply_cb(redisAsyncContext* ac, void* r, void* privdata);
+    static void want(void* p, bool read, bool on);
     static void on_add_read(void* p);
     static void on_del_read(void* p);
     static void on_add_write(void* p);

@@ -33,32 +33,23 @@
 namespace sluice::redis {
 namespace {
 
-class sentinel_category_impl final : public boost::system::error_category {
-public:
-    // A fixed id lets error codes compare equal across shared-library copies.
-    sentinel_category_impl() noexcept : error_category(0x51a1ce0000000003ULL) {}
-
-    const char* name() const noexcept override { return "sluice.redis.sentinel"; }
-
-    std::string message(int ev) const override
-    {
-        switch (static_cast<sentinel_error>(ev)) {
-        case sentinel_error::sentinels_unreachable: return "no Redis Sentinel could be reached";
-        case sentinel_error::unknown_master: return "the Redis Sentinels know no master of that name";
-        case sentinel_error::master_unreachable:
-            return "the master named by Redis Sentinel could not be reached";
-        case sentinel_error::not_master:
-            return "the instance named by Redis Sentinel is not a master";
-        }
-        return "unknown sentinel error";
+const char* describe(sentinel_error e) noexcept
+{
+    switch (e) {
+    case sentinel_error::sentinels_unreachable: return "no Redis Sentinel could be reached";
+    case sentinel_error::unknown_master: return "the Redis Sentinels know no master of that name";
+    case sentinel_error::master_unreachable: return "the master named by Redis Sentinel could not be reached";
+    case sentinel_error::not_master: return "the instance named by Redis Sentinel is not a master";
     }
-};
+    return nullptr;
+}
 
 } // namespace
 
 const boost::system::error_category& sentinel_category() noexcept
 {
-    static const sentinel_category_impl instance;
+    static const sluice::detail::enum_category<sentinel_error> instance(0x51a1ce0000000003ULL,
+                                                                          "sluice.redis.sentinel", describe);
     return instance;
 }
 
@@ -160,7 +151,7 @@ asio::awaitable<error_code> talk(exchange_io& io, const sentinel_address& to,
 }
 
 // Connects to `to`, sends `commands` pipelined and reads as many replies, all within
-// `timeout` (then error::timed_out).
+// `timeout` (then error::backend_unavailable).
 asio::awaitable<exchange_result> exchange(sentinel_address to,
                                           std::vector<std::vector<std::string>> commands,
                                           std::chrono::milliseconds timeout)

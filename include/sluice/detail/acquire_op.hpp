@@ -21,8 +21,8 @@
 
 namespace sluice::detail {
 
-/// What a rate limiter's handler receives besides the error_code: nothing; and what a
-/// grant dropped unrun gives back: nothing either (rate permits were spent at their time).
+/// What a rate limiter's handler receives besides the error_code: nothing; and what an
+/// admission dropped unrun gives back: nothing either (rate permits were spent at their time).
 struct no_grant {
     template <class Engine>
     static std::tuple<> make(const boost::system::error_code&, std::uint64_t, const std::shared_ptr<Engine>&) noexcept
@@ -41,7 +41,7 @@ struct no_grant {
 /// counted on the handler's executor: by the engine (one count while anything waits) when
 /// that executor is the limiter's own, the common case, and by the operation otherwise, as
 /// Asio's handler_work does. `Grant` says what the handler receives besides the error_code
-/// (Grant::make) and what a grant dropped unrun gives back (Grant::drop). An operation
+/// (Grant::make) and what an admission dropped unrun gives back (Grant::drop). An operation
 /// answered without an engine (a keyed limiter's fast path) has none.
 template <class Handler, class IoExecutor, class Engine, class Grant>
 class acquire_op final : public waiter {

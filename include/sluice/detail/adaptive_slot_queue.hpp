@@ -18,7 +18,7 @@ class adaptive_slot_queue : public slot_queue {
 public:
     /// What the limit is built from.
     using config_type = adaptive_concurrency_options;
-    /// Permits are stamped with their grant: their latency is the sample.
+    /// Permits are stamped with their admission: their latency is the sample.
     static constexpr bool samples = true;
     /// Default options are a configuration.
     static constexpr bool default_config = true;
@@ -30,7 +30,7 @@ public:
 
     /// Returns the n slots of an operation that held them since `start`, feeding the
     /// controller (unless ignored) with the slots in use, its own included; waiters that
-    /// now fit are granted.
+    /// now fit are admitted.
     void complete(std::uint64_t n, std::int64_t start, sample_kind kind, std::int64_t now, completion_list& done)
     {
         if (kind != sample_kind::ignored) {

@@ -3,6 +3,7 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/gcra_step.hpp>
 #include <sluice/policy/gcra.hpp>
 
 #include <cstdint>
@@ -24,11 +25,11 @@ struct compact_state {
 
 /// GCRA's state is the instant z at which the bucket is empty; with the configuration
 /// shared, z is all a key needs: the word is z itself, or `fresh` for a new (full) bucket
-/// (gcra's -2^64, empty long enough ago to be full at every instant). Decisions are those
-/// of policy::gcra (its 128-bit path, which decides as its 64-bit one), step for step:
-/// tests/test_keyed.cpp feeds both the same arrivals. A grant whose new z would fall among
-/// the store's words (z within 2^32 ns of INT64_MIN, after a clock near it) returns
-/// nullopt, and the store moves the key to a whole policy::gcra (restore()).
+/// (gcra's -2^64, empty long enough ago to be full at every instant). Decisions are
+/// gcra_step's on z, as policy::gcra's: tests/test_keyed.cpp feeds both the same arrivals.
+/// A grant whose new z would fall among the store's words (z within 2^32 ns of
+/// INT64_MIN, after a clock near it) returns nullopt, and the store moves the key to a
+/// whole policy::gcra (restore()).
 template <>
 struct compact_state<policy::gcra> {
     static constexpr bool enabled = true;
@@ -36,39 +37,29 @@ struct compact_state<policy::gcra> {
     /// A new bucket.
     static constexpr std::uint64_t fresh = static_cast<std::uint64_t>(store_words_end);
 
-    explicit compact_state(const policy::gcra& p) noexcept
-        : interval(p.interval_ns()), burst(p.burst()), slack(p.slack().count()),
-          tau(static_cast<std::int64_t>(burst) * interval + slack)
-    {
-    }
+    /// The configuration of `p` (valid: it is p's).
+    explicit compact_state(const policy::gcra& p) : step(gcra_step::make(p.interval_ns(), p.burst(), p.slack().count())) {}
 
     /// The decision of gcra::try_acquire(n, now) on the state in `word`, which it updates
     /// when granted; nullopt (and nothing changed) when the new state has no compact form.
     std::optional<decision> try_acquire(std::uint64_t& word, std::uint64_t n, std::int64_t now) const noexcept
     {
-        if (n == 0 || n > burst) return invalid_decision(n == 0 ? error::invalid_count : error::exceeds_limit);
+        if (n == 0 || n > step.burst) return invalid_decision(n == 0 ? error::invalid_count : error::exceeds_limit);
         int128 z = z_of(word);
-        int128 start = int128(now) - tau;
-        start = z > start ? z : start + slack;
-        int128 nz = start + int128(n) * interval;
+        int128 nz = step.next_z(z, n, now);
         decision d;
         if (nz > now) {
-            // Ready only at or past the clock's end: never.
-            d.retry_after = std::chrono::nanoseconds{nz >= max_ns ? max_ns : sat_narrow(nz - now)};
-            d.remaining = available(z, now);
-            d.reset_after = std::chrono::nanoseconds{reset(z, now)};
+            step.refuse(d, z, nz, now);
             return d;
         }
         if (nz <= store_words_end) return std::nullopt;
         word = static_cast<std::uint64_t>(static_cast<std::int64_t>(nz));
-        d.admitted = true;
-        d.remaining = available(nz, now);
-        d.reset_after = std::chrono::nanoseconds{reset(nz, now)};
+        step.admit(d, nz, now);
         return d;
     }
 
     /// gcra::idle_at: from when the bucket decides as a new one.
-    std::int64_t idle_at(std::uint64_t word) const noexcept { return sat_narrow(z_of(word) + tau); }
+    std::int64_t idle_at(std::uint64_t word) const noexcept { return sat_narrow(step.idle_at(z_of(word))); }
 
     /// Gives `p`, a new bucket of this configuration, the state in `word`. gcra has no
     /// setter for z, on purpose (z only moves through decisions): a grant of the whole
@@ -76,7 +67,7 @@ struct compact_state<policy::gcra> {
     /// interval).
     void restore(policy::gcra& p, std::uint64_t word) const noexcept
     {
-        if (word != fresh) p.try_acquire(burst, static_cast<std::int64_t>(word));
+        if (word != fresh) p.try_acquire(step.burst, static_cast<std::int64_t>(word));
     }
 
 private:
@@ -85,24 +76,7 @@ private:
         return word == fresh ? -(int128(1) << 64) : int128(static_cast<std::int64_t>(word));
     }
 
-    std::uint64_t available(int128 z, std::int64_t now) const noexcept
-    {
-        if (z >= now) return 0;
-        int128 lag = int128(now) - z;
-        std::int64_t full = tau - slack;
-        return static_cast<std::uint64_t>((lag < full ? static_cast<std::int64_t>(lag) : full) / interval);
-    }
-
-    std::int64_t reset(int128 z, std::int64_t now) const noexcept
-    {
-        int128 t = z + (tau - slack) - now;
-        return t > 0 ? sat_narrow(t) : 0;
-    }
-
-    std::int64_t interval;
-    std::uint64_t burst;
-    std::int64_t slack;
-    std::int64_t tau;
+    gcra_step step;   // the shared configuration
 };
 
 } // namespace sluice::detail

@@ -9,7 +9,7 @@
 
 namespace sluice::detail {
 
-/// Forwards every call to *p. When `grants` is set, it counts the requests granted
+/// Forwards every call to *p. When `grants` is set, it counts the requests admitted
 /// through this view, less those given back (a keyed limiter's overflow admissions).
 template <class Policy>
 class policy_ref {

@@ -40,6 +40,12 @@ concept waiting_queue = requires(Q& q, const Q& cq, waiter* w, std::uint64_t n, 
     q.try_acquire(n, t);
 };
 
+/// A queue whose waiters hold slots committed when they queued (a reserving policy's): a
+/// wake-up that comes late moves no later slot, so the engine may coalesce more while many
+/// wait (limiter_options::coalesce_max).
+template <class Q>
+concept committed_slots = requires { requires Q::committed_slots; };
+
 /// A waiting queue that can also serve acquire_blocking: reserve_blocking commits (or
 /// predicts) for a caller waiting on its own thread, unreserve_blocking gives back.
 template <class Q>
@@ -50,7 +56,7 @@ concept blocking_queue = waiting_queue<Q> && requires(Q& q, std::uint64_t n, std
 
 /// The FIFO of a waiting queue and what every queue does with it alike. `Derived` provides
 /// remove(w, now, gives_back) (take `w` out of the FIFO and of its own books; gives_back:
-/// it leaves without its grant, by cancellation or close, so what it holds goes back) and
+/// it leaves without its admission, by cancellation or close, so what it holds goes back) and
 /// release_due(now, done).
 template <class Derived>
 class queue_base {
@@ -97,6 +103,29 @@ protected:
 
     waiter_list list_;
     queue_bounds bounds_;
+};
+
+/// A queue_base in front of a rate policy, the policy built from the queue's constructor
+/// arguments after the options.
+template <class Derived, class Policy>
+class policy_queue_base : public queue_base<Derived> {
+public:
+    using policy_type = Policy;
+
+    template <class... Args>
+    explicit policy_queue_base(const limiter_options& opts, Args&&... args)
+        : queue_base<Derived>(opts), padded_(std::forward<Args>(args)...)
+    {
+    }
+
+    Policy& policy() noexcept { return padded_.policy; }
+    const Policy& policy() const noexcept { return padded_.policy; }
+
+protected:
+    ~policy_queue_base() = default;
+
+private:
+    padded_policy<Policy> padded_;
 };
 
 } // namespace sluice::detail

@@ -29,33 +29,27 @@ namespace sluice::detail {
 ///
 /// Every member but policy() and try_acquire() is called under the owner's lock.
 template <class Policy>
-class reserving_queue : public queue_base<reserving_queue<Policy>> {
+class reserving_queue : public policy_queue_base<reserving_queue<Policy>, Policy> {
     friend class queue_base<reserving_queue>;
-    using base = queue_base<reserving_queue>;
+    using base = policy_queue_base<reserving_queue, Policy>;
     using base::bounds_;
     using base::list_;
 
 public:
-    using policy_type = Policy;
+    using base::base;
+    using base::policy;
 
     /// try_acquire needs no lock: queued reservations are already in the policy's state.
     static constexpr bool lock_free_try = true;
+    /// Each waiter's slot is committed when it queues.
+    static constexpr bool committed_slots = true;
 
-    template <class... Args>
-    explicit reserving_queue(const limiter_options& opts, Args&&... args)
-        : base(opts), padded_(std::forward<Args>(args)...)
-    {
-    }
-
-    Policy& policy() noexcept { return padded_.policy; }
-    const Policy& policy() const noexcept { return padded_.policy; }
-
-    /// Grants n permits at `now` if the policy holds them. Safe without the lock; never
+    /// Admits n permits at `now` if the policy holds them. Safe without the lock; never
     /// passes a waiter, whose slot is committed.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return policy().try_acquire(n, now); }
 
     /// Asks for n permits within max_wait (>= 0) of now. Returns false when answered at
-    /// once (w->result: empty when granted), true when `w` waits for its slot.
+    /// once (w->result: empty when admitted), true when `w` waits for its slot.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)
     {
         w->n = n;
@@ -79,7 +73,7 @@ public:
         return true;
     }
 
-    /// Moves every waiter whose slot has come to `done` (granted). Returns wake_at().
+    /// Moves every waiter whose slot has come to `done` (admitted). Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
     {
         while (!list_.empty()) {
@@ -169,7 +163,7 @@ private:
         return d > max_ns - t ? max_ns : t + static_cast<std::int64_t>(d);
     }
 
-    // Takes `w` out; one that leaves without its grant gives its permits back, and what
+    // Takes `w` out; one that leaves without its admission gives its permits back, and what
     // the policy moved back is passed to the next waiter (and so to every later one).
     void remove(waiter* w, std::int64_t now, bool refund)
     {
@@ -184,7 +178,6 @@ private:
         list_.erase(w);
     }
 
-    padded_policy<Policy> padded_;
     std::uint64_t permits_ = 0;
     std::int64_t pending_shift_ = 0;   // the sum of the queued waiters' shift
 };

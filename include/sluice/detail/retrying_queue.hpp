@@ -23,36 +23,28 @@
 
 namespace sluice::detail {
 
-/// FIFO of waiters over a policy whose reserve() grants only at once (else predicts when
-/// to retry, counting the permits queued ahead). Only the head is ever granted, so a large
+/// FIFO of waiters over a policy whose reserve() admits only at once (else predicts when
+/// to retry, counting the permits queued ahead). Only the head is ever admitted, so a large
 /// request is not starved by later small ones; each waiter also sits in a deadline heap
 /// and completes with timed_out if it is still queued at now + max_wait (the
 /// prediction was a lower bound).
 ///
 /// Every member but policy() and try_acquire() is called under the owner's lock.
 template <class Policy>
-class retrying_queue : public queue_base<retrying_queue<Policy>> {
+class retrying_queue : public policy_queue_base<retrying_queue<Policy>, Policy> {
     friend class queue_base<retrying_queue>;
-    using base = queue_base<retrying_queue>;
+    using base = policy_queue_base<retrying_queue, Policy>;
     using base::bounds_;
     using base::list_;
 
 public:
-    using policy_type = Policy;
+    using base::base;
+    using base::policy;
 
     /// try_acquire needs no lock: it reads the permits queued from an atomic.
     static constexpr bool lock_free_try = true;
 
-    template <class... Args>
-    explicit retrying_queue(const limiter_options& opts, Args&&... args)
-        : base(opts), padded_(std::forward<Args>(args)...)
-    {
-    }
-
-    Policy& policy() noexcept { return padded_.policy; }
-    const Policy& policy() const noexcept { return padded_.policy; }
-
-    /// Grants n permits at `now` if the policy has room and nobody waits: it never passes
+    /// Admits n permits at `now` if the policy has room and nobody waits: it never passes
     /// a queued waiter (FIFO holds for try_acquire too). Safe without the lock.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
@@ -69,7 +61,7 @@ public:
     }
 
     /// Asks for n permits within max_wait (>= 0) of now. Returns false when answered at
-    /// once (w->result: empty when granted), true when `w` waits.
+    /// once (w->result: empty when admitted), true when `w` waits.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)
     {
         w->n = n;
@@ -92,8 +84,8 @@ public:
         return true;
     }
 
-    /// Grants the head while it fits, and gives up on waiters past their deadline, moving
-    /// them to `done`. A head the policy can never grant any more (its limit was lowered
+    /// Admits the head while it fits, and gives up on waiters past their deadline, moving
+    /// them to `done`. A head the policy can never admit any more (its limit was lowered
     /// below the request) completes with the policy's error. Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
     {
@@ -138,7 +130,7 @@ public:
         release_due(now, done);
     }
 
-    /// For a caller that waits on its own thread: grants at once when nothing is queued
+    /// For a caller that waits on its own thread: admits at once when nothing is queued
     /// and the policy has room, else says when to try again. Nothing is committed ahead.
     reservation reserve_blocking(std::uint64_t n, std::int64_t now, std::int64_t max_wait) noexcept
     {
@@ -162,11 +154,10 @@ private:
         list_.erase(w);
     }
 
-    padded_policy<Policy> padded_;
     // Read by try_acquire without the lock, so that it does not pass queued waiters.
     std::atomic<std::uint64_t> permits_{0};
     deadline_heap deadlines_;
-    std::int64_t retry_at_ = 0;   // when the head may be granted (a lower bound)
+    std::int64_t retry_at_ = 0;   // when the head may be admitted (a lower bound)
 };
 
 } // namespace sluice::detail

@@ -36,7 +36,7 @@ public:
     static constexpr bool lock_free_try = false;
     /// What the limit is built from: the number of slots.
     using config_type = std::uint64_t;
-    /// Permits need no sample (no clock read at their grant).
+    /// Permits need no sample (no clock read at their admission).
     static constexpr bool samples = false;
     /// A limit has no default.
     static constexpr bool default_config = false;
@@ -62,7 +62,7 @@ public:
     }
 
     /// Asks for n slots within max_wait (>= 0) of now. Returns false when answered at once
-    /// (w->result: empty when granted, the slots taken), true when `w` waits.
+    /// (w->result: empty when admitted, the slots taken), true when `w` waits.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)
     {
         w->n = n;
@@ -86,7 +86,7 @@ public:
         return false;
     }
 
-    /// Returns n slots taken earlier; the waiters that now fit are granted.
+    /// Returns n slots taken earlier; the waiters that now fit are admitted.
     void release(std::uint64_t n, completion_list& done)
     {
         in_use_ -= n;
@@ -99,7 +99,7 @@ public:
         release(n, done);
     }
 
-    /// Changes the limit; slots in use stay in use, waiters are granted as slots allow. A
+    /// Changes the limit; slots in use stay in use, waiters are admitted as slots allow. A
     /// head asking for more than the new limit completes with error::exceeds_limit, as it
     /// would have had it asked now.
     void set_limit(std::uint64_t limit, completion_list& done)
@@ -108,7 +108,7 @@ public:
         grant(done);
     }
 
-    /// Gives up on the waiters past their deadline (timed_out) and grants those that fit.
+    /// Gives up on the waiters past their deadline (timed_out) and admits those that fit.
     /// Returns wake_at().
     std::int64_t release_due(std::int64_t now, completion_list& done)
     {

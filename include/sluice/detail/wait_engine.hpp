@@ -1,6 +1,6 @@
 // The one driver of every waiting queue: it owns the lock, the timer and the clock, and
 // completes waiters outside the lock. The queues (reserving_queue, retrying_queue,
-// slot_queue) only say who is granted, refused or due, and when to wake next.
+// slot_queue) only say who is admitted, refused or due, and when to wake next.
 #pragma once
 
 #include <sluice/decision.hpp>
@@ -18,6 +18,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -52,10 +53,11 @@ public:
     using engine_type = wait_engine;   // what an operation started here waits in
     using timer_type = boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, Executor>;
 
-    /// The queue is built from (opts, args...).
+    /// The queue is built from (opts, args...). Throws system_error(error::invalid_option)
+    /// for a negative coalesce, coalesce_max or strict_threshold.
     template <class... Args>
     wait_engine(const Executor& ex, const limiter_options& opts, Args&&... args)
-        : queue_(opts, std::forward<Args>(args)...), opts_(opts), executor_(ex), timer_(ex)
+        : queue_(checked(opts), std::forward<Args>(args)...), opts_(opts), executor_(ex), timer_(ex)
     {
     }
 
@@ -218,7 +220,7 @@ public:
         update([&](Queue& q, std::int64_t t, completion_list& done) { q.reconfigure(f, t, done); });
     }
 
-    /// Waits on the calling thread until n permits are granted, max_wait at most.
+    /// Waits on the calling thread until n permits are admitted, max_wait at most.
     /// Reserving queues commit the caller's slot in the same order as asynchronous
     /// waiters; others retry and let queued waiters go first. close() wakes it early.
     boost::system::error_code acquire_blocking(std::uint64_t n, std::int64_t max_wait)
@@ -300,11 +302,32 @@ private:
             return;
         }
         std::int64_t wake = opts_.strict ? sat_sub(at, opts_.strict_threshold.count())
-                                         : std::max(at, sat_add(last_wake_, opts_.coalesce.count()));
+                                         : std::max(at, sat_add(last_wake_, coalesce_window()));
         timer_.expires_at(to_time_point<Clock>(wake));
         timer_.async_wait([self = this->shared_from_this(), gen](boost::system::error_code ec) {
             if (!ec) self->on_wake(gen);
         });
+    }
+
+    static const limiter_options& checked(const limiter_options& o)
+    {
+        if (o.coalesce.count() < 0 || o.coalesce_max.count() < 0 || o.strict_threshold.count() < 0)
+            throw boost::system::system_error(make_error_code(error::invalid_option));
+        return o;
+    }
+
+    // The least time between two wake-ups: `coalesce`, grown with the queue when its
+    // waiters hold committed slots (see limiter_options::coalesce_max).
+    std::int64_t coalesce_window() const noexcept
+    {
+        const std::int64_t base = opts_.coalesce.count();
+        if constexpr (committed_slots<Queue>) {
+            const std::int64_t most = std::max(base, opts_.coalesce_max.count());
+            const std::size_t q = queue_.size();
+            return q <= 1 ? base : std::min(most, sat_mul(q, base));
+        } else {
+            return base;
+        }
     }
 
     // Strict mode: yield to the executor until the exact time.

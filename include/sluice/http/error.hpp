@@ -3,9 +3,9 @@
 // that logs and ignores it can tell the two apart by category.
 #pragma once
 
-#include <boost/system/error_code.hpp>
+#include <sluice/detail/error_category.hpp>
 
-#include <type_traits>
+#include <boost/system/error_code.hpp>
 
 namespace sluice::http {
 
@@ -45,15 +45,10 @@ enum class error {
 /// The category of sluice::http::error; its name() is "sluice.http".
 const boost::system::error_category& error_category() noexcept;
 
-/// `e` as an error_code of the "sluice.http" category.
-inline boost::system::error_code make_error_code(error e) noexcept
-{
-    return {static_cast<int>(e), error_category()};
-}
+/// error_category(), found by argument-dependent lookup from a sluice::http::error.
+inline const boost::system::error_category& category_of(error) noexcept { return error_category(); }
+
+/// `make_error_code(e)`: `e` as an error_code of the "sluice.http" category.
+using sluice::detail::make_error_code;
 
 } // namespace sluice::http
-
-/// \cond boost_traits (Boost's, not part of sluice's reference)
-template <>
-struct boost::system::is_error_code_enum<sluice::http::error> : std::true_type {};
-/// \endcond

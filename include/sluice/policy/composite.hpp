@@ -1,4 +1,4 @@
-// Composite: several limits granted together, all or nothing (10/s AND 1000/h).
+// Composite: several limits admitted together, all or nothing (10/s AND 1000/h).
 #pragma once
 
 #include <sluice/decision.hpp>
@@ -40,7 +40,7 @@ struct parts<std::index_sequence<I...>, P...> : part<I, P>... {
 
 } // namespace detail_all_of
 
-/// Grants n permits only when every part grants them, and then consumes from all: it never
+/// Admits n permits only when every part admits them, and then consumes from all: it never
 /// consumes from one limit when another rejects. Parts are policies (gcra, fixed_window,
 /// sliding_log, sliding_window_counter, or another composite), each built in place from a
 /// tuple of its constructor arguments:
@@ -52,7 +52,7 @@ struct parts<std::index_sequence<I...>, P...> : part<I, P>... {
 /// critical section: the parts' own operations, no allocation), so parts are owned by the
 /// composite and must not be used on their own. The decision reports the longest
 /// retry_after and reset_after and the smallest remaining over the parts; when it refuses,
-/// nothing is taken, so a part that would have granted counts with its state as it stands
+/// nothing is taken, so a part that would have admitted counts with its state as it stands
 /// (remaining and reset_after without the n it would have taken).
 template <class... P>
 class composite {
@@ -72,7 +72,7 @@ public:
     composite(const composite&) = delete;
     composite& operator=(const composite&) = delete;
 
-    /// Grants n permits at `now` if every part grants them; then it consumes from all, else from none; the decision says how long until they
+    /// Admits n permits at `now` if every part admits them; then it consumes from all, else from none; the decision says how long until they
     /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
@@ -90,7 +90,7 @@ public:
         return combined(n, now);
     }
 
-    /// Grants at once when every part can and nothing is `ahead`; never commits in the
+    /// Admits at once when every part can and nothing is `ahead`; never commits in the
     /// future. Otherwise returns predict(n, now, ahead), with error::timed_out
     /// beyond max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
@@ -131,7 +131,7 @@ public:
         return r;
     }
 
-    /// The smallest burst among the parts: larger requests can never be granted.
+    /// The smallest burst among the parts: larger requests can never be admitted.
     std::uint64_t burst() const noexcept
     {
         std::uint64_t b = ~std::uint64_t{0};
@@ -167,7 +167,7 @@ private:
         decision out;
         out.admitted = true;
         out.remaining = ~std::uint64_t{0};
-        // A part that would grant reports what remains after taking n and when it is idle
+        // A part that would admit reports what remains after taking n and when it is idle
         // again after taking it; if another part refuses, nothing is taken, so its
         // remaining is n more and its reset_after is that of its present state.
         std::uint64_t untaken = ~std::uint64_t{0};

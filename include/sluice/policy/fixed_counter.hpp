@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/window_support.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -13,7 +14,7 @@
 namespace sluice::policy {
 
 /// Fixed window counter: time is cut into windows [k*window, (k+1)*window) and each
-/// grants at most `limit` permits. The weak guarantee: up to 2*limit can pass within one
+/// admits at most `limit` permits. The weak guarantee: up to 2*limit can pass within one
 /// window length straddling a boundary (use sliding_log for the strong one).
 ///
 /// Lock-free, in two atomic words: the full number of the newest window, and the count
@@ -41,7 +42,7 @@ public:
     fixed_counter(const fixed_counter&) = delete;
     fixed_counter& operator=(const fixed_counter&) = delete;
 
-    /// Grants n permits at `now` if they fit in the current window's count; the decision says how long until they
+    /// Admits n permits at `now` if they fit in the current window's count; the decision says how long until they
     /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
 
@@ -51,20 +52,17 @@ public:
         return const_cast<fixed_counter*>(this)->decide(n, now, false);
     }
 
-    /// Grants at once when n permits fit in the current window and nothing is `ahead`
+    /// Admits at once when n permits fit in the current window and nothing is `ahead`
     /// (permits of requests queued before this one); never commits in the future. Otherwise
     /// returns predict(n, now, ahead), with error::timed_out beyond max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
-        std::uint64_t limit = limit_.load(std::memory_order_relaxed);
-        if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit) return detail::invalid_reservation(error::exceeds_limit);
-        if (ahead == 0 && try_acquire(n, now).admitted)
-            return {true, now, {}};
-        return detail::deferred_reservation(predict(n, now, ahead), now, max_wait);
+        return detail::reserve_now_or_later(
+            limit_.load(std::memory_order_relaxed), n, now, max_wait, ahead,
+            [&] { return try_acquire(n, now).admitted; }, [&] { return predict(n, now, ahead); });
     }
 
-    /// Earliest time at which `ahead` queued permits and then n more could be granted,
+    /// Earliest time at which `ahead` queued permits and then n more could be admitted,
     /// packing windows full: a lower bound when requests differ in size. Consumes nothing.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
@@ -91,27 +89,16 @@ public:
         return s.count ? window_start(detail::int128(s.window) + 1, window_) : detail::min_ns;
     }
 
-    /// The most permits granted per window.
+    /// The most permits admitted per window.
     std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
-    /// The largest grantable request: limit().
+    /// The largest admissible request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
     /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:
-    static std::uint64_t check_limit(std::uint64_t limit)
-    {
-        if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return limit;
-    }
-
-    static std::int64_t check_window(std::chrono::nanoseconds w)
-    {
-        if (w.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_duration));
-        return w.count();
-    }
+    static std::uint64_t check_limit(std::uint64_t limit) { return detail::checked_limit(limit, max_limit); }
+    static std::int64_t check_window(std::chrono::nanoseconds w) { return detail::checked_window(w); }
 
     // Start of window k, saturated to the int64 range (|k| < 2^65, so k * w fits 128 bits).
     static std::int64_t window_start(detail::int128 k, std::int64_t w) noexcept

@@ -3,9 +3,8 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/gcra_step.hpp>
 #include <sluice/rate.hpp>
-
-#include <boost/system/system_error.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -21,7 +20,9 @@ namespace sluice::policy {
 ///
 /// A token bucket is gcra(rate, burst); a leaky bucket is gcra(rate, 1, slack): requests
 /// spaced exactly one interval apart, and `slack` lets a caller that comes late catch up
-/// on its schedule by at most that much (a burst of slack / interval permits).
+/// on its schedule by at most that much (a burst of slack / interval permits). Slack is
+/// credit for a late caller, never capacity: a bucket back from idleness grants its burst
+/// and no more, also after set_rate(), set_burst() or set_slack().
 ///
 /// Every instant of the int64 clock is valid, and decisions there are exact (intermediates
 /// in 128 bits). z itself needs more than 64 bits: a bucket used within burst x interval
@@ -54,8 +55,7 @@ public:
     /// negative slack or one that takes burst * interval + slack beyond that range.
     gcra(sluice::rate r, std::uint64_t burst, std::chrono::nanoseconds slack = {})
     {
-        config c = make_config(r.interval().count(), burst, slack.count());
-        store(c);
+        store(config::make(r.interval().count(), burst, slack.count()));
     }
 
     gcra(const gcra&) = delete;
@@ -81,7 +81,7 @@ public:
             snap s = snapshot();
             if (n == 0) return detail::invalid_reservation(error::invalid_count);
             if (n > s.c.burst) return detail::invalid_reservation(error::exceeds_limit);
-            int128 nz = next_z(s.c, s.z(), n, now);
+            int128 nz = s.c.next_z(s.z(), n, now);
             reservation r;
             // Ready only at or past the clock's end: never.
             if (nz >= detail::max_ns || nz - now > max_wait) {
@@ -107,7 +107,7 @@ public:
         if (__builtin_add_overflow(ahead, n, &k))
             return detail::max_ns;
         snap s = snapshot();
-        return detail::sat_narrow(next_z(s.c, s.z(), k, now));
+        return detail::sat_narrow(s.c.next_z(s.z(), k, now));
     }
 
     /// Gives back n permits consumed earlier (a cancelled reservation). Returns how far z
@@ -118,52 +118,49 @@ public:
         for (;;) {
             snap s = snapshot();
             int128 z = s.z();
-            int128 floor = int128(now) - s.c.tau;
-            int128 nz = z - int128(n) * s.c.interval;
-            if (nz < floor) nz = floor;
+            int128 nz = s.c.refunded(z, n, now);
             if (nz >= z) return 0;
             if (commit(s, nz)) return detail::sat_narrow(z - nz);
         }
     }
 
     /// Changes the rate. What was consumed stays consumed, counted in permits: the permits
-    /// available at `now` are kept (capped by the burst), and a debt (reservations in the
-    /// future) stays a debt of the same number of permits, repaid at the new rate. That is,
-    /// z - now is rescaled by new interval / old interval (rounded towards now, to whole
-    /// ns). Returns that factor as {new interval, old interval}. Throws like the
+    /// available at `now` are kept (capped by the burst), the catch-up of a caller late on
+    /// its schedule is kept (capped by the slack), and a debt (reservations in the future)
+    /// stays a debt of the same number of permits, repaid at the new rate. That is, z - now
+    /// is rescaled by new interval / old interval (rounded towards now, to whole ns). An
+    /// idle bucket has no catch-up: it stays idle, and decides as a new bucket at the new
+    /// rate. Returns the factor as {new interval, old interval}. Throws like the
     /// constructor, and then changes nothing.
     std::pair<std::int64_t, std::int64_t> set_rate(sluice::rate r, std::int64_t now)
     {
         write_guard guard(*this);
         config old = current();
-        config c = make_config(r.interval().count(), old.burst, old.slack);
-        rewrite(c, [&](int128 z) {
-            int128 from = z > int128(now) - old.tau ? z : int128(now) - old.tau;   // credit capped by the old bucket
-            int128 nz = now + (from - now) * c.interval / old.interval;
-            return clamp(nz, now, c);
-        });
+        config c = config::make(r.interval().count(), old.burst, old.slack);
+        rewrite(c, now, old);
         return {c.interval, old.interval};
     }
 
     /// Changes the burst. The permits available at `now` are kept, capped by the new burst
-    /// (a full bucket of 10 that grows to 20 holds 10 now and refills to 20); a debt is
-    /// kept. Throws like the constructor, and then changes nothing.
+    /// (a full bucket of 10 that grows to 20 holds 10 now and refills to 20; one that
+    /// shrinks to 5 decides as a new bucket of 5); a debt, and the catch-up of a late
+    /// caller, are kept. Throws like the constructor, and then changes nothing.
     void set_burst(std::uint64_t burst, std::int64_t now)
     {
         write_guard guard(*this);
         config old = current();
-        config c = make_config(old.interval, burst, old.slack);
-        rewrite(c, [&](int128 z) { return keep_available(z, now, old, c); });
+        rewrite(config::make(old.interval, burst, old.slack), now, old);
     }
 
     /// Changes the slack (how far a late caller may catch up), keeping the permits
-    /// available at `now` like set_burst. Throws like the constructor.
+    /// available at `now` and a debt like set_burst, and the catch-up of a caller already
+    /// late, capped by the new slack. A larger slack gives an idle bucket nothing: it stays
+    /// idle. Throws like the constructor, and then changes nothing.
     void set_slack(std::chrono::nanoseconds slack, std::int64_t now)
     {
         write_guard guard(*this);
         config old = current();
-        config c = make_config(old.interval, old.burst, slack.count());
-        rewrite(c, [&](int128 z) { return keep_available(z, now, old, c); });
+        rewrite(config::make(old.interval, old.burst, slack.count()), now, old);
     }
 
     /// The earliest instant from which, if nothing more is consumed, this bucket decides
@@ -171,14 +168,14 @@ public:
     std::int64_t idle_at(std::int64_t /*now*/) const noexcept
     {
         snap s = snapshot();
-        return detail::sat_narrow(s.z() + s.c.tau);
+        return detail::sat_narrow(s.c.idle_at(s.z()));
     }
 
     /// How long until the bucket is full again if nothing is taken (0 when it is).
     std::chrono::nanoseconds reset_after(std::int64_t now) const noexcept
     {
         snap s = snapshot();
-        return std::chrono::nanoseconds{reset(s.c, s.z(), now)};
+        return std::chrono::nanoseconds{s.c.reset(s.z(), now)};
     }
 
     /// The rate the bucket refills at.
@@ -197,56 +194,9 @@ public:
 private:
     using int128 = detail::int128;
 
-    struct config {
-        std::int64_t interval;
-        std::int64_t tau;   // how far z may lag behind now: burst * interval + slack
-        std::uint64_t burst;
-        std::int64_t slack;
-    };
-
-    static config make_config(std::int64_t interval, std::uint64_t burst, std::int64_t slack)
-    {
-        if (interval <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_rate));
-        if (slack < 0)
-            throw boost::system::system_error(make_error_code(error::invalid_duration));
-        std::int64_t tau = detail::sat_mul(burst, interval);
-        if (burst == 0 || tau == detail::max_ns)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        if (detail::sat_add(tau, slack) == detail::max_ns)
-            throw boost::system::system_error(make_error_code(error::invalid_duration));
-        return {interval, tau + slack, burst, slack};
-    }
-
-    // z_new = start + k * interval, where the grant continues the caller's own schedule z
-    // while it is late on it by less than the slack (z > now - tau), and otherwise (idle,
-    // or later than the slack) restarts it at now with a full bucket and no slack credit
-    // (now - burst * interval): grants after idleness are one interval apart. With no
-    // slack this is max(z, now - tau), textbook GCRA. The operands keep it within 128
-    // bits: z >= -2^64, k * interval < 2^127 - 2^64.
-    template <class I = int128>
-    static I next_z(const config& c, I z, std::uint64_t k, std::int64_t now) noexcept
-    {
-        I start = I(now) - c.tau;
-        start = z > start ? z : start + c.slack;
-        return start + I(k) * c.interval;
-    }
-
-    // A rewritten state within the bucket's limits: no fuller than c allows at `now`, no
-    // later than the end of the clock (a debt beyond it is never repaid).
-    static int128 clamp(int128 z, std::int64_t now, const config& c) noexcept
-    {
-        if (z < int128(now) - c.tau) return int128(now) - c.tau;
-        if (z > detail::max_ns) return detail::max_ns;
-        return z;
-    }
-
-    // The permits available at `now` under `old`, capped by `c`; the debt as it is.
-    static int128 keep_available(int128 z, std::int64_t now, const config& old, const config& c) noexcept
-    {
-        std::int64_t cap = old.tau < c.tau ? old.tau : c.tau;
-        return z > int128(now) - cap ? z : int128(now) - cap;
-    }
+    // The configuration and GCRA's arithmetic on z (shared with the keyed store's compact
+    // state); this class holds z and publishes the configuration.
+    using config = detail::gcra_step;
 
     decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
@@ -267,24 +217,6 @@ private:
                 return d;
             }
         }
-    }
-
-    template <class I>
-    static std::uint64_t available(const config& c, I z, std::int64_t now) noexcept
-    {
-        if (z >= now) return 0;
-        I lag = I(now) - z;
-        // Divide in 64 bits: the capped lag fits, and a 128-bit division is a library call.
-        std::int64_t full = c.tau - c.slack;
-        std::int64_t room = lag < full ? static_cast<std::int64_t>(lag) : full;
-        return static_cast<std::uint64_t>(room / c.interval);
-    }
-
-    template <class I>
-    static std::int64_t reset(const config& c, I z, std::int64_t now) noexcept
-    {
-        I t = z + (c.tau - c.slack) - now;
-        return t > 0 ? narrow(t) : 0;
     }
 
     // The state: z = base + the stored word. Two bases cover every z a bucket can reach,
@@ -323,19 +255,13 @@ private:
     template <class I>
     bool decide_in(decision& d, const snap& s, I z, std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
-        I nz = next_z<I>(s.c, z, n, now);
+        I nz = s.c.next_z(z, n, now);
         if (nz > now) {
-            // Ready only at or past the clock's end: never. A wait longer than int64
-            // holds (after a backward step of more than 2^63 ns) saturates.
-            d.retry_after = std::chrono::nanoseconds{nz >= detail::max_ns ? detail::max_ns : narrow(nz - now)};
-            d.remaining = available(s.c, z, now);
-            d.reset_after = std::chrono::nanoseconds{reset(s.c, z, now)};
+            s.c.refuse(d, z, nz, now);
             return true;
         }
         if (!consume || commit(s, nz)) {
-            d.admitted = true;
-            d.remaining = available(s.c, nz, now);
-            d.reset_after = std::chrono::nanoseconds{reset(s.c, nz, now)};
+            s.c.admit(d, nz, now);
             return true;
         }
         return false;
@@ -354,9 +280,6 @@ private:
         }
         return decide_in<int128>(d, s, s.z(), n, now, consume);
     }
-
-    static std::int64_t narrow(std::int64_t v) noexcept { return v; }
-    static std::int64_t narrow(int128 v) noexcept { return detail::sat_narrow(v); }
 
     // Commits nz on the state read in s. False when the state changed: decide again.
     bool commit(const snap& s, int128 nz) noexcept
@@ -379,15 +302,15 @@ private:
         return ok;
     }
 
-    // Under the write guard: stores configuration c and rewrites z as f(z). Decisions that
-    // read the old state commit before (and f sees their result) or fail.
-    template <class F>
-    void rewrite(const config& c, F&& f) noexcept
+    // Under the write guard: stores configuration c and carries z over to it from `old`
+    // (gcra_step::carry). Decisions that read the old state commit before (and the carry
+    // sees their result) or fail.
+    void rewrite(const config& c, std::int64_t now, const config& old) noexcept
     {
         std::int64_t base = base_.load(std::memory_order_relaxed);
         std::int64_t word = z_.load(std::memory_order_acquire);
         for (;;) {
-            int128 nz = f(int128(word) + base);
+            int128 nz = c.carry(int128(word) + base, now, old);
             std::int64_t nb = base_for(nz, base);
             if (z_.compare_exchange_weak(word, static_cast<std::int64_t>(nz - nb), std::memory_order_acq_rel,
                                          std::memory_order_acquire)) {
@@ -431,7 +354,7 @@ private:
     // A writer owns the sequence while it is odd: it makes it odd with a CAS from an even
     // value (waiting out another writer), and the release stores of store() publish that
     // odd number together with each configuration word. Readers retry while it is odd, also
-    // while make_config validates (and maybe throws): a short wait, no wrong decision.
+    // while config::make validates (and maybe throws): a short wait, no wrong decision.
     class write_guard {
     public:
         explicit write_guard(gcra& g) noexcept : g_(g)

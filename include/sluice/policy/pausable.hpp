@@ -72,7 +72,7 @@ public:
         return p_.reserve(n, until, max_wait - pause, ahead);
     }
 
-    /// When n permits (after `ahead`) could be granted: P's prediction from the end of the
+    /// When n permits (after `ahead`) could be admitted: P's prediction from the end of the
     /// pause.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
@@ -106,9 +106,11 @@ public:
     P& inner() noexcept { return p_; }
     const P& inner() const noexcept { return p_; }
 
-    /// P's setters and queries, through the pause.
+    /// P's set_rate, through the pause (where P has one).
     auto set_rate(auto r, std::int64_t now) -> decltype(std::declval<P&>().set_rate(r, now)) { return p_.set_rate(r, now); }
+    /// P's rate (where P has one).
     auto rate() const noexcept -> decltype(std::declval<const P&>().rate()) { return p_.rate(); }
+    /// P's burst (where P has one).
     auto burst() const noexcept -> decltype(std::declval<const P&>().burst()) { return p_.burst(); }
 
 private:

@@ -10,11 +10,11 @@ namespace sluice {
 
 /// A rate policy (policy::gcra, fixed_counter, sliding_log, weighted_counter, slot_ring,
 /// composite): a decision from n and `now` alone (nanoseconds on the caller's clock), no
-/// I/O, no clock of its own. try_acquire grants or refuses at once; check answers the same
-/// without consuming; reserve(n, now, max_wait, ahead) grants at once, or for a policy
+/// I/O, no clock of its own. try_acquire admits or refuses at once; check answers the same
+/// without consuming; reserve(n, now, max_wait, ahead) admits at once, or for a policy
 /// that reserves_ahead commits a future slot, or predicts when to retry (`ahead`: permits
 /// queued elsewhere before this request); predict says when n permits (after `ahead`)
-/// could be granted. A policy
+/// could be admitted. A policy
 /// that reserves ahead can refund(n, now) a reservation, and says how far later
 /// reservations may move up.
 template <class P>

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/window_support.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -16,13 +17,13 @@ namespace sluice::policy {
 
 /// Sliding window log, the strong guarantee: at no instant t do more than `limit` permits
 /// carry timestamps in (t - window, t]. It keeps the timestamps of the last `limit`
-/// permits in a ring (8 bytes each, allocated once); a request for n is granted when the
+/// permits in a ring (8 bytes each, allocated once); a request for n is admitted when the
 /// n-th oldest of them has left the window.
 ///
 /// Thread-safe with a short critical section (a mutex held for O(n + log limit) work, no
 /// allocation): the ring cannot be updated by one compare-and-swap. Timestamps are kept
 /// non-decreasing: a clock that steps backwards stamps permits at the newest time seen,
-/// which can only delay later grants.
+/// which can only delay later admissions.
 class sliding_log {
 public:
     /// This policy never commits permits in the future: waiters are retried.
@@ -40,7 +41,7 @@ public:
     sliding_log(const sliding_log&) = delete;
     sliding_log& operator=(const sliding_log&) = delete;
 
-    /// Grants n permits at `now` if n more timestamps fit in the last window; the decision says how long until they
+    /// Admits n permits at `now` if n more timestamps fit in the last window; the decision says how long until they
     /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
@@ -55,22 +56,19 @@ public:
         return const_cast<sliding_log*>(this)->decide(n, now, false);
     }
 
-    /// Grants at once when possible and nothing is `ahead`; never commits in the future.
+    /// Admits at once when possible and nothing is `ahead`; never commits in the future.
     /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
     /// max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         std::lock_guard lock(mutex_);
-        const std::uint64_t limit = ring_.size();
-        if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit) return detail::invalid_reservation(error::exceeds_limit);
-        if (ahead == 0 && decide(n, now, true).admitted)
-            return {true, now, {}};
-        return detail::deferred_reservation(predict_locked(n, now, ahead), now, max_wait);
+        return detail::reserve_now_or_later(
+            ring_.size(), n, now, max_wait, ahead, [&] { return decide(n, now, true).admitted; },
+            [&] { return predict_locked(n, now, ahead); });
     }
 
-    /// Earliest time at which `ahead` queued permits and then n more could be granted (a
-    /// lower bound: queued permits are assumed granted as early as possible). Consumes nothing.
+    /// Earliest time at which `ahead` queued permits and then n more could be admitted (a
+    /// lower bound: queued permits are assumed admitted as early as possible). Consumes nothing.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
         std::lock_guard lock(mutex_);
@@ -103,7 +101,7 @@ public:
         std::lock_guard lock(mutex_);
         return ring_.size();
     }
-    /// The largest grantable request: limit().
+    /// The largest admissible request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
     /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
@@ -111,17 +109,9 @@ public:
 private:
     static std::size_t check_limit(std::uint64_t limit)
     {
-        if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return static_cast<std::size_t>(limit);
+        return static_cast<std::size_t>(detail::checked_limit(limit, max_limit));
     }
-
-    static std::int64_t check_window(std::chrono::nanoseconds w)
-    {
-        if (w.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_duration));
-        return w.count();
-    }
+    static std::int64_t check_window(std::chrono::nanoseconds w) { return detail::checked_window(w); }
 
     std::int64_t predict_locked(std::uint64_t n, std::int64_t now, std::uint64_t ahead) const noexcept
     {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/window_support.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -16,18 +17,18 @@
 namespace sluice::policy {
 
 /// Time wheel: time is cut into slots [k*slot_duration, (k+1)*slot_duration), and a request
-/// in slot k is granted while the slots k - slots + 1 .. k (one full turn of the wheel)
+/// in slot k is admitted while the slots k - slots + 1 .. k (one full turn of the wheel)
 /// hold at most `limit` permits with it. A sliding window of slots * slot_duration measured
 /// with slot granularity: never more than `limit` in any `slots` consecutive slots. Memory
 /// is bounded by the ring (4 bytes a slot, allocated once), where sliding_log keeps one
 /// timestamp per permit of the limit.
 ///
-/// Thread-safe with a short critical section (a mutex): a grant may clear several slots
+/// Thread-safe with a short critical section (a mutex): an admission may clear several slots
 /// and must update the ring and its total together, which one compare-and-swap cannot do.
-/// Slots left behind are cleared lazily by the next grant, so no call walks more than
+/// Slots left behind are cleared lazily by the next admission, so no call walks more than
 /// `slots` slots whatever the idle gap (a rejection walks the ring once to find the slot
 /// that frees enough room). A clock that steps backwards keeps counting in the newest slot
-/// that granted anything (it never reopens an older one): it can only reject more. A slot
+/// that admitted anything (it never reopens an older one): it can only reject more. A slot
 /// that starts at or past the end of the int64 range never starts.
 class slot_ring {
 public:
@@ -53,7 +54,7 @@ public:
     slot_ring(const slot_ring&) = delete;
     slot_ring& operator=(const slot_ring&) = delete;
 
-    /// Grants n permits at `now` if the last turn of the wheel holds at most limit with them; the decision says how long until they
+    /// Admits n permits at `now` if the last turn of the wheel holds at most limit with them; the decision says how long until they
     /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
     {
@@ -68,21 +69,19 @@ public:
         return const_cast<slot_ring*>(this)->decide(n, now, false);
     }
 
-    /// Grants at once when possible and nothing is `ahead`; never commits in the future.
+    /// Admits at once when possible and nothing is `ahead`; never commits in the future.
     /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
     /// max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
         std::lock_guard lock(mutex_);
-        if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit_) return detail::invalid_reservation(error::exceeds_limit);
-        if (ahead == 0 && decide(n, now, true).admitted)
-            return {true, now, {}};
-        return detail::deferred_reservation(predict_locked(n, now, ahead), now, max_wait);
+        return detail::reserve_now_or_later(
+            limit_, n, now, max_wait, ahead, [&] { return decide(n, now, true).admitted; },
+            [&] { return predict_locked(n, now, ahead); });
     }
 
-    /// Earliest time at which `ahead` queued permits and then n more could be granted (a
-    /// lower bound: queued permits are assumed granted one by one as early as possible;
+    /// Earliest time at which `ahead` queued permits and then n more could be admitted (a
+    /// lower bound: queued permits are assumed admitted one by one as early as possible;
     /// exact when ahead == 0). detail::max_ns when never (n == 0, n > limit, or not before
     /// the end of the int64 range). Consumes nothing.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
@@ -92,9 +91,9 @@ public:
     }
 
     /// Earliest instant from which the policy answers requests at that instant or later
-    /// exactly like a new one, if nothing more is granted: the start of the slot one turn
-    /// after the newest slot that granted anything. detail::min_ns when nothing was ever
-    /// granted, detail::max_ns when that slot starts at or past the end of the int64 range.
+    /// exactly like a new one, if nothing more is admitted: the start of the slot one turn
+    /// after the newest slot that admitted anything. detail::min_ns when nothing was ever
+    /// admitted, detail::max_ns when that slot starts at or past the end of the int64 range.
     std::int64_t idle_at() const noexcept
     {
         std::lock_guard lock(mutex_);
@@ -119,7 +118,7 @@ public:
         std::lock_guard lock(mutex_);
         return limit_;
     }
-    /// The largest grantable request: limit().
+    /// The largest admissible request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
     /// The length of one slot.
     std::chrono::nanoseconds slot_duration() const noexcept { return std::chrono::nanoseconds{slot_}; }
@@ -129,12 +128,7 @@ public:
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{slot_ * slots_}; }
 
 private:
-    static std::uint64_t check_limit(std::uint64_t limit)
-    {
-        if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return limit;
-    }
+    static std::uint64_t check_limit(std::uint64_t limit) { return detail::checked_limit(limit, max_limit); }
 
     static std::int64_t check_shape(std::chrono::nanoseconds d, std::uint32_t slots)
     {
@@ -166,7 +160,7 @@ private:
         return s > last_slot_ ? detail::max_ns : static_cast<std::int64_t>(s * slot_);
     }
 
-    // The slot a request at `now` counts in: its own, or the newest slot that granted
+    // The slot a request at `now` counts in: its own, or the newest slot that admitted
     // anything when the clock stepped back behind it.
     std::int64_t slot_of(std::int64_t now) const noexcept
     {
@@ -200,7 +194,7 @@ private:
     std::int64_t predict_locked(std::uint64_t n, std::int64_t now, std::uint64_t ahead) const noexcept
     {
         if (n == 0 || n > limit_) return detail::max_ns;
-        // Greedy grants one by one: the i-th future permit needs the permit `limit` places
+        // Greedy admissions one by one: the i-th future permit needs the permit `limit` places
         // before it (counted or future) one full turn behind, as in sliding_log with slots
         // for timestamps. So it lands in max(e, slot of the i-th oldest of the newest
         // `limit` counted permits + slots), plus one turn per full `limit` ahead of it.
@@ -240,7 +234,7 @@ private:
         decision d;
         const std::int64_t e = slot_of(now);
         const std::uint64_t used = in_turn(e);
-        detail::int128 newest;   // the newest slot that granted anything, after this decision
+        detail::int128 newest;   // the newest slot that admitted anything, after this decision
         if (used + n <= limit_) {
             d.admitted = true;
             d.remaining = limit_ - used - n;
@@ -267,10 +261,10 @@ private:
     const std::int64_t slot_;
     const std::int64_t slots_;
     const std::int64_t last_slot_;          // the last slot that starts within int64
-    std::vector<std::uint32_t> counts_;     // counts_[index(k)]: permits granted in slot k
-    std::int64_t head_ = 0;                 // the newest slot that granted anything
+    std::vector<std::uint32_t> counts_;     // counts_[index(k)]: permits admitted in slot k
+    std::int64_t head_ = 0;                 // the newest slot that admitted anything
     // Sum of counts_, all of them in slots head_ - slots + 1 .. head_. Zero exactly when
-    // nothing was ever granted: a grant adds at least one to head_, which is never cleared.
+    // nothing was ever admitted: an admission adds at least one to head_, which is never cleared.
     std::uint64_t total_ = 0;
 };
 

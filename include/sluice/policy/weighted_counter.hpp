@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/window_support.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -14,7 +15,7 @@
 namespace sluice::policy {
 
 /// Estimates the permits in the last window as prev * (1 - elapsed / window) + cur, where
-/// cur counts the current fixed window and prev the one before, and grants while the
+/// cur counts the current fixed window and prev the one before, and admits while the
 /// estimate stays within `limit`. It smooths the boundary burst of a fixed window at the
 /// cost of exactness (permits are assumed spread evenly over the previous window).
 ///
@@ -43,7 +44,7 @@ public:
     weighted_counter(const weighted_counter&) = delete;
     weighted_counter& operator=(const weighted_counter&) = delete;
 
-    /// Grants n permits at `now` if the estimate with them stays within the limit; the decision says how long until they
+    /// Admits n permits at `now` if the estimate with them stays within the limit; the decision says how long until they
     /// would be, otherwise.
     decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
 
@@ -53,23 +54,20 @@ public:
         return const_cast<weighted_counter*>(this)->decide(n, now, false);
     }
 
-    /// Grants at once when possible and nothing is `ahead`; never commits in the future.
+    /// Admits at once when possible and nothing is `ahead`; never commits in the future.
     /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
     /// max_wait.
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
     {
-        const std::uint64_t limit = limit_.load(std::memory_order_relaxed);
-        if (n == 0) return detail::invalid_reservation(error::invalid_count);
-        if (n > limit) return detail::invalid_reservation(error::exceeds_limit);
-        if (ahead == 0 && decide(n, now, true).admitted)
-            return {true, now, {}};
-        return detail::deferred_reservation(predict(n, now, ahead), now, max_wait);
+        return detail::reserve_now_or_later(
+            limit_.load(std::memory_order_relaxed), n, now, max_wait, ahead,
+            [&] { return decide(n, now, true).admitted; }, [&] { return predict(n, now, ahead); });
     }
 
-    /// Earliest time at which n permits fit if nothing else is granted, when ahead == 0
+    /// Earliest time at which n permits fit if nothing else is admitted, when ahead == 0
     /// (exact: retry_after of a refusal). With `ahead` queued permits, an estimate that
     /// prices them and the n as one lump taken at one instant, at most `limit` a window: it
-    /// can come out earlier or later than granting them one by one would (no bound either
+    /// can come out earlier or later than admitting them one by one would (no bound either
     /// way). Consumes nothing.
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
@@ -100,7 +98,7 @@ public:
 
     /// The most permits the estimate may reach.
     std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
-    /// The largest grantable request: limit().
+    /// The largest admissible request: limit().
     std::uint64_t burst() const noexcept { return limit(); }
     /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
@@ -110,19 +108,8 @@ private:
     static constexpr std::uint64_t id_mask = (std::uint64_t{1} << 11) - 1;
     static constexpr std::uint64_t closed_bit = std::uint64_t{1} << 11;
 
-    static std::uint64_t check_limit(std::uint64_t limit)
-    {
-        if (limit == 0 || limit > max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return limit;
-    }
-
-    static std::int64_t check_window(std::chrono::nanoseconds w)
-    {
-        if (w.count() <= 0)
-            throw boost::system::system_error(make_error_code(error::invalid_duration));
-        return w.count();
-    }
+    static std::uint64_t check_limit(std::uint64_t limit) { return detail::checked_limit(limit, max_limit); }
+    static std::int64_t check_window(std::chrono::nanoseconds w) { return detail::checked_window(w); }
 
     struct state {
         std::int64_t window;     // full number of the current window
@@ -226,7 +213,7 @@ private:
         return lhs <= detail::uint128(limit) * detail::uint128(window_);
     }
 
-    // Earliest instant at which n more permits fit, if nothing else is granted.
+    // Earliest instant at which n more permits fit, if nothing else is admitted.
     std::int64_t free_at(const state& s, std::uint64_t n, std::uint64_t limit) const noexcept
     {
         if (s.cur + n <= limit) {

@@ -25,8 +25,8 @@ struct connection_config {
     /// them in the list are never asked.
     std::chrono::milliseconds connect_timeout{1000};
 
-    /// A reply later than this fails its command with error::timed_out and resets the
-    /// link: in a pipeline a reply cannot be skipped.
+    /// A reply later than this fails its command with error::backend_unavailable and
+    /// resets the link: in a pipeline a reply cannot be skipped.
     std::chrono::milliseconds command_timeout{1000};
 
     /// Wait before reconnecting after a failure, doubling up to reconnect_max; back to

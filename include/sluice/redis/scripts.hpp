@@ -63,11 +63,13 @@ struct script_text {
 };
 
 // Every script starts with the same definitions: LIM (2^51), fmt (a number as Redis takes
-// it), int_arg (an integer argument in range, or an error reply), clock (the test-only
-// now_us argument i, or the server's TIME, and the extra TTL of keys written under a
-// simulated clock), config (the key's configuration hash KEYS[2], when given, replaces
-// two values; an error reply when it is not a valid one), stored (the integer state at
-// KEYS[1], nil when there is none).
+// it), int_arg (an integer argument in range, or an error reply; each script calls it once
+// per argument: a table of {name, lo, hi} specs cost the server a microsecond a call), clock
+// (the test-only now_us argument i, or the server's TIME, and the extra TTL of keys written
+// under a simulated clock), config (the key's configuration hash KEYS[2], when given,
+// replaces two values; an error reply when it is not a valid one), gcra_config (GCRA's
+// interval and burst in force, their product tau at most LIM, and the clock), stored (the
+// integer state at KEYS[1], nil when there is none).
 inline constexpr char prelude[] = R"lua(
 local LIM = 2251799813685248
 local function fmt(x) return string.format('%.0f', x) end
@@ -99,6 +101,17 @@ local function config(fa, fb, a, b, ha, hb)
   end
   return x, y, nil
 end
+local function gcra_config(interval, burst, clock_arg)
+  local e
+  interval, burst, e = config('interval', 'burst', interval, burst, LIM)
+  if e then return nil, nil, nil, nil, nil, e end
+  if interval * burst > LIM then
+    return nil, nil, nil, nil, nil, redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us')
+  end
+  local now, extra_ttl
+  now, extra_ttl, e = clock(clock_arg)
+  return interval, burst, interval * burst, now, extra_ttl, e
+end
 local function stored()
   local raw = redis.pcall('GET', KEYS[1])
   if type(raw) == 'table' and raw.err then
@@ -126,20 +139,16 @@ consteval script_text<sizeof(prelude) + N - 1> with_prelude(const char (&body)[N
 
 namespace detail {
 inline constexpr auto gcra_text = with_prelude(R"lua(
-local interval, burst, n, max_wait, e
-interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
-burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
-n, e = int_arg(3, 'n', 1, LIM) if e then return e end
-max_wait, e = int_arg(4, 'max_wait_us', 0, LIM) if e then return e end
+local arg_interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
+local arg_burst; arg_burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
+local max_wait; max_wait, e = int_arg(4, 'max_wait_us', 0, LIM) if e then return e end
 local mode = ARGV[5]
 if mode ~= 'try' and mode ~= 'reserve' and mode ~= 'lease' then
   return redis.error_reply('ERR sluice: mode must be try, reserve or lease, got ' .. tostring(mode))
 end
-interval, burst, e = config('interval', 'burst', interval, burst, LIM) if e then return e end
-local tau = interval * burst
-if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
-local now, extra_ttl
-now, extra_ttl, e = clock(6) if e then return e end
+local interval, burst, tau, now, extra_ttl
+interval, burst, tau, now, extra_ttl, e = gcra_config(arg_interval, arg_burst, 6) if e then return e end
 if now + tau + max_wait >= 9007199254740992 then
   return redis.error_reply('ERR sluice: now + interval_us * burst + max_wait_us exceeds 2^53 us')
 end
@@ -191,16 +200,12 @@ inline constexpr std::string_view gcra = detail::gcra_text.view();
 
 namespace detail {
 inline constexpr auto gcra_refund_text = with_prelude(R"lua(
-local interval, burst, n, expected, e
-interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
-burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
-n, e = int_arg(3, 'n', 1, LIM) if e then return e end
-expected, e = int_arg(4, 'expected_z', -LIM, 2 * LIM) if e then return e end
-interval, burst, e = config('interval', 'burst', interval, burst, LIM) if e then return e end
-local tau = interval * burst
-if tau > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
-local now, extra_ttl
-now, extra_ttl, e = clock(5) if e then return e end
+local arg_interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
+local arg_burst; arg_burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
+local expected; expected, e = int_arg(4, 'expected_z', -LIM, 2 * LIM) if e then return e end
+local interval, burst, tau, now, extra_ttl
+interval, burst, tau, now, extra_ttl, e = gcra_config(arg_interval, arg_burst, 5) if e then return e end
 local z
 z, e = stored() if e then return e end
 if not z then return {0, 0, 0, 0, now, 0} end
@@ -227,12 +232,11 @@ inline constexpr std::string_view gcra_refund = detail::gcra_refund_text.view();
 
 namespace detail {
 inline constexpr auto sliding_log_text = with_prelude(R"lua(
-local limit, window, n, e
-limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
-window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
-n, e = int_arg(3, 'n', 1, LIM) if e then return e end
-limit, window, e = config('limit', 'window', limit, window, 16777216, LIM) if e then return e end
-local now, extra_ttl
+local arg_limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
+local arg_window; arg_window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
+local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
+local limit, window, now, extra_ttl
+limit, window, e = config('limit', 'window', arg_limit, arg_window, 16777216, LIM) if e then return e end
 now, extra_ttl, e = clock(4) if e then return e end
 if now + 2 * window >= 9007199254740992 then
   return redis.error_reply('ERR sluice: now + 2 * window_us exceeds 2^53 us')
@@ -338,18 +342,16 @@ return {1, 0, 0, 0, 0, 0}
 
 namespace detail {
 inline constexpr auto gcra_configure_text = with_prelude(R"lua(
-local oi, ob, ni, nb, e
-oi, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
-ob, e = int_arg(2, 'burst', 1, LIM) if e then return e end
-ni, e = int_arg(3, 'new_interval_us', 0, LIM) if e then return e end
-nb, e = int_arg(4, 'new_burst', 0, LIM) if e then return e end
-oi, ob, e = config('interval', 'burst', oi, ob, LIM) if e then return e end
+local arg_interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
+local arg_burst; arg_burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+local ni; ni, e = int_arg(3, 'new_interval_us', 0, LIM) if e then return e end
+local nb; nb, e = int_arg(4, 'new_burst', 0, LIM) if e then return e end
+local oi, ob, otau, now, extra_ttl
+oi, ob, otau, now, extra_ttl, e = gcra_config(arg_interval, arg_burst, 5) if e then return e end
 if ni == 0 then ni = oi end
 if nb == 0 then nb = ob end
 if ni * nb > LIM then return redis.error_reply('ERR sluice: interval_us * burst exceeds 2^51 us') end
-local now, extra_ttl
-now, extra_ttl, e = clock(5) if e then return e end
-local otau, ntau = oi * ob, ni * nb
+local ntau = ni * nb
 local v
 v, e = stored() if e then return e end
 local z = now - otau
@@ -406,16 +408,15 @@ inline constexpr std::string_view gcra_configure = detail::gcra_configure_text.v
 
 namespace detail {
 inline constexpr auto sliding_log_configure_text = with_prelude(R"lua(
-local ol, ow, nl, nw, e
-ol, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
-ow, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
-nl, e = int_arg(3, 'new_limit', 0, 16777216) if e then return e end
-nw, e = int_arg(4, 'new_window_us', 0, LIM) if e then return e end
-ol, ow, e = config('limit', 'window', ol, ow, 16777216, LIM) if e then return e end
+local arg_limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
+local arg_window; arg_window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
+local nl; nl, e = int_arg(3, 'new_limit', 0, 16777216) if e then return e end
+local nw; nw, e = int_arg(4, 'new_window_us', 0, LIM) if e then return e end
+local ol, ow, now, unused_ttl
+ol, ow, e = config('limit', 'window', arg_limit, arg_window, 16777216, LIM) if e then return e end
+now, unused_ttl, e = clock(5) if e then return e end
 if nl == 0 then nl = ol end
 if nw == 0 then nw = ow end
-local now, unused_ttl
-now, unused_ttl, e = clock(5) if e then return e end
 redis.call('HSET', KEYS[2], 'limit', fmt(nl), 'window', fmt(nw))
 return {1, 0, 0, 0, now, 0, 0, nw, nl}
 )lua");

@@ -1,9 +1,9 @@
 // Why a Sentinel discovery found no master, in its own boost::system category.
 #pragma once
 
-#include <boost/system/error_code.hpp>
+#include <sluice/detail/error_category.hpp>
 
-#include <type_traits>
+#include <boost/system/error_code.hpp>
 
 namespace sluice::redis {
 
@@ -29,15 +29,11 @@ enum class sentinel_error {
 /// The category of sentinel_error; its name() is "sluice.redis.sentinel".
 const boost::system::error_category& sentinel_category() noexcept;
 
-/// `e` as an error_code of sentinel_category() (found by argument-dependent lookup).
-inline boost::system::error_code make_error_code(sentinel_error e) noexcept
-{
-    return {static_cast<int>(e), sentinel_category()};
-}
+/// sentinel_category(), found by argument-dependent lookup from a sentinel_error.
+inline const boost::system::error_category& category_of(sentinel_error) noexcept { return sentinel_category(); }
+
+/// `make_error_code(e)`: `e` as an error_code of sentinel_category() (found by
+/// argument-dependent lookup).
+using sluice::detail::make_error_code;
 
 } // namespace sluice::redis
-
-/// \cond boost_traits (Boost's, not part of sluice's reference)
-template <>
-struct boost::system::is_error_code_enum<sluice::redis::sentinel_error> : std::true_type {};
-/// \endcond

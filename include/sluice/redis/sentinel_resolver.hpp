@@ -1,19 +1,18 @@
 // Finds the current master through Redis Sentinel, as an Asio I/O object.
 #pragma once
 
+#include <sluice/detail/initiate_acquire.hpp>
 #include <sluice/redis/detail/sentinel_impl.hpp>
 #include <sluice/redis/sentinel_config.hpp>
 #include <sluice/redis/sentinel_error.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/execution_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -49,12 +48,9 @@ public:
     }
 
     /// The same, on the executor of an execution context (an io_context).
-    template <class Context>
-    basic_sentinel_resolver(Context& ctx, sentinel_config cfg, std::string master_password = {},
-                            std::enable_if_t<std::is_convertible_v<
-                                Context&, boost::asio::execution_context&>>* = nullptr)
-        : basic_sentinel_resolver(executor_type(ctx.get_executor()), std::move(cfg),
-                                  std::move(master_password))
+    template <sluice::detail::execution_context_ref Context>
+    basic_sentinel_resolver(Context& ctx, sentinel_config cfg, std::string master_password = {})
+        : basic_sentinel_resolver(executor_type(ctx.get_executor()), std::move(cfg), std::move(master_password))
     {
     }
 

@@ -1,4 +1,4 @@
-// Options and counters of the Redis-backed limiters.
+// Options of the Redis-backed limiters.
 #pragma once
 
 #include <sluice/keyed_options.hpp>
@@ -43,6 +43,13 @@ struct shared_options {
     /// Options of the local fallback limiter (one token bucket per key).
     keyed_options fallback;
 
+    /// The requests that wait locally (a token bucket's for its reserved slot, a sliding
+    /// window's before its next check) share one timer per limiter, which wakes at most
+    /// once per `coalesce` and releases every request due by then: a wait may end up to
+    /// this much late, never early, and the timer costs a bounded number of system calls
+    /// per second however many wait. 0 wakes for every request. >= 0.
+    std::chrono::nanoseconds coalesce = std::chrono::microseconds(200);
+
     /// Leasing (0: off; token bucket): async_try_acquire reserves a run of consecutive
     /// future slots of a key in one round trip and hands them out locally, each no
     /// earlier than its slot on the server. lease_size is the longest run: a run may be
@@ -70,42 +77,8 @@ struct shared_options {
 
     /// How far ahead a run may reach (its last slot at most lease_ttl after the server's
     /// now), and how long after its slot a leased permit may still be handed out (later it
-    /// is dropped, counted in shared_stats::lease_expired).
+    /// is dropped, counted in limiter_stats::backend_counts::lease_expired).
     std::chrono::milliseconds lease_ttl{250};
-};
-
-/// Counters of a Redis-backed limiter since construction.
-struct shared_stats {
-    /// Requests answered (granted or refused), by Redis or by the failure policy.
-    std::uint64_t decisions = 0;
-    /// Of those, the grants.
-    std::uint64_t admitted = 0;
-    /// Of those, the refusals.
-    std::uint64_t rejected = 0;
-
-    /// Decisions taken by the failure policy while Redis was unreachable.
-    std::uint64_t fallback_decisions = 0;
-
-    /// Commands that failed: unreachable, timed out, error replies, malformed replies.
-    std::uint64_t redis_errors = 0;
-
-    /// The Redis server's clock minus this host's system_clock, estimated from the server
-    /// time in each reply and the middle of its round trip (0 before the first reply).
-    /// Decisions never use it: every time in a decision is the server's.
-    std::chrono::microseconds clock_offset{0};
-
-    /// The round trip of the last reply.
-    std::chrono::microseconds last_round_trip{0};
-
-    /// Script calls sent to Redis (decisions, reservations, leases, refunds).
-    std::uint64_t commands = 0;
-
-    /// Leasing: slots reserved and dropped unused (held lease_ttl past their time), lost
-    /// to every process.
-    std::uint64_t lease_expired = 0;
-
-    /// True while requests go to the failure policy.
-    bool degraded = false;
 };
 
 } // namespace sluice::redis

@@ -24,39 +24,37 @@ namespace sluice::redis {
 ///
 ///     redis::connection conn(io, {.port = 6379});
 ///     redis::sliding_window<redis::connection> api(conn, 100, 1s);
-///     if (co_await api.acquire("user:42", 250ms)) { ... }
+///     if (auto r = co_await api.acquire("user:42", 250ms); !r) { ... r.timed_out() ... }
 ///
 /// `Client` is as for redis::token_bucket (redis::connection or a cluster client); it must
 /// outlive the limiter and its operations.
 ///
 /// Waiting: the log cannot reserve ahead, so async_acquire asks, and when refused sleeps
-/// on a local timer until the script's retry_after (when enough of the oldest entries
-/// leave the window) and asks again. Waiters are not queued: across processes the
-/// first to ask after a slot frees gets it, so a request for many permits may lose to
-/// smaller ones. A random delay of up to 2 ms on each re-check lets processes take
-/// turns at random rather than the fastest one always winning, but nothing guarantees a
-/// share: a waiter may lose until its max_wait runs out. Prefer redis::token_bucket
-/// (one FIFO of reservations on the server) when fair waiting matters more than the
-/// strict window. A later check that finds the remaining time shorter than the wait
-/// still needed also completes with error::timed_out.
+/// locally until the script's retry_after (a lower bound: when enough of the oldest
+/// entries leave the window) and asks again. From its first refusal on, a waiter holds a
+/// ticket in the key's waiters' queue in Redis ("{prefix:key}:q"): a request is granted
+/// only when the window has room for it and for every live ticket before it, so waiters
+/// are served first come, first served across processes, and tries never overtake them.
+/// Every exit before a grant (timeout, cancellation, close, the fallback) leaves the
+/// queue; a ticket left behind by a process that died holds its place until its deadline.
+/// A check that finds the time left shorter than the wait still needed completes with
+/// error::timed_out.
 ///
-/// Operations (those of its base, shared by the Redis limiters):
-/// async_try_acquire(key, n, token), completing with void(error_code, decision) after
-/// one round trip; async_acquire(key, n, max_wait, token), completing with
-/// void(error_code); acquire(key, [n,] max_wait), an awaitable<bool>: true when granted,
-/// false when the wait would exceed max_wait, any other error thrown as system_error;
-/// close(); stats(), a shared_stats; redis_key(key), the Redis key that holds `key`'s
-/// state.
+/// Operations and stats(): those of redis::token_bucket (the contract of every sluice
+/// limiter, sluice::limiter, with the key first); a try takes one round trip; a wait
+/// counted in stats() is the time from the request to its grant when it slept before a
+/// re-check.
 ///
-/// Failure handling (options.on_failure, probing, stats()) is that of redis::token_bucket;
+/// Failure handling (options.on_failure, probing, stats().backend) is that of
+/// redis::token_bucket;
 /// local_fallback enforces a local sluice::sliding_window per key with limit /
 /// expected_nodes (at least 1) permits per window. Permits granted by the fallback are
 /// not in Redis: while Redis is away, the guarantee across processes is only as good as
 /// expected_nodes.
 ///
 /// Executor: completions run on the handler's associated executor (the client's when it
-/// has none), never inside the initiating call. The local timers of waiting requests run
-/// on the client's executor.
+/// has none), never inside the initiating call. Requests sleeping before a re-check share
+/// one timer per limiter (coalesced, shared_options::coalesce), on the client's executor.
 ///
 /// Cancellation: async_acquire honours terminal, partial and total cancellation. While it
 /// sleeps before a re-check it completes at once with operation_aborted, having consumed
@@ -69,7 +67,7 @@ namespace sluice::redis {
 ///
 /// Thread-safety: like the client: one limiter may be used from several threads only if
 /// the client may (redis::connection dispatches to its executor); close() and the waiting
-/// timers belong to the client's executor. stats() is safe from any thread.
+/// requests belong to the client's executor. stats() is safe from any thread.
 ///
 /// Errors (completion handlers): error::invalid_count, error::exceeds_limit (n > limit),
 /// error::timed_out (nothing consumed), error::closed,
@@ -101,9 +99,7 @@ public:
     auto async_set_limit(std::string_view key, std::uint64_t limit,
                          Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
-        auto req = base_type::core_type::configure_request(0, limit);
-        if (limit == 0) req.second = make_error_code(error::invalid_limit);
-        return this->async_configure(key, req, std::forward<Token>(token));
+        return this->async_set_count(key, limit, std::forward<Token>(token));
     }
 
     /// Changes the window of `key` for every process (rounded up to whole us), as
@@ -113,15 +109,14 @@ public:
     auto async_set_window(std::string_view key, std::chrono::nanoseconds window,
                           Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
-        auto req = base_type::core_type::configure_request(window.count(), 0);
-        if (window.count() <= 0) req.second = make_error_code(error::invalid_duration);
-        return this->async_configure(key, req, std::forward<Token>(token));
+        return this->async_set_span(key, window, std::forward<Token>(token));
     }
 
-    /// The most permits of one key in any window-long interval.
+    /// The most permits of one key in any window-long interval (the constructor's).
     std::uint64_t limit() const noexcept { return this->core_->limit(); }
-    /// The window, in whole microseconds as the scripts use it.
-    std::chrono::microseconds window() const noexcept { return std::chrono::microseconds{this->core_->window_us()}; }
+    /// The window, in whole microseconds as the scripts use it (the constructor's, rounded
+    /// up).
+    std::chrono::microseconds window() const noexcept { return this->core_->window(); }
 };
 
 } // namespace sluice::redis

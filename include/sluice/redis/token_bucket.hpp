@@ -24,37 +24,47 @@ namespace sluice::redis {
 ///
 ///     redis::connection conn(io, {.port = 6379});
 ///     redis::token_bucket<redis::connection> api(conn, rate::per_second(100), 10);
-///     if (co_await api.acquire("user:42", 250ms)) { ... }
+///     if (auto r = co_await api.acquire("user:42", 250ms); !r) { ... r.timed_out() ... }
 ///
 /// `Client` is anything with `async_eval(script, keys, args, token)` completing with
 /// void(error_code, reply) and `get_executor()`: redis::connection, or a cluster client
 /// (keys carry a hash tag). The client must outlive the limiter and its operations.
 ///
 /// Waiting: async_acquire reserves the slot in Redis (the script returns how long until
-/// it is usable) and then waits on a local timer: reservations from all processes queue
+/// it is usable) and then waits locally until then: reservations from all processes queue
 /// in one FIFO on the server, so per key a large request is never starved and a wake-up
 /// needs no second round trip. max_wait is rounded down to whole us.
 ///
-/// Operations (those of its base, shared by the Redis limiters):
-/// async_try_acquire(key, n, token), completing with void(error_code, decision) after
-/// one round trip (with shared_options::lease_size, usually none); async_acquire(key, n,
-/// max_wait, token), completing with void(error_code); acquire(key, [n,] max_wait), an awaitable<bool>: true when granted,
-/// false when the wait would exceed max_wait, any other error thrown as system_error;
-/// close(); stats(), a shared_stats; redis_key(key), the Redis key that holds `key`'s
-/// state.
+/// Operations: the contract of every sluice limiter (sluice::limiter, with the key
+/// first), from its base: async_try_acquire(key, n, token), completing with
+/// void(error_code, decision) after one round trip (with shared_options::lease_size,
+/// usually none); async_acquire(key, n, max_wait, token), completing with
+/// void(error_code); acquire(key, [n,] max_wait), an awaitable<acquire_result> that never
+/// throws for an error_code; close(); stats(), a limiter_stats; get_executor();
+/// redis_key(key), the Redis key that holds `key`'s state. Keys are copied into the
+/// operations. There is no synchronous try_acquire: every decision is a round trip.
+///
+/// stats(): requests (async_acquire, acquire) by outcome, each counted once when it is
+/// answered (`waiting`: started and not answered yet, in a round trip or waiting for its
+/// slot; a wait is the time from the request to its grant when it waited for a reserved
+/// slot; a request the local fallback admits counts no wait); tries by decision (a try
+/// that completes with an error_code took none and is not counted there); the `backend`
+/// group (commands, errors, fallback decisions, leased slots expired, the last round
+/// trip, the server's clock offset, degraded).
 ///
 /// When Redis is unreachable or does not answer within the client's command timeout,
 /// options.on_failure decides (fail_closed, fail_open, or a local token bucket per key
 /// enforcing rate / expected_nodes) until a probe (one request per probe_interval) gets
-/// an answer again; stats() counts those fallback decisions. No request waits for a dead
-/// server longer than the command timeout.
+/// an answer again; stats().backend counts those fallback decisions. No request waits
+/// for a dead server longer than the command timeout.
 ///
 /// Executor: completions run on the handler's associated executor (the client's when it
-/// has none), never inside the initiating call. The local timers of waiting requests run
-/// on the client's executor.
+/// has none), never inside the initiating call. Requests waiting for their reserved slot
+/// share one timer per limiter (coalesced, shared_options::coalesce), on the client's
+/// executor.
 ///
 /// Cancellation: async_acquire honours terminal, partial and total cancellation. While it
-/// waits on its local timer for a reserved slot, it completes at once with
+/// waits locally for a reserved slot, it completes at once with
 /// operation_aborted and gives the slot back in Redis if nothing reserved after it
 /// depends on it (otherwise the slot stays consumed: never more than the quota). During a
 /// round trip the cancellation takes effect when the reply arrives (within the client's
@@ -65,7 +75,7 @@ namespace sluice::redis {
 ///
 /// Thread-safety: like the client: one limiter may be used from several threads only if
 /// the client may (redis::connection dispatches to its executor); close() and the waiting
-/// timers belong to the client's executor. stats() is safe from any thread.
+/// requests belong to the client's executor. stats() is safe from any thread.
 ///
 /// Errors (completion handlers): error::invalid_count, error::exceeds_limit (bad
 /// requests), error::timed_out (nothing consumed), error::closed,
@@ -101,8 +111,7 @@ public:
     auto async_set_rate(std::string_view key, rate r,
                         Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
-        return this->async_configure(key, base_type::core_type::configure_request(r.interval().count(), 0),
-                                     std::forward<Token>(token));
+        return this->async_set_span(key, r.interval(), std::forward<Token>(token));
     }
 
     /// Changes the burst of `key` for every process, as async_set_rate: the permits
@@ -114,17 +123,19 @@ public:
     auto async_set_burst(std::string_view key, std::uint64_t burst,
                          Token&& token = boost::asio::default_completion_token_t<typename base_type::executor_type>())
     {
-        auto req = base_type::core_type::configure_request(0, burst);
-        if (burst == 0) req.second = make_error_code(error::invalid_limit);
-        return this->async_configure(key, req, std::forward<Token>(token));
+        return this->async_set_count(key, burst, std::forward<Token>(token));
     }
 
     /// Leasing: permits this process holds and has not handed out yet (all keys).
     std::uint64_t leased() const { return this->core_->leased(); }
 
-    /// Microseconds between two permits, as the scripts use it.
-    std::int64_t interval_us() const noexcept { return this->core_->interval_us(); }
-    /// The most permits a key's bucket holds.
+    /// The time between two permits, in whole microseconds as the scripts use it (the
+    /// constructor's rate rounded up). A key's own configuration in Redis (async_set_rate)
+    /// may differ.
+    std::chrono::microseconds interval() const noexcept { return this->core_->interval(); }
+    /// The rate of interval().
+    sluice::rate rate() const { return sluice::rate::every(interval()); }
+    /// The most permits a key's bucket holds (the constructor's).
     std::uint64_t burst() const noexcept { return this->core_->burst(); }
 };
 

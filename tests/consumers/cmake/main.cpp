@@ -1,5 +1,5 @@
 // A CMake project built against an installed sluice through find_package, as .ci/run's
-// install stage does (README, "Use it from your project"); CMakeLists.txt defines
+// install stage does (docs/guide.md, "Using sluice from your project"); CMakeLists.txt defines
 // CONSUMER_REDIS when the install has sluice::redis. A coroutine co_awaits a token bucket
 // on an io_context; with CONSUMER_REDIS it also constructs a Redis limiter, so the link
 // against libsluice_redis is checked (no server is needed: nothing is sent before the

@@ -1,5 +1,5 @@
 // A Meson project that builds sluice as a subproject (subprojects/sluice, a wrap or a
-// checkout), as .ci/run's install stage does (README, "Use it from your project");
+// checkout), as .ci/run's install stage does (docs/guide.md, "Using sluice from your project");
 // meson.build defines CONSUMER_REDIS when the subproject provides sluice-redis. A
 // coroutine co_awaits a token bucket on an io_context; with CONSUMER_REDIS it also
 // constructs a Redis limiter, so the link against libsluice_redis is checked (no server

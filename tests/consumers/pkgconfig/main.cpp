@@ -1,5 +1,5 @@
 // A program built against an installed sluice with plain g++ and pkg-config, as
-// .ci/run's install stage does (README, "Use it from your project"):
+// .ci/run's install stage does (docs/guide.md, "Using sluice from your project"):
 //   c++ -std=c++20 main.cpp $(pkg-config --cflags --libs sluice) -o consumer
 //   c++ -std=c++20 -DCONSUMER_REDIS main.cpp $(pkg-config --cflags --libs sluice-redis) -o consumer
 // A coroutine co_awaits a token bucket on an io_context; with CONSUMER_REDIS it also

@@ -7,6 +7,7 @@
 
 #include <sluice/detail/arith.hpp>
 #include <sluice/error.hpp>
+#include <sluice/redis/detail/op_fsm.hpp>
 #include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 #include <sluice/redis/scripts.hpp>
@@ -23,77 +24,93 @@
 
 namespace sluice::redis::detail {
 
-/// What the two acquire machines share: the request, the result, the failure policy and
-/// the end of a wait on the fallback.
-class acquire_fsm_base {
+/// What the two acquire machines share: the failure policy, the end of a wait on the
+/// fallback, the replies that end any acquire, and the count of each request's outcome
+/// (once, when it is answered; its wait when it slept).
+class acquire_fsm_base : public op_fsm {
 public:
     static constexpr bool with_decision = false;
     static constexpr bool total_cancellation = true;
 
-    const std::string& key() const noexcept { return key_; }
-    std::uint64_t count() const noexcept { return n_; }
-    bool posted() const noexcept { return st_ == state::posted; }
-    const boost::system::error_code& error() const noexcept { return ec_; }
+    /// A request for n permits of `key` (the Redis key), waiting at most max_wait_ns.
+    acquire_fsm_base(std::string key, std::uint64_t n, std::int64_t max_wait_ns)
+        : op_fsm(std::move(key), n), max_wait_ns_(std::max<std::int64_t>(0, max_wait_ns))
+    {
+    }
 
 protected:
-    enum class state { start, posted, evaluating, sleeping, falling_back, done };
+    enum class state { start, evaluating, sleeping, falling_back, done };
 
-    acquire_fsm_base(std::string key, std::uint64_t n) : key_(std::move(key)), n_(n) {}
-
-    op_step finish(boost::system::error_code ec, bool initiating) noexcept
+    // The request starts at `now`.
+    template <class Ctx>
+    void begin(Ctx& c, std::int64_t now)
     {
-        ec_ = ec;
-        st_ = initiating ? state::posted : state::done;
-        return initiating ? op_step::post() : op_step::complete();
+        since_ = now;
+        c.request_started();
+    }
+
+    // Ends the request with `ec` at `now`, counted (with its wait, when it slept).
+    template <class Ctx>
+    op_step finish(Ctx& c, boost::system::error_code ec, std::int64_t now, bool initiating = false)
+    {
+        st_ = state::done;
+        c.count_request(ec, slept_ ? sluice::detail::sat_sub(now, since_) : 0);
+        return end(ec, initiating);
+    }
+
+    // Sleeps wait_ns on the limiter's clock.
+    op_step sleep(std::int64_t wait_ns) noexcept
+    {
+        st_ = state::sleeping;
+        slept_ = true;
+        return op_step::sleep(wait_ns);
     }
 
     // Redis cannot answer: the failure policy decides, waiting at most max_wait_ns on the
     // local limiter.
     template <class Ctx>
-    op_step by_policy(Ctx& c, std::int64_t max_wait_ns, bool initiating)
+    op_step fail_over(Ctx& c, std::int64_t max_wait_ns, std::int64_t now, bool initiating)
     {
-        switch (c.options().on_failure) {
-        case failure_policy::fail_closed:
-            return finish(error::backend_unavailable, initiating);
-        case failure_policy::fail_open:
-            c.count(true, true);
-            return finish({}, initiating);
-        case failure_policy::local_fallback:
+        switch (by_policy(c)) {
+        case policy_says::refuse:
+            return finish(c, ec_, now, initiating);
+        case policy_says::admit:
+            c.count_fallback();
+            return finish(c, {}, now, initiating);
+        case policy_says::ask_fallback:
             break;
         }
         st_ = state::falling_back;
         return op_step::fall_back(max_wait_ns);
     }
 
+    // The wait on the fallback ended with `e`.
     template <class Ctx>
-    op_step fallback_done(Ctx& c, const boost::system::error_code& e)
+    op_step fallback_done(Ctx& c, const boost::system::error_code& e, std::int64_t now)
     {
         if (!e || e == error::timed_out)
-            c.count(!e, true);
-        return finish(e, false);
+            c.count_fallback();
+        return finish(c, e, now);
     }
 
     // A reply that ends the operation whatever it asked: Redis unreachable (cancelled,
     // closed, or the failure policy waiting at most max_wait_ns), an error, a malformed
-    // reply, a request beyond the burst in force. Empty when *v is the caller's to read
-    // (the reply is counted then).
+    // reply, a request beyond the burst in force. Empty when *v is the caller's to read.
     template <class Ctx>
     std::optional<op_step> unusable(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled,
-                                    round_trip rt, std::int64_t max_wait_ns)
+                                    round_trip rt, std::int64_t max_wait_ns, std::int64_t now)
     {
-        if (unreachable(e)) {
-            c.on_unavailable();
-            if (cancelled) return finish(boost::asio::error::operation_aborted, false);
-            if (c.closed()) return finish(error::closed, false);
-            return by_policy(c, max_wait_ns, false);
+        switch (read(c, e, v, rt)) {
+        case reply_is::unreachable:
+            if (cancelled) return finish(c, boost::asio::error::operation_aborted, now);
+            if (c.closed()) return finish(c, error::closed, now);
+            return fail_over(c, max_wait_ns, now, false);
+        case reply_is::failed:
+        case reply_is::exceeding:
+            return finish(c, ec_, now);
+        case reply_is::usable:
+            break;
         }
-        if (e || !v) {
-            c.on_error();
-            return finish(e ? e : make_error_code(error::protocol_error), false);
-        }
-        c.on_reply(*v, rt);
-        if (v->exceeds())
-            return finish(error::exceeds_limit, false);
         return std::nullopt;
     }
 
@@ -102,27 +119,25 @@ protected:
         return closed ? make_error_code(error::closed) : boost::system::error_code(boost::asio::error::operation_aborted);
     }
 
-    std::string key_;
-    std::uint64_t n_;
+    std::int64_t max_wait_ns_;
+    std::int64_t since_ = 0;   // Clock ns: when the request started
     state st_ = state::start;
-    boost::system::error_code ec_;
+    bool slept_ = false;       // it waited locally (for its slot, or before a re-check)
 };
 
-/// The token bucket: one reservation, then a local timer until the slot.
+/// The token bucket: one reservation, then a local wait until the slot.
 class bucket_acquire_fsm : public acquire_fsm_base {
 public:
-    bucket_acquire_fsm(std::string key, std::uint64_t n, std::int64_t max_wait_ns)
-        : acquire_fsm_base(std::move(key), n), max_wait_ns_(std::max<std::int64_t>(0, max_wait_ns))
-    {
-    }
+    using acquire_fsm_base::acquire_fsm_base;
 
     template <class Ctx>
-    op_step start(Ctx& c, std::int64_t /*now*/)
+    op_step start(Ctx& c, std::int64_t now)
     {
+        begin(c, now);
         if (auto ec = c.check(n_))
-            return finish(ec, true);
+            return finish(c, ec, now, true);
         if (!c.route())
-            return by_policy(c, max_wait_ns_, true);
+            return fail_over(c, max_wait_ns_, now, true);
         st_ = state::evaluating;
         // Not cancellable while in flight: the reply says whether a slot was reserved, and
         // only then can it be given back.
@@ -131,39 +146,34 @@ public:
 
     template <class Ctx>
     op_step on_reply(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled,
-                     round_trip rt, std::int64_t /*now*/)
+                     round_trip rt, std::int64_t now)
     {
-        if (auto s = unusable(c, e, v, cancelled, rt, max_wait_ns_))
+        if (auto s = unusable(c, e, v, cancelled, rt, max_wait_ns_, now))
             return *s;
-        if (!v->admitted) {
-            c.count(false, false);
-            return finish(error::timed_out, false);
-        }
+        if (!v->admitted)
+            return finish(c, error::timed_out, now);
         if (cancelled || c.closed()) {
             c.refund(key_, n_, v->state);
-            return finish(ended(!cancelled), false);
+            return finish(c, ended(!cancelled), now);
         }
-        // Counted when the reply is in: the slot is ours unless given back.
-        c.count(true, false);
         if (v->wait_us == 0)
-            return finish({}, false);
+            return finish(c, {}, now);
         reserved_ = v->state;
-        st_ = state::sleeping;
-        return op_step::sleep(v->wait_us * 1000);
+        return sleep(v->wait_us * 1000);
     }
 
-    /// The local timer (e: cancelled or closed), or the wait on the fallback.
+    /// The end of the local wait (e: cancelled or closed), or of the wait on the fallback.
     template <class Ctx>
-    op_step on_wake(Ctx& c, const boost::system::error_code& e, bool /*cancelled*/, std::int64_t /*now*/)
+    op_step on_wake(Ctx& c, const boost::system::error_code& e, bool /*cancelled*/, std::int64_t now)
     {
         if (st_ == state::falling_back)
-            return fallback_done(c, e);
+            return fallback_done(c, e, now);
         if (e) {
             // The slot goes back where nothing later depends on it.
             c.refund(key_, n_, reserved_);
-            return finish(ended(c.closed()), false);
+            return finish(c, ended(c.closed()), now);
         }
-        return finish({}, false);
+        return finish(c, {}, now);
     }
 
 private:
@@ -173,7 +183,6 @@ private:
         return std::min<std::int64_t>(max_wait_ns_ / 1000, lua::max_span_us);
     }
 
-    std::int64_t max_wait_ns_;
     std::int64_t reserved_ = 0;   // the bucket's state after our reservation (for a refund)
 };
 
@@ -184,14 +193,12 @@ private:
 /// leaves the queue.
 class window_acquire_fsm : public acquire_fsm_base {
 public:
-    window_acquire_fsm(std::string key, std::uint64_t n, std::int64_t max_wait_ns)
-        : acquire_fsm_base(std::move(key), n), max_wait_ns_(std::max<std::int64_t>(0, max_wait_ns))
-    {
-    }
+    using acquire_fsm_base::acquire_fsm_base;
 
     template <class Ctx>
     op_step start(Ctx& c, std::int64_t now)
     {
+        begin(c, now);
         deadline_ = sluice::detail::sat_add(now, max_wait_ns_);
         ticket_ = c.make_ticket(n_, max_wait_ns_);
         return ask(c, now, true);
@@ -208,9 +215,9 @@ public:
     op_step on_wake(Ctx& c, const boost::system::error_code& e, bool cancelled, std::int64_t now)
     {
         if (st_ == state::falling_back)
-            return fallback_done(c, e);
+            return fallback_done(c, e, now);
         if (e || cancelled)
-            return settle(c, finish(ended(c.closed()), false));
+            return settle(c, finish(c, ended(c.closed()), now));
         return settle(c, ask(c, now, false));
     }
 
@@ -221,36 +228,32 @@ private:
     op_step decide(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled, round_trip rt,
                    std::int64_t now)
     {
-        if (auto s = unusable(c, e, v, cancelled, rt, left(now)))
+        if (auto s = unusable(c, e, v, cancelled, rt, left(now), now))
             return *s;
         if (v->admitted) {
             // Granted permits are consumed whatever happened meanwhile: report them (the
             // script took the ticket out of the queue).
             queued_ = false;
-            c.count(true, false);
-            return finish({}, false);
+            return finish(c, {}, now);
         }
         queued_ = true;
         if (cancelled || c.closed())
-            return finish(ended(!cancelled), false);
+            return finish(c, ended(!cancelled), now);
         // retry_after is a lower bound (entries only leave the window by time; others may
         // add more), so a wait beyond the deadline cannot end in a grant.
         std::int64_t wait_ns = sluice::detail::sat_mul(static_cast<std::uint64_t>(v->wait_us), 1000);
-        if (wait_ns > left(now)) {
-            c.count(false, false);
-            return finish(error::timed_out, false);
-        }
-        st_ = state::sleeping;
-        return op_step::sleep(wait_ns);
+        if (wait_ns > left(now))
+            return finish(c, error::timed_out, now);
+        return sleep(wait_ns);
     }
 
     template <class Ctx>
     op_step ask(Ctx& c, std::int64_t now, bool initiating)
     {
         if (auto ec = c.check(n_))
-            return finish(ec, initiating);
+            return finish(c, ec, now, initiating);
         if (!c.route())
-            return by_policy(c, left(now), initiating);
+            return fail_over(c, left(now), now, initiating);
         st_ = state::evaluating;
         // Not cancellable while in flight: a grant cannot be taken back, so the reply
         // decides (bounded by the client's command timeout).
@@ -278,7 +281,6 @@ private:
         return l < 0 ? 0 : l;
     }
 
-    std::int64_t max_wait_ns_;
     std::int64_t deadline_ = 0;   // Clock ns
     std::string ticket_;
     bool queued_ = false;         // the ticket may be in the queue
@@ -286,25 +288,25 @@ private:
 
 /// A change of a key's configuration (set_rate, set_burst, set_limit, set_window): one
 /// script call; the failure policy does not apply (a change Redis did not see did not
-/// happen).
-class configure_fsm : public acquire_fsm_base {
+/// happen), and it is not a request (not counted in stats()).
+class configure_fsm : public op_fsm {
 public:
+    static constexpr bool with_decision = false;
+    static constexpr bool total_cancellation = false;
+
     /// `invalid`: the request's own error (a bad rate or burst), reported without a call.
     configure_fsm(std::string key, eval_request r, boost::system::error_code invalid)
-        : acquire_fsm_base(std::move(key), 1), request_(r), invalid_(invalid)
+        : op_fsm(std::move(key), 1), request_(r), invalid_(invalid)
     {
     }
-
-    static constexpr bool total_cancellation = false;
 
     template <class Ctx>
     op_step start(Ctx& c, std::int64_t /*now*/)
     {
         if (invalid_)
-            return finish(invalid_, true);
+            return end(invalid_, true);
         if (c.closed())
-            return finish(error::closed, true);
-        st_ = state::evaluating;
+            return end(error::closed, true);
         return op_step::eval(request_, true);
     }
 
@@ -312,20 +314,21 @@ public:
     op_step on_reply(Ctx& c, const boost::system::error_code& e, const verdict* v, bool /*cancelled*/,
                      round_trip rt, std::int64_t /*now*/)
     {
-        if (unreachable(e)) {
-            c.on_unavailable();
-            return finish(e, false);
+        switch (read(c, e, v, rt)) {
+        case reply_is::unreachable:
+            return end(e, false);
+        case reply_is::failed:
+            return end(ec_, false);
+        case reply_is::exceeding:
+        case reply_is::usable:
+            break;
         }
-        if (e) {
+        if (!v->admitted) {
+            // A change is always applied: any other answer is not the script's.
             c.on_error();
-            return finish(e, false);
+            return end(error::protocol_error, false);
         }
-        if (!v || !v->admitted) {
-            c.on_error();
-            return finish(error::protocol_error, false);
-        }
-        c.on_reply(*v, rt);
-        return finish({}, false);
+        return end({}, false);
     }
 
     template <class Ctx>

@@ -79,14 +79,16 @@ public:
                 modes[static_cast<int>(r.how)]};
     }
 
-    // set_rate / set_burst: the request, or the error of a bad value.
+    // set_rate / set_burst: the request, or the error of a bad value (bad_span for an
+    // interval out of range).
+    static constexpr error bad_span = error::invalid_rate;
     static std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t interval_ns, std::uint64_t burst)
     {
         return detail::configure_request(interval_ns, burst, static_cast<std::uint64_t>(lua::max_span_us), lua::max_span_us,
-                                        error::invalid_rate);
+                                        bad_span);
     }
 
-    std::int64_t interval_us() const noexcept { return interval_us_; }
+    std::chrono::microseconds interval() const noexcept { return std::chrono::microseconds{interval_us_}; }
     std::uint64_t burst() const noexcept { return burst_; }
 
     // Gives a reservation back in Redis where nothing later depends on it (fire and
@@ -134,13 +136,13 @@ public:
             redis_op<bucket_core, try_fsm>{std::move(self), try_fsm::prefetch(key, count)}, boost::asio::detached, ex);
     }
 
-    shared_stats stats() const
+    limiter_stats stats() const
     {
-        shared_stats s = base_type::stats();
+        limiter_stats s = base_type::stats();
         std::lock_guard lock(mutex_);
-        s.lease_expired = expired_closed_;
+        s.backend.lease_expired = expired_closed_;
         for (const auto& [k, e] : leases_)
-            s.lease_expired += e.expired();
+            s.backend.lease_expired += e.expired();
         return s;
     }
 
@@ -162,11 +164,11 @@ public:
     {
         if (!this->mark_closed())
             return;
+        this->engine().close();
         std::vector<std::pair<std::string, lease_give_back>> unused;
         {
             std::int64_t t = now();
             std::lock_guard lock(mutex_);
-            this->wake_waiters_locked();
             for (auto& [k, e] : leases_)
                 if (auto g = e.close(limits(), t); g.count > 0)
                     unused.emplace_back(k, g);

@@ -1,16 +1,20 @@
 // What every Redis-backed limiter shares, whatever its script: the client, the options,
 // the health of the link (Redis or the failure policy, with probing), the local fallback,
-// the timers of waiting requests (so that close() can wake them), key building and the
-// counters.
+// the wait engine of the requests that wait locally, key building and the counters.
 #pragma once
 
+#include <sluice/decision.hpp>
+#include <sluice/detail/request_counters.hpp>
 #include <sluice/error.hpp>
+#include <sluice/limiter_stats.hpp>
+#include <sluice/detail/wait_engine.hpp>
+#include <sluice/limiter_options.hpp>
 #include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/detail/wake_queue.hpp>
 #include <sluice/redis/script.hpp>
 #include <sluice/redis/shared_options.hpp>
 
-#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <atomic>
@@ -20,7 +24,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -39,8 +42,9 @@ public:
     using client_type = Client;
     using clock_type = Clock;
     using executor_type = typename Client::executor_type;
-    using timer_type = boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, executor_type>;
     using fallback_type = Fallback;
+    // Where requests wait locally (for a reserved slot, or a re-check): one timer for all.
+    using engine_type = sluice::detail::wait_engine<wake_queue, Clock, executor_type>;
 
     /// make_fallback(executor, checked options) builds the fallback; it runs after the
     /// options are checked (it may divide by expected_nodes). Requests for more than
@@ -50,7 +54,8 @@ public:
         : client_(client),
           opts_(checked(std::move(opts))),
           max_count_(max_count),
-          fallback_(std::forward<MakeFallback>(make_fallback)(client.get_executor(), opts_))
+          fallback_(std::forward<MakeFallback>(make_fallback)(client.get_executor(), opts_)),
+          engine_(std::make_shared<engine_type>(client.get_executor(), waiting_options(opts_)))
     {
     }
 
@@ -59,6 +64,7 @@ public:
 
     Client& client() noexcept { return client_; }
     fallback_type& fallback() noexcept { return fallback_; }
+    engine_type& engine() noexcept { return *engine_; }
     const shared_options& options() const noexcept { return opts_; }
 
     std::string key_for(std::string_view key) const
@@ -137,54 +143,47 @@ public:
     // local_fallback's decision for a non-blocking request.
     decision fallback_try(const std::string& key, std::uint64_t n) { return fallback_.try_acquire(key, n); }
 
-    void count(bool admitted, bool fallback) noexcept
+    // A request (async_acquire) starts; count_request answers it, once.
+    void request_started() noexcept { pending_.fetch_add(1, std::memory_order_relaxed); }
+
+    // A request answered with `ec`, after waiting `waited_ns` locally (0: it did not).
+    void count_request(const boost::system::error_code& ec, std::int64_t waited_ns) noexcept
     {
-        (admitted ? admitted_ : rejected_).fetch_add(1, std::memory_order_relaxed);
-        if (fallback) fallback_decisions_.fetch_add(1, std::memory_order_relaxed);
+        {
+            std::lock_guard lock(counts_mutex_);
+            requests_.count(ec, waited_ns);
+        }
+        pending_.fetch_sub(1, std::memory_order_relaxed);
     }
 
-    // The server's clock minus this host's system_clock, us (see shared_stats).
+    // A try answered with a decision; `fallback`: by the failure policy.
+    void count_try(bool admitted, bool fallback) noexcept
+    {
+        requests_.count_try(admitted);
+        if (fallback) count_fallback();
+    }
+
+    // A request or try the failure policy answered.
+    void count_fallback() noexcept { fallback_decisions_.fetch_add(1, std::memory_order_relaxed); }
+
+    // The server's clock minus this host's system_clock, us (see limiter_stats::backend).
     std::int64_t clock_offset_us() const noexcept { return offset_us_.load(std::memory_order_relaxed); }
 
-    shared_stats stats() const noexcept
+    limiter_stats stats() const noexcept
     {
-        shared_stats s;
-        s.admitted = admitted_.load(std::memory_order_relaxed);
-        s.rejected = rejected_.load(std::memory_order_relaxed);
-        s.decisions = s.admitted + s.rejected;
-        s.fallback_decisions = fallback_decisions_.load(std::memory_order_relaxed);
-        s.redis_errors = redis_errors_.load(std::memory_order_relaxed);
-        s.clock_offset = std::chrono::microseconds{offset_us_.load(std::memory_order_relaxed)};
-        s.last_round_trip = std::chrono::microseconds{rtt_us_.load(std::memory_order_relaxed)};
-        s.degraded = degraded_.load(std::memory_order_relaxed);
-        s.commands = commands_.load(std::memory_order_relaxed);
+        limiter_stats s;
+        {
+            std::lock_guard lock(counts_mutex_);
+            s = requests_.snapshot(pending_.load(std::memory_order_relaxed));
+        }
+        s.backend.commands = commands_.load(std::memory_order_relaxed);
+        s.backend.errors = redis_errors_.load(std::memory_order_relaxed);
+        s.backend.fallback_decisions = fallback_decisions_.load(std::memory_order_relaxed);
+        s.backend.last_round_trip = std::chrono::microseconds{rtt_us_.load(std::memory_order_relaxed)};
+        s.backend.clock_offset = std::chrono::microseconds{offset_us_.load(std::memory_order_relaxed)};
+        s.backend.degraded = degraded_.load(std::memory_order_relaxed);
         return s;
     }
-
-    // A waiting request's timer, known to the core while it waits so that close() can
-    // wake it. Owned by the operation; unregisters itself.
-    class waiting_timer {
-    public:
-        explicit waiting_timer(std::shared_ptr<limiter_core> core)
-            : core_(std::move(core)), timer_(core_->client().get_executor())
-        {
-            std::lock_guard lock(core_->mutex_);
-            core_->waiting_.insert(this);
-        }
-        waiting_timer(const waiting_timer&) = delete;
-        waiting_timer& operator=(const waiting_timer&) = delete;
-        ~waiting_timer()
-        {
-            std::lock_guard lock(core_->mutex_);
-            core_->waiting_.erase(this);
-        }
-        timer_type& timer() noexcept { return timer_; }
-
-    private:
-        friend class limiter_core;
-        std::shared_ptr<limiter_core> core_;
-        timer_type timer_;
-    };
 
     // Wakes every waiting request (they complete with error::closed) and closes the
     // fallback; later requests fail with error::closed.
@@ -192,10 +191,7 @@ public:
     {
         if (!mark_closed())
             return;
-        {
-            std::lock_guard lock(mutex_);
-            wake_waiters_locked();
-        }
+        engine_->close();
         fallback_.close();
     }
 
@@ -210,13 +206,7 @@ protected:
     // False when already closed.
     bool mark_closed() noexcept { return !closed_.exchange(true, std::memory_order_acq_rel); }
 
-    void wake_waiters_locked()
-    {
-        for (waiting_timer* w : waiting_)
-            w->timer_.cancel();
-    }
-
-    // Guards the waiting timers and whatever a derived core keeps per key.
+    // Guards what a derived core keeps per key.
     mutable std::mutex mutex_;
 
 private:
@@ -227,9 +217,16 @@ private:
 
     static shared_options checked(shared_options o)
     {
-        if (o.expected_nodes == 0 || o.probe_interval.count() <= 0)
+        if (o.expected_nodes == 0 || o.probe_interval.count() <= 0 || o.coalesce.count() < 0)
             throw boost::system::system_error(make_error_code(error::invalid_option));
         return o;
+    }
+
+    static limiter_options waiting_options(const shared_options& o) noexcept
+    {
+        limiter_options w;
+        w.coalesce = o.coalesce;
+        return w;
     }
 
     Client& client_;
@@ -242,13 +239,13 @@ private:
     std::atomic<std::int64_t> next_probe_{0};
     std::atomic<std::int64_t> offset_us_{0};
     std::atomic<std::int64_t> rtt_us_{0};
-    std::atomic<std::uint64_t> admitted_{0};
-    std::atomic<std::uint64_t> rejected_{0};
     std::atomic<std::uint64_t> fallback_decisions_{0};
     std::atomic<std::uint64_t> redis_errors_{0};
     std::atomic<std::uint64_t> commands_{0};
-
-    std::unordered_set<waiting_timer*> waiting_;
+    std::atomic<std::size_t> pending_{0};   // requests started and not answered yet
+    mutable std::mutex counts_mutex_;        // guards requests_ but its try counts
+    sluice::detail::request_counters requests_;
+    std::shared_ptr<engine_type> engine_;
 };
 
 } // namespace sluice::redis::detail

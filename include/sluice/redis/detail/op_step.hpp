@@ -77,27 +77,19 @@ struct op_step {
         s.cancellable = cancellable;
         return s;
     }
-    static op_step sleep(std::int64_t ns) noexcept
+    static op_step sleep(std::int64_t ns) noexcept { return waiting(kind::sleep, ns); }
+    static op_step fall_back(std::int64_t max_wait_ns) noexcept { return waiting(kind::fall_back, max_wait_ns); }
+    static op_step post() noexcept { return waiting(kind::post, 0); }
+    static op_step complete() noexcept { return op_step{}; }
+
+private:
+    static op_step waiting(kind k, std::int64_t ns) noexcept
     {
         op_step s;
-        s.next = kind::sleep;
+        s.next = k;
         s.wait_ns = ns;
         return s;
     }
-    static op_step fall_back(std::int64_t max_wait_ns) noexcept
-    {
-        op_step s;
-        s.next = kind::fall_back;
-        s.wait_ns = max_wait_ns;
-        return s;
-    }
-    static op_step post() noexcept
-    {
-        op_step s;
-        s.next = kind::post;
-        return s;
-    }
-    static op_step complete() noexcept { return op_step{}; }
 };
 
 /// The client's times around one round trip (system_clock, us): the limiter estimates the

@@ -1,10 +1,13 @@
 // The one composed operation behind every Redis limiter operation: it asks its state
 // machine (try_fsm, bucket_acquire_fsm, window_acquire_fsm) what to do and does it with
-// the client, a waiting timer close() can wake, or the fallback limiter.
+// the client, the limiter's wait engine (where close() and cancellation reach it), or the
+// fallback limiter.
 #pragma once
 
+#include <sluice/detail/initiate_acquire.hpp>
 #include <sluice/redis/detail/limiter_core.hpp>
 #include <sluice/redis/detail/op_step.hpp>
+#include <sluice/redis/detail/parked_op.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -28,7 +31,6 @@ struct redis_op {
     Fsm fsm;
     round_trip rt{};
     eval_request sent{};   // the call in flight: its reply must be a possible answer to it
-    std::unique_ptr<typename Core::waiting_timer> timer{};
 
     // Start, or the post of a result decided in the initiating call.
     template <class Self>
@@ -53,11 +55,10 @@ struct redis_op {
                                Core::now()));
     }
 
-    // The waiting timer, or the wait on the fallback.
+    // The end of a wait in the engine, or of the wait on the fallback.
     template <class Self>
     void operator()(Self& self, boost::system::error_code e)
     {
-        timer.reset();
         run(self, fsm.on_wake(*core, e, self.cancelled() != boost::asio::cancellation_type::none, Core::now()));
     }
 
@@ -82,9 +83,7 @@ private:
             return;
         }
         case op_step::kind::sleep:
-            timer = std::make_unique<typename Core::waiting_timer>(core);
-            timer->timer().expires_after(std::chrono::nanoseconds{s.wait_ns});
-            timer->timer().async_wait(std::move(self));
+            park(self, s.wait_ns);
             return;
         case op_step::kind::fall_back: {
             // Copied: `self` (holding the key) moves into the operation.
@@ -101,6 +100,20 @@ private:
             finish(self);
             return;
         }
+    }
+
+    // Waits wait_ns in the limiter's engine: the operation moves into a waiter node
+    // (after which `this` is left behind), resumed with the engine's result.
+    template <class Self>
+    void park(Self& self, std::int64_t wait_ns)
+    {
+        using engine_type = typename Core::engine_type;
+        engine_type& engine = core->engine();
+        auto* node = parked_op<Self>::create(std::move(self));
+        auto slot = node->cancellation_slot();
+        if (slot.is_connected())
+            slot.template emplace<sluice::detail::cancel_waiter<engine_type>>(&engine, node);
+        engine.start(node, 1, wait_ns);
     }
 
     template <class Self>

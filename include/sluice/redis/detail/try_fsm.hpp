@@ -7,6 +7,7 @@
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
 #include <sluice/redis/detail/lease_book.hpp>
+#include <sluice/redis/detail/op_fsm.hpp>
 #include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 #include <sluice/redis/shared_options.hpp>
@@ -19,13 +20,13 @@
 
 namespace sluice::redis::detail {
 
-class try_fsm {
+class try_fsm : public op_fsm {
 public:
     static constexpr bool with_decision = true;
     static constexpr bool total_cancellation = false;
 
     /// A request for n permits of `key` (the Redis key).
-    try_fsm(std::string key, std::uint64_t n) : key_(std::move(key)), n_(n) {}
+    try_fsm(std::string key, std::uint64_t n) : op_fsm(std::move(key), n) {}
 
     /// A background reservation of `count` slots for the lease book of `key` (claimed
     /// by the caller): no request waits for it.
@@ -38,10 +39,7 @@ public:
         return f;
     }
 
-    const std::string& key() const noexcept { return key_; }
-    std::uint64_t count() const noexcept { return n_; }
-    bool posted() const noexcept { return posted_; }
-    const boost::system::error_code& error() const noexcept { return ec_; }
+    /// The decision (when error() is empty).
     const decision& result() const noexcept { return d_; }
 
     template <class Ctx>
@@ -51,22 +49,21 @@ public:
             if (background_)
                 return op_step::eval({eval_request::mode::lease, count_, c.lease_horizon_us()}, false);
         }
-        ec_ = c.check(n_);
-        if (ec_)
-            return post();
+        if (auto ec = c.check(n_))
+            return end(ec, true);
         if (!c.route()) {
             decide_locally(c);
-            return post();
+            return end(ec_, true);
         }
         if constexpr (Ctx::can_lease) {
             if (c.leasing()) {
                 auto t = c.lease_take(key_, n_, now);
                 if (t.next == lease_book::step::local) {
                     d_ = t.d;
-                    c.count(d_.admitted, false);
+                    c.count_try(d_.admitted, false);
                     if (t.prefetch)
                         c.prefetch(key_, t.count);
-                    return post();
+                    return end({}, true);
                 }
                 leasing_ = true;
                 count_ = t.count;
@@ -86,18 +83,15 @@ public:
             if (leasing_ && (!v || v->exceeds()))
                 c.lease_failed(key_);
         }
-        if (unreachable(e)) {
-            c.on_unavailable();
-            if (!background_) decide_locally(c);
-            else ec_ = e;
-        } else if (e) {
-            c.on_error();
-            ec_ = e;
-        } else if (v && v->exceeds()) {
-            c.on_reply(*v, rt);
-            ec_ = error::exceeds_limit;
-        } else if (v) {
-            c.on_reply(*v, rt);
+        switch (read(c, e, v, rt)) {
+        case reply_is::unreachable:
+            if (background_) ec_ = e;
+            else decide_locally(c);
+            break;
+        case reply_is::failed:
+        case reply_is::exceeding:
+            break;
+        case reply_is::usable:
             d_ = to_decision(*v);
             if constexpr (Ctx::can_lease) {
                 if (leasing_) {
@@ -107,10 +101,8 @@ public:
                         c.prefetch(key_, f.count);
                 }
             }
-            if (!background_) c.count(d_.admitted, false);
-        } else {
-            c.on_error();
-            ec_ = error::protocol_error;
+            if (!background_) c.count_try(d_.admitted, false);
+            break;
         }
         return op_step::complete();
     }
@@ -122,37 +114,27 @@ public:
     }
 
 private:
-    op_step post() noexcept
-    {
-        posted_ = true;
-        return op_step::post();
-    }
-
+    // The failure policy's answer while Redis cannot give one.
     template <class Ctx>
     void decide_locally(Ctx& c)
     {
-        switch (c.options().on_failure) {
-        case failure_policy::fail_closed:
-            ec_ = error::backend_unavailable;
+        switch (by_policy(c)) {
+        case policy_says::refuse:
             return;
-        case failure_policy::fail_open:
+        case policy_says::admit:
             d_ = decision{};
             d_.admitted = true;
             break;
-        case failure_policy::local_fallback:
+        case policy_says::ask_fallback:
             d_ = c.fallback_try(key_, n_);
             break;
         }
-        c.count(d_.admitted, true);
+        c.count_try(d_.admitted, true);
     }
 
-    std::string key_;
-    std::uint64_t n_;
     std::uint64_t count_ = 0;   // slots a lease reservation asks for
     bool leasing_ = false;
     bool background_ = false;
-    bool posted_ = false;
-    boost::system::error_code ec_;
     decision d_;
 };
 

@@ -99,15 +99,16 @@ public:
         base_type::send(this->shared_from_this(), leave_, {key + ":q"}, {ticket});
     }
 
-    // set_limit / set_window: the request, or the error of a bad value.
+    // set_limit / set_window: the request, or the error of a bad value (bad_span for a
+    // window out of range).
+    static constexpr error bad_span = error::invalid_duration;
     static std::pair<eval_request, boost::system::error_code> configure_request(std::int64_t window_ns, std::uint64_t limit)
     {
-        return detail::configure_request(window_ns, limit, policy::sliding_log::max_limit, lua::max_span_us,
-                                        error::invalid_duration);
+        return detail::configure_request(window_ns, limit, policy::sliding_log::max_limit, lua::max_span_us, bad_span);
     }
 
     std::uint64_t limit() const noexcept { return limit_; }
-    std::int64_t window_us() const noexcept { return window_us_; }
+    std::chrono::microseconds window() const noexcept { return std::chrono::microseconds{window_us_}; }
 
 private:
     static std::uint64_t checked_limit(std::uint64_t limit)

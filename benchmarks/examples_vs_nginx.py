@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""The example programs against nginx (Debian nginx-light) on 127.0.0.1, as issue 26's goals
+state them. Each run starts its own nginx (or server) and stops it by pid; the numbers are
+printed, one line per run, and a verdict per goal.
+
+    benchmarks/examples_vs_nginx.py [--build DIR] [--only crawler,api_client,server] [--quick]
+
+crawler     a static site of 300 HTML pages (relative, quoted, unquoted and upper-case links,
+            a robots.txt, a redirect, a 20 MB file) behind `limit_req rate=20r/s` (no burst):
+            refusals as 429 with Retry-After: 1, or nginx's 503 alone; the crawler paced at
+            15, 40 and 100/s. Goal: every page, in a time within 15 % of the ideal, pages /
+            min(pace, 20) per second (the crawler never exceeds its own pace).
+api_client  `limit_req rate=50r/s burst=1` (429, no Retry-After), 40 s, started at 25, 50 and
+            100/s (--max-rate 100/s), beside a fixed pace of 50/s (--no-adapt). Goal: >= 95 %
+            of 50/s and <= 1 % of its requests refused, once settled (after 10 s).
+server      2,000 idle connections under `ulimit -n 1024`. Goal: well-formed requests answered
+            within 10 ms at < 5 % CPU while they are held, and the RSS back within 10 % of its
+            start after they are gone.
+--quick runs a 60-page site and 15 s API runs (a smoke test of this script). --json also prints
+one JSON line per run (what benchmarks/results.py keeps for RESULTS.md).
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples", "tests"))
+import nginx  # noqa: E402
+
+verdicts = []
+as_json = False
+
+
+def record(**fields):
+    if as_json:
+        print(json.dumps(fields), flush=True)
+
+
+def verdict(ok, what):
+    verdicts.append((ok, what))
+    print("  %s %s" % ("MET " if ok else "MISS", what), flush=True)
+
+
+# ---- crawler --------------------------------------------------------------------------------
+
+def crawler(build, pages):
+    tmp = tempfile.mkdtemp(prefix="sluice-bench-site-")
+    site = nginx.write_site(tmp, pages=pages)
+    limit = 20
+    print("crawler: %d-page site behind limit_req rate=%dr/s (no burst)" % (pages, limit), flush=True)
+    for refusal in ("429 + Retry-After: 1", "503 alone"):
+        for pace in (15, 40, 100):
+            n = nginx.Nginx(tmp, rate="%dr/s" % limit, status=429 if refusal.startswith("429") else 503,
+                            retry_after=1 if refusal.startswith("429") else None)
+            t0 = time.monotonic()
+            res = subprocess.run([os.path.join(build, "examples", "crawler"), "--seed",
+                                  "http://127.0.0.1:%d/" % n.port, "--per-host-rate", "%d/s" % pace],
+                                 capture_output=True, text=True, timeout=600)
+            wall = time.monotonic() - t0
+            rows = n.access_log()
+            n.stop()
+            m = re.search(r"crawl finished: (\d+) pages in ([\d.]+) s", res.stdout)
+            took = float(m.group(2)) if m else wall
+            got = {r[2] for r in rows if r[1] == 200 and r[2] in site["pages"]}
+            refused = sum(1 for r in rows if r[1] in (429, 503))
+            ideal = pages / min(pace, limit)
+            pace_end = re.search(r"pace ([\d.]+)/s at the end", res.stdout)
+            print("  %-22s paced at %3d/s: %3d/%d pages in %6.2f s (ideal %5.2f s, %+5.1f %%), %d requests, "
+                  "%d refused, pace at the end %s/s, exit %d"
+                  % (refusal, pace, len(got), pages, took, ideal, (took / ideal - 1) * 100, len(rows), refused,
+                     pace_end.group(1) if pace_end else "?", res.returncode), flush=True)
+            record(run="crawler", refusal=refusal, pace=pace, pages=pages, fetched=len(got), seconds=took,
+                   ideal_seconds=ideal, requests=len(rows), refused=refused, exit=res.returncode)
+            verdict(len(got) == pages and res.returncode == 0 and took <= ideal * 1.15,
+                    "crawler %s at %d/s: every page, within 15 %% of %.2f s" % (refusal, pace, ideal))
+
+
+# ---- api_client -----------------------------------------------------------------------------
+
+def api_client(build, seconds, settle):
+    tmp = tempfile.mkdtemp(prefix="sluice-bench-api-")
+    os.makedirs(os.path.join(tmp, "api"))
+    with open(os.path.join(tmp, "api", "items"), "w") as f:
+        f.write('{"ok":true}\n')
+    print("api_client: limit_req rate=50r/s burst=1 (429, no Retry-After), %d s runs, settled after %d s"
+          % (seconds, settle), flush=True)
+    runs = [("fixed 50/s", ["--rate", "50/s", "--no-adapt"])] + \
+           [("adaptive from %d/s" % r, ["--rate", "%d/s" % r, "--max-rate", "100/s"]) for r in (25, 50, 100)]
+    for name, args in runs:
+        n = nginx.Nginx(tmp, rate="50r/s", burst=1, status=429)
+        res = subprocess.run([os.path.join(build, "examples", "api_client"), "--url",
+                              "http://127.0.0.1:%d/api/items" % n.port, "--seconds", str(seconds), "--quiet"] + args,
+                             capture_output=True, text=True, timeout=seconds + 60)
+        rows = n.access_log()
+        n.stop()
+        t0 = rows[0][0] if rows else 0
+        late = [r for r in rows if r[0] - t0 >= settle]
+        span = (late[-1][0] - late[0][0]) if len(late) > 1 else 0
+        ok = sum(1 for r in late if r[1] == 200)
+        refused = sum(1 for r in late if r[1] == 429)
+        rate = ok / span if span else 0
+        all_ok = sum(1 for r in rows if r[1] == 200)
+        all_span = (rows[-1][0] - rows[0][0]) if len(rows) > 1 else 0
+        print("  %-20s settled: %5.1f/s admitted (%5.1f %% of 50/s), %d of %d refused (%.2f %%); whole run: "
+              "%5.1f/s, %d refused; exit %d"
+              % (name, rate, rate / 50 * 100, refused, len(late), 100 * refused / max(1, len(late)),
+                 all_ok / all_span if all_span else 0, sum(1 for r in rows if r[1] == 429), res.returncode),
+              flush=True)
+        record(run="api_client", name=name, settled_rate=rate, quota_pct=rate / 50 * 100, settled_requests=len(late),
+               settled_refused=refused, seconds=seconds, settle_seconds=settle, exit=res.returncode)
+        if not name.startswith("fixed"):
+            verdict(rate >= 0.95 * 50 and refused <= 0.01 * len(late),
+                    "api_client %s: >= 95 %% of 50/s, <= 1 %% refused once settled" % name)
+
+
+# ---- server ---------------------------------------------------------------------------------
+
+def proc_stat(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks   # utime + stime, seconds
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+
+def timed_get(port):
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET /api/x HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return time.monotonic() - t0, int(data.split()[1]) if data else 0
+
+
+def server(build, idle):
+    print("server: %d idle connections under ulimit -n 1024" % idle, flush=True)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, idle + 200), max(hard, idle + 200)))
+
+    def limit_fds():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+    p = subprocess.Popen([os.path.join(build, "examples", "server"), "--port", "0", "--rate", "100000/s",
+                          "--burst", "100000"], stdout=subprocess.PIPE, preexec_fn=limit_fds)
+    port = int(re.search(rb":(\d+)", p.stdout.readline()).group(1))
+    for _ in range(20):
+        timed_get(port)   # warm up
+    rss0 = rss_kib(p.pid)
+    conns = []
+    for _ in range(idle):
+        conns.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+    time.sleep(1)
+    cpu0, t0 = proc_stat(p.pid), time.monotonic()
+    lat = []
+    statuses = []
+    while time.monotonic() - t0 < 5:
+        d, st = timed_get(port)
+        lat.append(d)
+        statuses.append(st)
+        time.sleep(0.1)
+    cpu = (proc_stat(p.pid) - cpu0) / (time.monotonic() - t0)
+    rss_held = rss_kib(p.pid)
+    for c in conns:
+        c.close()
+    time.sleep(2)
+    for _ in range(5):
+        timed_get(port)
+    time.sleep(1)
+    rss1 = rss_kib(p.pid)
+    p.terminate()
+    p.wait(10)
+    lat.sort()
+    p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1e3
+    print("  %d requests while %d idle connections were held: all %s, latency p50 %.2f ms, max %.2f ms; server CPU "
+          "%.1f %%; RSS %d KiB at the start, %d KiB with the connections, %d KiB after they went (%+.1f %%)"
+          % (len(lat), idle, "200" if set(statuses) == {200} else str(sorted(set(statuses))), lat[len(lat) // 2] * 1e3,
+             lat[-1] * 1e3, cpu * 100, rss0, rss_held, rss1, (rss1 / rss0 - 1) * 100), flush=True)
+    record(run="server", idle=idle, requests=len(lat), all_200=set(statuses) == {200}, p50_ms=lat[len(lat) // 2] * 1e3,
+           p99_ms=p99, max_ms=lat[-1] * 1e3, cpu_pct=cpu * 100, rss_start_kib=rss0, rss_held_kib=rss_held,
+           rss_after_kib=rss1)
+    verdict(set(statuses) == {200} and lat[-1] < 0.010 and cpu < 0.05,
+            "server: answers within 10 ms at < 5 %% CPU with %d idle connections (max %.2f ms, p99 %.2f ms, CPU %.1f %%)"
+            % (idle, lat[-1] * 1e3, p99, cpu * 100))
+    verdict(rss1 <= rss0 * 1.10, "server: RSS back within 10 %% of its start (%d -> %d KiB)" % (rss0, rss1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--only", default="crawler,api_client,server")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", action="store_true", help="also one JSON line per run")
+    a = ap.parse_args()
+    global as_json
+    as_json = a.json
+    if nginx.NGINX is None:
+        sys.exit("nginx is not installed: apt-get install nginx-light (scripts/install-deps.sh installs it)")
+    print("machine: %d cores, load %.2f %.2f %.2f, %s" % ((os.cpu_count(),) + os.getloadavg() + (
+        subprocess.run([nginx.NGINX, "-v"], capture_output=True, text=True).stderr.strip(),)), flush=True)
+    only = set(a.only.split(","))
+    if "crawler" in only:
+        crawler(a.build, 60 if a.quick else 300)
+    if "api_client" in only:
+        api_client(a.build, 15 if a.quick else 40, 5 if a.quick else 10)
+    if "server" in only:
+        server(a.build, 2000)
+    missed = [w for ok, w in verdicts if not ok]
+    print("%d of %d goals met%s" % (len(verdicts) - len(missed), len(verdicts), "" if not missed else "; missed:"))
+    for w in missed:
+        print("  " + w)
+    sys.exit(1 if missed else 0)
+
+
+if __name__ == "__main__":
+    main()

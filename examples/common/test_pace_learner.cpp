@@ -1,0 +1,326 @@
+// The pace learner against a model of nginx's limit_req (the algorithm of
+// ngx_http_limit_req_module: excess in thousandths of a request on a millisecond clock, a
+// refused request changes nothing, an excess within the burst is delayed), driven the way
+// the crawler and the API client drive it, in simulated time with a fixed seed: the pace
+// settles under the limit, close to it, with few refusals.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include "pace_learner.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+using examples::pace_learner;
+using examples::pace_learner_options;
+using ns = std::chrono::nanoseconds;
+
+namespace {
+
+double sec(ns d) { return std::chrono::duration<double>(d).count(); }
+ns from_sec(double s) { return ns(static_cast<std::int64_t>(s * 1e9)); }
+
+// ngx_http_limit_req_lookup and _account, for one client.
+struct nginx_limit_req {
+    std::int64_t rate_milli;   // rate=Nr/s: N * 1000
+    std::int64_t burst_milli;  // burst=B: B * 1000
+    bool nodelay = false;
+    std::int64_t excess = 0;
+    std::int64_t last = -1;    // ms; -1: no node yet
+
+    // nullopt: refused; else the delay before the request is served.
+    std::optional<ns> offer(ns arrival)
+    {
+        const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(arrival).count();
+        if (last < 0) {
+            last = now;
+            excess = 0;
+            return 0ns;
+        }
+        std::int64_t ms = std::max<std::int64_t>(0, now - last);
+        std::int64_t e = std::max<std::int64_t>(0, excess - rate_milli * ms / 1000 + 1000);
+        if (e > burst_milli) return std::nullopt;
+        excess = e;
+        if (ms) last = now;
+        if (nodelay) return 0ns;
+        return std::chrono::milliseconds(e * 1000 / rate_milli);
+    }
+};
+
+// A leaky bucket with no slack, as the examples configure it: grants one interval apart.
+struct bucket {
+    ns next{0};
+    ns grant(ns now, double rate)
+    {
+        ns t = std::max(now, next);
+        next = t + from_sec(1 / rate);
+        return t;
+    }
+};
+
+struct crawl_result {
+    double seconds = 0;
+    std::uint64_t refusals = 0;
+    double final_pace = 0;
+};
+
+// One host, `pages` pages known after the first one (the seed links to them all), four
+// requests in flight, requests leaving `jitter` (uniform) after their permit. A refusal
+// with retry_after pauses the host that long; without, a full-jitter backoff (bound
+// 200 ms x 2^(k-1) after the k-th refusal in a row), as the crawler's retry policy does.
+crawl_result crawl(double limit, double ceiling, double initial, bool retry_after, std::uint64_t pages, ns jitter,
+                   std::uint64_t seed = 1)
+{
+    pace_learner_options o;
+    o.ceiling = ceiling;
+    o.initial = initial;
+    pace_learner learner(o);
+    nginx_limit_req server{static_cast<std::int64_t>(limit * 1000), 0};
+    bucket b;
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::int64_t> jit(0, jitter.count());
+    ns now{0}, paused_until{0};
+    std::uint64_t fetched = 0, known = 1, streak = 0;
+    crawl_result r;
+    // Sequential sends are enough: at these rates a response (0.5 ms) is back long before
+    // the next permit, so four in flight would never be more than one.
+    while (fetched < pages) {
+        if (fetched >= known) break;
+        ns t = b.grant(now, learner.rate());
+        if (t < paused_until) {   // a permit inside a pause is dropped; queue again after it
+            b.next = paused_until;
+            now = paused_until;
+            continue;
+        }
+        ns arrival = t + ns(jit(rng));
+        auto s = learner.on_sent(arrival);
+        auto answer = server.offer(arrival);
+        now = arrival + 500us + answer.value_or(0ns);
+        learner.on_answer(now, s, !answer);
+        if (answer) {
+            ++fetched;
+            streak = 0;
+            if (fetched == 1) known = pages;
+        } else {
+            ++r.refusals;
+            ++streak;
+            ns pause = 1s;
+            if (!retry_after) {
+                double bound = std::min(30.0, 0.2 * static_cast<double>(1ull << std::min<std::uint64_t>(streak - 1, 20)));
+                pause = from_sec(std::uniform_real_distribution<double>(0, bound)(rng));
+            }
+            paused_until = std::max(paused_until, now + pause);
+        }
+    }
+    r.seconds = sec(now);
+    r.final_pace = learner.rate();
+    return r;
+}
+
+struct api_result {
+    double rate = 0;          // accepted per second after the first `settle` seconds
+    double refused_share = 0; // refusals among the requests sent after `settle`
+    double final_pace = 0;
+    std::uint64_t refused_total = 0;
+};
+
+// Four workers paced by one learner against limit_req burst=1 (delayed, not refused,
+// within the burst), 429 without Retry-After: no pause, the pace alone answers.
+api_result api(double limit, double initial, double ceiling, double seconds, double settle, ns jitter,
+               std::uint64_t seed = 1)
+{
+    pace_learner_options o;
+    o.ceiling = ceiling;
+    o.initial = initial;
+    pace_learner learner(o);
+    nginx_limit_req server{static_cast<std::int64_t>(limit * 1000), 1000};
+    bucket b;
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::int64_t> jit(0, jitter.count());
+    struct worker {
+        ns free_at{0};
+    };
+    std::vector<worker> workers(4);
+    struct pending {
+        ns done;
+        pace_learner::sent s;
+        bool refused;
+    };
+    std::deque<pending> in_flight;
+    api_result r;
+    std::uint64_t ok_after = 0, sent_after = 0, refused_after = 0;
+    const ns end = from_sec(seconds), settle_at = from_sec(settle);
+    ns now{0};
+    for (;;) {
+        // The next worker free asks for a permit; answers due before it are fed first.
+        auto w = std::min_element(workers.begin(), workers.end(),
+                                  [](const worker& a, const worker& b) { return a.free_at < b.free_at; });
+        ns t = b.grant(std::max(now, w->free_at), learner.rate());
+        std::sort(in_flight.begin(), in_flight.end(), [](auto& a, auto& b) { return a.done < b.done; });
+        while (!in_flight.empty() && in_flight.front().done <= t) {
+            learner.on_answer(in_flight.front().done, in_flight.front().s, in_flight.front().refused);
+            in_flight.pop_front();
+        }
+        if (t >= end) break;
+        now = t;
+        ns arrival = t + ns(jit(rng));
+        auto s = learner.on_sent(arrival);
+        auto answer = server.offer(arrival);
+        ns done = arrival + 300us + answer.value_or(0ns);
+        in_flight.push_back({done, s, !answer});
+        w->free_at = done;
+        if (!answer) ++r.refused_total;
+        if (t >= settle_at) {
+            ++sent_after;
+            if (answer) ++ok_after;
+            else ++refused_after;
+        }
+    }
+    r.rate = static_cast<double>(ok_after) / (seconds - settle);
+    r.refused_share = sent_after ? static_cast<double>(refused_after) / static_cast<double>(sent_after) : 0;
+    r.final_pace = learner.rate();
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("pace_learner: the nginx model refuses as limit_req does")
+{
+    nginx_limit_req n{20'000, 0};
+    CHECK(n.offer(0ms).has_value());
+    CHECK_FALSE(n.offer(49ms).has_value());   // burst 0: 50 ms apart at 20 r/s
+    CHECK(n.offer(50ms).has_value());
+    CHECK_FALSE(n.offer(60ms).has_value());
+    nginx_limit_req d{50'000, 1000};          // burst=1: one request early by up to 20 ms is delayed
+    CHECK(d.offer(0ms) == 0ns);
+    CHECK(d.offer(5ms) == 15ms);
+    CHECK_FALSE(d.offer(10ms).has_value());
+}
+
+TEST_CASE("pace_learner: a crawl behind limit_req 20r/s settles just under it, with one or two refusals")
+{
+    // The crawler's defaults: slow start from an eighth of --per-host-rate. The ideal is
+    // 15 s (300 pages at 20/s); a refusal with Retry-After: 1 costs a second of it, the
+    // slow start and the margin under the limit the rest.
+    for (bool ra : {true, false}) {
+        for (double ceiling : {40.0, 100.0}) {
+            auto r = crawl(20, ceiling, ceiling / 8, ra, 300, 300us);
+            MESSAGE("limit 20/s, paced at " << ceiling << "/s, " << std::string(ra ? "429 + Retry-After: 1" : "503 alone") << ": "
+                                            << r.seconds << " s, " << r.refusals << " refusals, pace " << r.final_pace);
+            CHECK(r.final_pace < 20);
+            CHECK(r.final_pace > 20 * 0.93);
+            CHECK(r.refusals <= 2);
+            CHECK(r.seconds < 15 * (ra ? 1.2 : 1.15));
+        }
+    }
+    // Under the limit: never refused, slow start to the ceiling.
+    auto r = crawl(20, 15, 15.0 / 8, true, 300, 300us);
+    MESSAGE("limit 20/s, paced at 15/s: " << r.seconds << " s");
+    CHECK(r.refusals == 0);
+    CHECK(r.final_pace == doctest::Approx(15));
+    CHECK(r.seconds < 20 * 1.15);
+}
+
+TEST_CASE("pace_learner: an API client behind limit_req 50r/s burst=1 gets >= 95 % of it, <= 1 % refused once settled")
+{
+    for (double start : {25.0, 50.0, 100.0}) {
+        auto r = api(50, start, 100, 60, 15, 300us);
+        MESSAGE("started at " << start << "/s: " << r.rate << "/s after 15 s, refused " << r.refused_share * 100
+                              << " %, " << r.refused_total << " refusals in all, pace " << r.final_pace);
+        CHECK(r.rate >= 0.95 * 50);
+        CHECK(r.refused_share <= 0.01);
+    }
+}
+
+TEST_CASE("pace_learner: jitter of 2 ms on 50 ms spacing costs a little pace, not a storm of refusals")
+{
+    for (bool ra : {true, false}) {
+        auto r = crawl(20, 40, 5, ra, 300, 2ms, 7);
+        MESSAGE("2 ms jitter, " << std::string(ra ? "Retry-After" : "503") << ": " << r.seconds << " s, " << r.refusals
+                                << " refusals, pace " << r.final_pace);
+        CHECK(r.refusals <= 3);
+        CHECK(r.seconds < 15 * 1.3);
+    }
+}
+
+TEST_CASE("pace_learner: answers to requests sent before a cut, and idle sends, teach nothing")
+{
+    pace_learner_options o;
+    o.ceiling = o.initial = 100;
+    pace_learner l(o);
+    auto a = l.on_sent(0ms);
+    auto b = l.on_sent(10ms);
+    auto c = l.on_sent(20ms);
+    CHECK(b.busy);
+    CHECK(b.rate == doctest::Approx(100));
+    CHECK(l.on_answer(21ms, c, true));   // refused at 100/s, nothing accepted: half of it
+    CHECK(l.rate() == doctest::Approx(50));
+    CHECK_FALSE(l.on_answer(22ms, b, true));   // sent before the cut
+    CHECK_FALSE(l.on_answer(22ms, a, false));
+    auto idle = l.on_sent(5s);
+    CHECK_FALSE(idle.busy);
+    CHECK_FALSE(l.on_answer(5s + 1ms, idle, false));
+    CHECK(l.rate() == doctest::Approx(50));
+}
+
+TEST_CASE("pace_learner: a refusal far above what was accepted restarts from what was accepted")
+{
+    pace_learner_options o;
+    o.ceiling = 100;
+    o.initial = 10;
+    pace_learner l(o);
+    ns t{0};
+    for (int i = 0; i < 5; ++i) {   // accepted at 10/s: the pace grows in slow start
+        auto s = l.on_sent(t);
+        l.on_answer(t + 1ms, s, false);
+        t += 100ms;
+    }
+    CHECK(l.slow_start());
+    CHECK(l.rate() > 10);
+    // Sent 50 ms after the last one, refused: a rate is only ever counted up to the pace it
+    // was sent at (a shorter gap is jitter), and that is still well above the 10/s proven.
+    const double paced = l.rate();
+    CHECK(paced < 1.25 * 10 * 1.2);   // the pace stays within reach of the rates tested
+    auto s = l.on_sent(t - 50ms);
+    CHECK(l.on_answer(t, s, true));
+    CHECK_FALSE(l.slow_start());
+    CHECK(l.refused_at() == doctest::Approx(paced));
+    CHECK(l.rate() == doctest::Approx(10 * 0.97));
+    for (int i = 0; i < 50; ++i) {   // then climbs toward what was refused x 0.97
+        auto a = l.on_sent(t);
+        l.on_answer(t + 1ms, a, false);
+        t += ns(static_cast<std::int64_t>(1e9 / l.rate()));
+    }
+    CHECK(l.rate() > 10);
+    CHECK(l.rate() == doctest::Approx(paced * 0.97).epsilon(0.02));
+}
+
+TEST_CASE("pace_learner: the ceiling binds, bad options are refused")
+{
+    pace_learner_options o;
+    o.ceiling = 10;
+    o.initial = 10;
+    pace_learner l(o);
+    ns t{0};
+    for (int i = 0; i < 1000; ++i) {
+        auto s = l.on_sent(t);
+        l.on_answer(t + 1ms, s, false);
+        t += 100ms;
+    }
+    CHECK(l.rate() == doctest::Approx(10));
+    l.set_ceiling(4);
+    CHECK(l.rate() == doctest::Approx(4));
+    o.initial = 11;
+    CHECK_THROWS_AS(pace_learner{o}, std::invalid_argument);
+    o.initial = 5;
+    o.margin = 1;
+    CHECK_THROWS_AS(pace_learner{o}, std::invalid_argument);
+}

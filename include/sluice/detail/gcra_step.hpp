@@ -1,0 +1,157 @@
+// GCRA's arithmetic with no state of its own: one configuration and the steps from one
+// state z to the next. Every holder of a GCRA state uses it (policy::gcra's atomic word,
+// the keyed store's compact word); it needs no atomics and no lock, so a state held
+// anywhere else (one word in shared memory) can use it too.
+#pragma once
+
+#include <sluice/decision.hpp>
+#include <sluice/detail/arith.hpp>
+#include <sluice/error.hpp>
+
+#include <boost/system/system_error.hpp>
+
+#include <chrono>
+#include <cstdint>
+
+namespace sluice::detail {
+
+/// A GCRA configuration, validated, and the steps on a state z: the instant at which the
+/// bucket is (or was) empty, in integer nanoseconds. At `now` the bucket holds
+/// min(burst, (now - z) / interval) permits, and consuming k moves z forward by
+/// k * interval. The steps are templated on the integer z is held in: std::int64_t where
+/// the caller knows every intermediate fits (|z|, |now| < 2^62, tau < 2^61), else int128
+/// (every z a bucket reaches, [-2^64, 2^63), and every instant of the int64 clock).
+struct gcra_step {
+    std::int64_t interval;
+    std::int64_t tau;   // how far z may lag behind now: burst * interval + slack
+    std::uint64_t burst;
+    std::int64_t slack;
+
+    /// Throws system_error(error::invalid_rate) for an interval <= 0,
+    /// error::invalid_limit when burst is 0 or burst * interval exceeds the int64
+    /// nanosecond range (292 years), and error::invalid_duration for a negative slack or
+    /// one that takes burst * interval + slack beyond that range.
+    static gcra_step make(std::int64_t interval, std::uint64_t burst, std::int64_t slack)
+    {
+        if (interval <= 0)
+            throw boost::system::system_error(make_error_code(error::invalid_rate));
+        if (slack < 0)
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
+        std::int64_t tau = sat_mul(burst, interval);
+        if (burst == 0 || tau == max_ns)
+            throw boost::system::system_error(make_error_code(error::invalid_limit));
+        if (sat_add(tau, slack) == max_ns)
+            throw boost::system::system_error(make_error_code(error::invalid_duration));
+        return {interval, tau + slack, burst, slack};
+    }
+
+    /// The state after granting k permits at `now` from state z (granted when it is <= now).
+    /// The grant continues the caller's own schedule z while it is late on it by less than
+    /// the slack (z > now - tau), and otherwise (idle, or later than the slack) restarts
+    /// it at now with a full bucket and no slack credit (now - burst * interval): grants
+    /// after idleness are one interval apart. With no slack this is max(z, now - tau),
+    /// textbook GCRA. In int128 the operands keep it within range: z >= -2^64,
+    /// k * interval < 2^127 - 2^64.
+    template <class I>
+    I next_z(I z, std::uint64_t k, std::int64_t now) const noexcept
+    {
+        I start = I(now) - tau;
+        start = z > start ? z : start + slack;
+        return start + I(k) * interval;
+    }
+
+    /// Permits the bucket holds at `now` (capped by the burst: slack is catch-up, not
+    /// capacity).
+    template <class I>
+    std::uint64_t available(I z, std::int64_t now) const noexcept
+    {
+        if (z >= now) return 0;
+        I lag = I(now) - z;
+        // Divide in 64 bits: the capped lag fits, and a 128-bit division is a library call.
+        std::int64_t full = tau - slack;
+        std::int64_t room = lag < full ? static_cast<std::int64_t>(lag) : full;
+        return static_cast<std::uint64_t>(room / interval);
+    }
+
+    /// Nanoseconds until the bucket holds its burst again (0 when it does).
+    template <class I>
+    std::int64_t reset(I z, std::int64_t now) const noexcept
+    {
+        I t = z + (tau - slack) - now;
+        return t > 0 ? narrow(t) : 0;
+    }
+
+    // The decision on a state z: a holder computes nz = next_z(z, n, now), refuses when
+    // nz > now, else commits nz and then admits. It fills the decision after its commit
+    // (its compare-and-swap may fail and decide again): the grant's figures are computed
+    // once, for the state that stands, and a caller that reads only `admitted` lets the
+    // compiler drop them.
+
+    /// Sets d to a refusal: n permits asked at `now` in state z are due at nz (> now).
+    template <class I>
+    void refuse(decision& d, I z, I nz, std::int64_t now) const noexcept
+    {
+        d.admitted = false;
+        // Ready only at or past the clock's end: never. A wait longer than int64 holds
+        // (after a backward step of more than 2^63 ns) saturates.
+        d.retry_after = std::chrono::nanoseconds{nz >= max_ns ? max_ns : narrow(nz - now)};
+        d.remaining = available(z, now);
+        d.reset_after = std::chrono::nanoseconds{reset(z, now)};
+    }
+
+    /// Sets d to a grant at `now` that left state nz.
+    template <class I>
+    void admit(decision& d, I nz, std::int64_t now) const noexcept
+    {
+        d.admitted = true;
+        d.retry_after = std::chrono::nanoseconds{0};
+        d.remaining = available(nz, now);
+        d.reset_after = std::chrono::nanoseconds{reset(nz, now)};
+    }
+
+    /// The state after giving back n permits at `now` from state z: never fuller than a
+    /// full bucket at now.
+    int128 refunded(int128 z, std::uint64_t n, std::int64_t now) const noexcept
+    {
+        int128 floor = int128(now) - tau;
+        int128 nz = z - int128(n) * interval;
+        return nz < floor ? floor : nz;
+    }
+
+    /// State z of a bucket configured as `old`, carried to this configuration at `now`,
+    /// counting what was consumed in permits. A debt (z > now) stays a debt of the same
+    /// permits, repaid at this interval. Otherwise the bucket keeps the permits it holds,
+    /// capped by this burst, and the catch-up of a caller late on its schedule (z within
+    /// old.tau of now), capped by this slack. An idle bucket holds its burst and no
+    /// catch-up: slack is credit for a caller late on its schedule, not capacity that an
+    /// idle bucket stores up; when it holds this whole burst it stays idle, and decides as
+    /// a new bucket. Durations are rescaled by interval / old.interval, towards now, to
+    /// whole ns (a count of permits never grows); no state lies beyond the end of the
+    /// clock (a debt past it is never repaid). The operands keep it within 128 bits:
+    /// |now - z| < 2^65, intervals < 2^63.
+    int128 carry(int128 z, std::int64_t now, const gcra_step& old) const noexcept
+    {
+        int128 lag = int128(now) - z;   // negative: a debt
+        bool idle = lag >= old.tau;
+        std::int64_t old_full = old.tau - old.slack;
+        std::int64_t full = tau - slack;
+        int128 held = idle || lag > old_full ? int128(old_full) : lag;
+        int128 late = idle ? 0 : lag - held;   // the catch-up: less than old.slack
+        held = held * interval / old.interval;
+        if (held > full) held = full;
+        int128 credit = held + late * interval / old.interval;
+        if (credit >= tau || (idle && held == full)) return int128(now) - tau;
+        int128 nz = int128(now) - credit;
+        return nz > max_ns ? int128(max_ns) : nz;
+    }
+
+    /// The earliest instant from which, if nothing more is consumed, state z decides
+    /// exactly as a new bucket.
+    int128 idle_at(int128 z) const noexcept { return z + tau; }
+
+private:
+    static std::int64_t narrow(std::int64_t v) noexcept { return v; }
+    static std::int64_t narrow(int128 v) noexcept { return sat_narrow(v); }
+};
+
+} // namespace sluice::detail
