@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sluice/coarse_clock.hpp>
+#include <sluice/default_clock.hpp>
 #include <sluice/tsc_clock.hpp>
 
 #include <sys/resource.h>
@@ -27,7 +28,8 @@ namespace sluice_bench {
 /// needs and ignores the others. Defaults follow the Go peer.
 struct options {
     std::string scenario = "try";
-    std::string policy = "gcra";    // try: gcra|leaky|...|floor|clock|clock_raw|clock_coarse|all
+    std::string policy = "gcra";    // try: token_bucket|gcra|leaky|...|floor|clock|clock_raw|clock_coarse|all
+    bool policy_set = false;        // --policy given (try without it: the limiter, token_bucket)
     int threads = 1;                // try: threads hammering one limiter
     std::int64_t ops = 10'000'000;  // try: checks in all (split over the threads)
     bool admitting = true;          // try: infinite rate (true) or 1000/s (false)
@@ -39,7 +41,7 @@ struct options {
     int procs = 4;                  // shared: processes
     int concurrency = 32;           // shared: concurrent callers per process
     int port = 6391;                // shared: redis port
-    std::string clock = "steady";   // try, keyed, fanout: the limiter's Clock (steady|tsc|coarse)
+    std::string clock = "default";  // try, keyed, fanout: the limiter's Clock (default|steady|tsc|coarse)
     std::string trace;              // pace, fanout: a file of one line per grant, for plots
 };
 
@@ -56,11 +58,14 @@ inline bool write_trace(const std::string& path, const std::vector<std::int64_t>
     return std::fclose(f) == 0;
 }
 
-/// Calls f(std::type_identity<Clock>{}) with the Clock that --clock names. (main() reads
-/// tsc_clock once first, so that its calibration, about 1 ms on first use, is not timed.)
+/// Calls f(std::type_identity<Clock>{}) with the Clock that --clock names: default is
+/// sluice::default_clock, the Clock of a limiter whose user names none. (main() waits for
+/// tsc_clock's calibration first, so that nothing timed reads steady_clock through it.)
 template <class F>
 decltype(auto) with_clock(const std::string& name, F&& f)
 {
+    if (name == "default")
+        return f(std::type_identity<sluice::default_clock>{});
     if (name == "tsc")
         return f(std::type_identity<sluice::tsc_clock>{});
     if (name == "coarse")
@@ -68,10 +73,41 @@ decltype(auto) with_clock(const std::string& name, F&& f)
     return f(std::type_identity<std::chrono::steady_clock>{});
 }
 
-inline bool known_clock(const std::string& name) { return name == "steady" || name == "tsc" || name == "coarse"; }
+inline bool known_clock(const std::string& name)
+{
+    return name == "default" || name == "steady" || name == "tsc" || name == "coarse";
+}
+
+/// What the --clock clock reads, for the JSON lines' "clock": tsc, steady or coarse
+/// (default_clock and tsc_clock read steady_clock where the counter is not used).
+inline const char* clock_read(const std::string& name)
+{
+    return with_clock(name, []<class Clock>(std::type_identity<Clock>) {
+        if constexpr (std::is_same_v<Clock, sluice::tsc_clock>)
+            return sluice::tsc_clock::source() == sluice::clock_source::tsc ? "tsc" : "steady";
+        else if constexpr (std::is_same_v<Clock, sluice::coarse_clock>)
+            return "coarse";
+        else
+            return "steady";
+    });
+}
+
+/// The C++ type of the --clock clock, for the JSON lines' "clock_type".
+inline const char* clock_type(const std::string& name)
+{
+    return name == "default" ? "default_clock" : name == "tsc" ? "tsc_clock" : name == "coarse" ? "coarse_clock" : "steady_clock";
+}
+
+/// Keeps `v` computed (an empty asm that takes it in a register): what a caller that reads
+/// a result does, without a store.
+template <class T>
+inline void keep(const T& v) noexcept
+{
+    asm volatile("" : : "r"(v));
+}
 
 /// The cost of one read of the --clock clock, ns (one thread, 2 million reads, after a
-/// first read that pays tsc_clock's calibration): printed as "clock_ns" beside the results.
+/// first read): printed as "clock_ns" beside the results.
 inline double clock_read_ns(const std::string& name)
 {
     return with_clock(name, []<class Clock>(std::type_identity<Clock>) {

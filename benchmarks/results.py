@@ -70,14 +70,17 @@ TRY_TEXT = """\
 `--scenario try`: T threads make `--ops` non-blocking checks on one shared limiter, admitting
 (a bucket that never runs dry) or rejecting (1,000/s, burst 1: almost every check refused).
 ns per check is the run's wall time over the checks, so with two threads it is half of what
-one check costs a thread, as in the peers. The one-word floor (`--policy floor`) is a bare
-compare-and-swap loop on one `std::atomic<int64_t>` with the same clock and constants: the
-least a limiter whose state is one shared word can cost a check. Reading the clock is part of
-every check, so the limiter's `Clock` (`--clock steady|tsc|coarse`) is one of the columns:
-`std::chrono::steady_clock` (the default), `sluice::tsc_clock` (the time-stamp counter scaled
-to steady_clock's time line) and `sluice::coarse_clock` (`CLOCK_MONOTONIC_COARSE`, one kernel
-tick of resolution). The last row is one read of each clock alone: 2 million reads on one
-thread, measured by the process just before its run."""
+one check costs a thread, as in the peers. The first column is what a user runs: the public
+`try_acquire()` of a `sluice::token_bucket<>` on the default clock (`sluice::default_clock`),
+reading the decision's `remaining` and `reset_after` as a server answering with RateLimit
+fields does. The one-word floor (`--policy floor`) is a bare compare-and-swap loop on one
+`std::atomic<int64_t>` with the same clock and constants: the least a limiter whose state is
+one shared word can cost a check. `policy::gcra` alone (`--policy gcra`) is the policy without
+the limiter around it, reading only `admitted`. Reading the clock is part of every check, so
+the other clocks are columns too: `std::chrono::steady_clock` (named as the `Clock`) and
+`sluice::coarse_clock` (`CLOCK_MONOTONIC_COARSE`, one kernel tick of resolution). The last
+row is one read of each clock alone: 2 million reads on one thread, measured by the process
+just before its run."""
 
 POLICIES_TEXT = """\
 `--scenario try --policy all`: the same checks on each limiter's policy, in one run. Admitting:
@@ -89,8 +92,11 @@ with the largest limit each allows and windows short enough that it is never hit
 FANOUT_TEXT = """\
 `--scenario fanout`: W waiters on one leaky bucket (burst 1, slack 0) at 100,000/s, one
 thread: coroutines (`co_spawn`, each awaiting `async_acquire`) or callbacks. Rate error is the
-wall time from the start gate to the last grant against W / rate (+ is faster than the rate
-allows); CPU per acquire is the process's CPU over that time divided by W. Two floors run in
+wall time to the last grant against W / rate (+ is faster than the rate allows); CPU per
+acquire is the process's CPU over that time divided by W. Both are counted from before the
+first waiter is spawned, as Go's are (its wall and CPU run from before its goroutines start);
+the "after the spawn" row counts sluice's CPU from the start gate, once every coroutine is
+parked (callbacks have nothing to spawn: both rows agree). Two floors run in
 the same rounds: the one-timer queue (`--policy queue`) parks each waiter's handler in a FIFO
 and resumes the due ones in order from one timer that wakes at most every 200 us, with no
 limiter arithmetic, lock or cancellation: the least a one-timer engine can cost a waiter on
@@ -201,9 +207,10 @@ keeps in `plots/plots.jsonl`; `plot.py --only NAME,...` redraws some.
 
 TRY_ROWS = (("t1 admitting", "1", "true"), ("t1 rejecting", "1", "false"),
             ("t2 admitting", "2", "true"), ("t2 rejecting", "2", "false"))
-TRY_COLS = (("sluice", "sluice"), ("floor", "one-word floor"), ("sluice tsc", "sluice, tsc_clock"),
-            ("floor tsc", "floor, tsc_clock"), ("sluice coarse", "sluice, coarse_clock"), ("go", "Go x/time/rate"),
-            ("guava", "Guava"))
+TRY_COLS = (("sluice", "sluice `token_bucket<>::try_acquire`"), ("floor", "one-word floor"),
+            ("sluice policy", "`policy::gcra` alone"), ("sluice steady", "sluice, steady_clock"),
+            ("floor steady", "floor, steady_clock"), ("sluice coarse", "sluice, coarse_clock"),
+            ("go", "Go x/time/rate"), ("guava", "Guava"))
 POLICIES = (("gcra", "token_bucket (`gcra`)"), ("leaky", "leaky_bucket (`gcra`, burst 1)"),
             ("fixed_window", "fixed_window (`fixed_counter`)"), ("sliding_log", "sliding_window (`sliding_log`)"),
             ("sliding_window_counter", "sliding_window_counter (`weighted_counter`)"),
@@ -231,11 +238,12 @@ def plan(a, B, peers):
     jobs = []
     for row, t, adm in TRY_ROWS:
         args = ["--scenario", "try", "--threads", t, "--ops", ops, "--admitting=" + adm]
-        jobs += [("try", "try/%s/sluice" % row, [B] + args + ["--policy", "gcra"]),
-                 ("try", "try/%s/sluice tsc" % row, [B] + args + ["--policy", "gcra", "--clock", "tsc"]),
+        jobs += [("try", "try/%s/sluice" % row, [B] + args),
                  ("try", "try/%s/floor" % row, [B] + args + ["--policy", "floor"]),
-                 ("try", "try/%s/floor tsc" % row, [B] + args + ["--policy", "floor", "--clock", "tsc"]),
-                 ("try", "try/%s/sluice coarse" % row, [B] + args + ["--policy", "gcra", "--clock", "coarse"]),
+                 ("try", "try/%s/sluice policy" % row, [B] + args + ["--policy", "gcra"]),
+                 ("try", "try/%s/sluice steady" % row, [B] + args + ["--clock", "steady"]),
+                 ("try", "try/%s/floor steady" % row, [B] + args + ["--policy", "floor", "--clock", "steady"]),
+                 ("try", "try/%s/sluice coarse" % row, [B] + args + ["--clock", "coarse"]),
                  ("try", "try/%s/go" % row, [go] + args),
                  ("try", "try/%s/guava" % row, [guava] + args)]
         jobs.append(("policies", "policies/%s" % row, [B] + args + ["--policy", "all"]))
@@ -509,6 +517,13 @@ def before_after(lines):
     return out + table(["job", "figure", "before", "after", "change"], rows)
 
 
+def spawn_key(column, key):
+    """The fanout figure that counts spawning the waiters, as Go's do: Go's wall and CPU run
+    from before its goroutines start; sluice's `*_incl_spawn` from before its coroutines are
+    spawned (callbacks have nothing to spawn: the two figures agree)."""
+    return key if column == "go" else key + "_incl_spawn"
+
+
 def table(head, rows):
     out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
@@ -535,9 +550,11 @@ def render(res):
                 [[row] + [res.cell("try/%s/%s" % (row, c), "ns_per_op", "%.1f") for c, _ in TRY_COLS]
                  for row, _, _ in TRY_ROWS])
     t1 = "try/t1 admitting/"
-    md.append("| one clock read | %s | | %s | | %s | | |" % (
-        res.cell(t1 + "floor", "clock_ns", "%.1f"), res.cell(t1 + "floor tsc", "clock_ns", "%.1f"),
+    md.append("| one clock read | | %s | | | %s | %s | | |" % (
+        res.cell(t1 + "floor", "clock_ns", "%.1f"), res.cell(t1 + "floor steady", "clock_ns", "%.1f"),
         res.cell(t1 + "sluice coarse", "clock_ns", "%.1f")))
+    clocks = sorted({str(l.get("clock")) for l in res.lines if l["job"].startswith("try/") and l["job"].endswith("/sluice")})
+    md += ["", "The default clock read `%s` in this run (the JSON lines' `clock`)." % ", ".join(clocks or ["?"])]
     md += ["", "## Every limiter's check", "", POLICIES_TEXT, ""]
     md += table(["policy, ns per check"] + [r[0] for r in TRY_ROWS],
                 [[label] + [res.cell("policies/" + row, "ns_per_op", "%.1f", policy=p) for row, _, _ in TRY_ROWS]
@@ -546,8 +563,12 @@ def render(res):
     waiters = next((str(l.get("waiters")) for l in res.lines if l["job"] == "fanout/sluice coroutine"), "W")
     md += ["", "## fanout: many waiters on one limiter", "", FANOUT_TEXT, ""]
     md += table(["fanout, %s waiters at 100,000/s" % waiters] + [c[1] for c in FANOUT_COLS],
-                [["rate error, %"] + [res.cell("fanout/" + c, "rate_error", "%+.2f", 100) for c, _ in FANOUT_COLS],
-                 ["CPU per acquire, us"] + [res.cell("fanout/" + c, "cpu_us_per_acquire", "%.2f") for c, _ in FANOUT_COLS],
+                [["rate error including spawn, %"] + [res.cell("fanout/" + c, spawn_key(c, "rate_error"), "%+.2f", 100)
+                                                      for c, _ in FANOUT_COLS],
+                 ["CPU per acquire including spawn, us"] + [res.cell("fanout/" + c, spawn_key(c, "cpu_us_per_acquire"), "%.2f")
+                                                            for c, _ in FANOUT_COLS],
+                 ["CPU per acquire after the spawn, us"] + [res.cell("fanout/" + c, "cpu_us_per_acquire", "%.2f")
+                                                            if c != "go" else "" for c, _ in FANOUT_COLS],
                  ["peak RSS, MB"] + [res.cell("fanout/" + c, "max_rss_kib", "%.0f", 1 / 1024) for c, _ in FANOUT_COLS]])
     md += ["", "## pace: one waiter at a steady rate", "", PACE_TEXT, ""]
     md += table(["pace, achieved per second"] + [c[1] for c in PACE_COLS],
@@ -669,6 +690,27 @@ def render(res):
 
 # ------------------------------------------------------------------------------------------
 
+JOB_SECTION = {"try": "try", "policies": "policies", "fanout": "fanout", "pace": "pace", "keyed": "keyed",
+               "shared": "shared", "fleet": "shared", "wait": "shared", "redis-benchmark": "shared",
+               "bandwidth": "bandwidth", "sim": "simulation", "examples": "examples"}
+
+
+def merged(path, meta, only, body, bench):
+    """The stored raw file with the sections in `only` replaced by this run's lines; its meta
+    stays, with this run recorded as a later run of those sections."""
+    old = [json.loads(l) for l in open(path) if l.strip()]
+    old_meta = next((l["meta"] for l in old if "meta" in l), meta)
+    kept = [l for l in old if "meta" not in l
+            and JOB_SECTION.get(l.get("job", "").removeprefix(BEFORE).split("/")[0]) not in only]
+    when = "%s to %s UTC, load average %s to %s, %s" % (meta["start"], meta["end"], meta["load_start"],
+                                                          meta["load_end"], os.path.basename(bench))
+    reruns = dict(old_meta.get("reruns", {}))
+    for section in sorted(only):
+        reruns[section] = when
+    old_meta["reruns"] = reruns
+    return old_meta, "".join(json.dumps(l) + "\n" for l in kept) + body
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", default=os.path.join(ROOT, "build-rel/benchmarks/sluice-bench"))
@@ -681,6 +723,9 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results.jsonl"), help="the raw lines")
     ap.add_argument("--from", dest="src", metavar="FILE", help="run nothing: write the page from this raw file")
     ap.add_argument("--no-write", action="store_true", help="print the page, leave RESULTS.md alone")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --only: keep the other sections' lines of the raw file (--out) and record the "
+                         "sections run as a later run in the page")
     ap.add_argument("--before", metavar="BENCH",
                     help="a second sluice-bench (an older build): each sluice job also runs with it, just "
                          "before the same job with --bench, and a before/after table is printed (not written "
@@ -720,6 +765,8 @@ def main():
         meta["end"] = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M")
         meta["load_end"] = load()
         body = open(raw).read()
+        if a.merge and a.only and os.path.exists(a.out):
+            meta, body = merged(a.out, meta, only, body, a.bench)
         with open(a.out, "w") as f:
             f.write(json.dumps({"meta": meta}) + "\n" + body)
         os.remove(raw)

@@ -29,8 +29,8 @@
 // cpu_us_per_acquire: process CPU from the gate to the last completion / W;
 // cpu_us_per_acquire_incl_spawn from before the first spawn (as the Go peer).
 // achieved_rate = (W - 1) / (last completion - first completion).
-// --clock steady|tsc|coarse: the leaky bucket's Clock (the floor and the measurements
-// stay on steady_clock).
+// --clock default|steady|tsc|coarse: the leaky bucket's Clock, default sluice::default_clock
+// (the floor and the measurements stay on steady_clock).
 #include "bench_common.hpp"
 
 #include <sluice/leaky_bucket.hpp>
@@ -377,7 +377,8 @@ int run_fanout_on(const options& o, bool callback, engine e)
     j.add("scenario", "fanout")
         .add("policy", floor ? "floor" : e == engine::queue ? "queue" : "leaky")
         .add("waiter", callback ? "callback" : "coroutine")
-        .add("clock", o.clock)
+        .add("clock", clock_read(o.clock))
+        .add("clock_type", clock_type(o.clock))
         .add("coalesce_us", static_cast<long long>(fanout_coalesce_us < 0 ? sluice::limiter_options{}.coalesce.count() / 1000
                                                                           : fanout_coalesce_us))
         .add("coalesce_max_us", static_cast<long long>(lo.coalesce_max.count() / 1000))

@@ -20,7 +20,8 @@
 // around a std::unordered_map<Key, std::unique_ptr<policy::gcra>> (no eviction, no cap),
 // the textbook version, for reference.
 //
-// --clock steady|tsc|coarse: the Clock of the limiters (and of the naive version's reads).
+// --clock default|steady|tsc|coarse: the Clock of the limiters (and of the naive version's
+// reads), default sluice::default_clock.
 //
 // The reference: chase_ns, one hop of a dependent random pointer chase over 128 MB (a
 // cache miss and most often a TLB miss), measured in the same run; misses_per_check =
@@ -302,7 +303,8 @@ int run_keyed(const options& o)
         .add("threads", o.threads)
         .add("admitting", o.admitting)
         .add("ops", static_cast<long long>(o.ops))
-        .add("clock", o.clock)
+        .add("clock", clock_read(o.clock))
+        .add("clock_type", clock_type(o.clock))
         .add("clock_ns", clock_read_ns(o.clock))
         .add("ns_per_op", res.ns_per_op)
         .add("chase_ns", chase)

@@ -1,15 +1,22 @@
 // Scenario `try` (protocol v1): --threads T threads hammer ONE shared limiter with
-// non-blocking checks, --ops N in all. Each check reads the clock (--clock steady|tsc|coarse:
-// std::chrono::steady_clock, sluice::tsc_clock or sluice::coarse_clock, converted with
-// sluice::detail::now_ns, as a limiter on that Clock does) and calls
-// policy.try_acquire(1, now).
+// non-blocking checks, --ops N in all.
+//
+// Without --policy (or --policy token_bucket): what a user runs, the limiter's public
+// try_acquire(1) on a sluice::token_bucket<Clock> (Clock: --clock, default
+// sluice::default_clock, the one a user who names none gets), reading the decision's
+// remaining and reset_after as a server answering with RateLimit fields does ("api":
+// "limiter"). --policy gcra|leaky|...: the policy alone, each check reading the clock
+// (through sluice::detail::now_ns, as a limiter on that Clock does) and calling
+// policy.try_acquire(1, now), reading only admitted ("api": "policy"). floor and clock*:
+// the reference loops of bench_floor.cpp ("api": "reference").
 //
 //   --admitting=true : the limiter never says no (checked: "admitted" must equal ops)
 //   --admitting=false: 1000/s with burst 1 (or 1 per 1 ms window): almost all reject
 //
 // Prints one JSON line per policy with the peers' keys (scenario, threads, admitting,
-// ops, ns_per_op = wall time / ops) plus peer, policy, clock, clock_ns (one read of the
-// clock, one thread), admitted and wall_s.
+// ops, ns_per_op = wall time / ops) plus peer, api, policy, clock (what the clock reads:
+// tsc, steady or coarse), clock_type, clock_ns (one read of the clock, one thread),
+// admitted and wall_s.
 #include "bench_common.hpp"
 
 #include <sluice/manual_clock.hpp>
@@ -19,6 +26,9 @@
 #include <sluice/policy/sliding_log.hpp>
 #include <sluice/policy/weighted_counter.hpp>
 #include <sluice/rate.hpp>
+#include <sluice/token_bucket.hpp>
+
+#include <boost/asio/io_context.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -40,6 +50,23 @@ try_result hammer(const options& o, Policy& p)
     return with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
         return run_threads(o.threads, o.ops, [&p]() noexcept {
             return p.try_acquire(1, sluice::detail::now_ns<Clock>()).admitted;
+        });
+    });
+}
+
+// The limiter, as a user holds it: token_bucket<Clock>, same settings as gcra below.
+try_result run_token_bucket(const options& o)
+{
+    return with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
+        boost::asio::io_context io;
+        auto bucket = o.admitting ? std::make_unique<sluice::token_bucket<Clock>>(io, rate::per_second(1e9), 1'000'000'000)
+                                  : std::make_unique<sluice::token_bucket<Clock>>(io, rate::per_second(1000), 1);
+        return run_threads(o.threads, o.ops, [&b = *bucket]() noexcept {
+            const sluice::decision d = b.try_acquire(1);
+            // The RateLimit fields of a server's answer.
+            keep(d.remaining);
+            keep(d.reset_after.count());
+            return d.admitted;
         });
     });
 }
@@ -104,28 +131,33 @@ try_result run_all_of(const options& o)
 struct policy_entry {
     std::string_view name;
     try_result (*run)(const options&);
-    bool in_all = true;   // run by --policy all
+    std::string_view api;   // limiter: the public API; policy: the policy alone; reference
+    bool in_all = true;     // run by --policy all
 };
 
 constexpr policy_entry policies[] = {
-    {"gcra", run_gcra},
-    {"leaky", run_leaky},
-    {"fixed_window", run_fixed_window},
-    {"sliding_log", run_sliding_log},
-    {"sliding_window_counter", run_sliding_window_counter},
-    {"all_of", run_all_of},
-    {"floor", run_try_floor},
-    {"clock", run_try_clock},
-    {"clock_raw", run_try_clock_raw, false},
-    {"clock_coarse", run_try_clock_coarse, false},
+    {"token_bucket", run_token_bucket, "limiter"},
+    {"gcra", run_gcra, "policy"},
+    {"leaky", run_leaky, "policy"},
+    {"fixed_window", run_fixed_window, "policy"},
+    {"sliding_log", run_sliding_log, "policy"},
+    {"sliding_window_counter", run_sliding_window_counter, "policy"},
+    {"all_of", run_all_of, "policy"},
+    {"floor", run_try_floor, "reference"},
+    {"clock", run_try_clock, "reference"},
+    {"clock_raw", run_try_clock_raw, "reference", false},
+    {"clock_coarse", run_try_clock_coarse, "reference", false},
 };
 
-void report(const options& o, std::string_view policy, const try_result& r, double clock_ns)
+void report(const options& o, const policy_entry& e, const try_result& r, double clock_ns)
 {
+    const std::string_view policy = e.name;
     json_line j;
     j.add("scenario", "try")
+        .add("api", e.api)
         .add("policy", policy)
-        .add("clock", o.clock)
+        .add("clock", clock_read(o.clock))
+        .add("clock_type", clock_type(o.clock))
         .add("clock_ns", clock_ns)
         .add("threads", o.threads)
         .add("admitting", o.admitting)
@@ -148,19 +180,20 @@ int run_try(const options& o)
         std::fprintf(stderr, "sluice-bench: try needs --threads >= 1 and --ops >= 1\n");
         return 2;
     }
-    bool all = o.policy == "all";
+    const std::string policy = o.policy_set ? o.policy : "token_bucket";
+    bool all = policy == "all";
     bool found = false;
     double clock_ns = 0;
     for (const auto& e : policies) {
-        if ((all && e.in_all) || o.policy == e.name) {
+        if ((all && e.in_all) || policy == e.name) {
             if (!found) clock_ns = clock_read_ns(o.clock);
             found = true;
-            report(o, e.name, e.run(o), clock_ns);
+            report(o, e, e.run(o), clock_ns);
         }
     }
     if (!found) {
-        std::fprintf(stderr, "sluice-bench: unknown policy '%s' (gcra, leaky, fixed_window, sliding_log, "
-                             "sliding_window_counter, all_of, floor, clock, clock_raw, clock_coarse, all)\n", o.policy.c_str());
+        std::fprintf(stderr, "sluice-bench: unknown policy '%s' (token_bucket, gcra, leaky, fixed_window, sliding_log, "
+                             "sliding_window_counter, all_of, floor, clock, clock_raw, clock_coarse, all)\n", policy.c_str());
         return 2;
     }
     return 0;

@@ -1,7 +1,7 @@
 // sluice-bench: the project's side of benchmark protocol v1 (shared/peers/README.md).
 //
 //   sluice-bench --scenario try --threads 2 --ops 10000000 --admitting=false --policy gcra
-//   sluice-bench --scenario try --clock tsc    (the limiter's Clock: steady, tsc or coarse)
+//   sluice-bench --scenario try --clock steady (the limiter's Clock: default, steady, tsc or coarse)
 //
 // Every flag takes `--flag=value` or `--flag value` (one dash works too); a boolean flag
 // alone means true. Unknown scenarios, flags or bad values: a message and exit code 2.
@@ -71,12 +71,14 @@ void print_help()
     for (const auto& s : scenarios)
         std::printf("  %-8.*s %.*s\n", static_cast<int>(s.name.size()), s.name.data(),
                     static_cast<int>(s.flags.size()), s.flags.data());
-    std::printf("policies (try): gcra (default), leaky, fixed_window, sliding_log,\n"
-                "  sliding_window_counter, all_of, floor (bare CAS), clock (a read of the --clock clock only),\n"
-                "  clock_raw (clock_gettime), clock_coarse (CLOCK_MONOTONIC_COARSE), all (all but clock_*)\n"
-                "clock (try, keyed, fanout): --clock steady (default) | tsc (sluice::tsc_clock) |\n"
-                "  coarse (sluice::coarse_clock): the limiter's Clock; the JSON line says which, and\n"
-                "  clock_ns, the cost of one read of it\n"
+    std::printf("policies (try): token_bucket (default: the limiter's try_acquire), and the policies alone:\n"
+                "  gcra, leaky, fixed_window, sliding_log, sliding_window_counter, all_of; floor (bare CAS),\n"
+                "  clock (a read of the --clock clock only), clock_raw (clock_gettime),\n"
+                "  clock_coarse (CLOCK_MONOTONIC_COARSE), all (all but clock_*)\n"
+                "clock (try, keyed, fanout): --clock default (sluice::default_clock, the default) |\n"
+                "  steady (std::chrono::steady_clock) | tsc (sluice::tsc_clock) | coarse (sluice::coarse_clock):\n"
+                "  the limiter's Clock; the JSON line says what it reads (clock), its type (clock_type)\n"
+                "  and clock_ns, the cost of one read of it\n"
                 "other flags: --waiters --rate --n --strict --seconds --procs --concurrency --port\n");
 }
 
@@ -171,7 +173,10 @@ options parse(int argc, char** argv)
             value = argv[++i];
         }
         if (key == "scenario") o.scenario = value;
-        else if (key == "policy") o.policy = value;
+        else if (key == "policy") {
+            o.policy = value;
+            o.policy_set = true;
+        }
         else if (key == "threads") parse_int(key, value, o.threads);
         else if (key == "ops") parse_int(key, value, o.ops);
         else if (key == "waiters") parse_int(key, value, o.waiters);
@@ -183,7 +188,7 @@ options parse(int argc, char** argv)
         else if (key == "port") parse_int(key, value, o.port);
         else if (key == "clock") {
             if (!known_clock(std::string(value)))
-                usage_error("--clock wants steady, tsc or coarse, got '" + std::string(value) + "'");
+                usage_error("--clock wants default, steady, tsc or coarse, got '" + std::string(value) + "'");
             o.clock = value;
         }
         else if (key == "trace") o.trace = value;
@@ -215,8 +220,10 @@ int main(int argc, char** argv)
 {
     using namespace sluice_bench;
     options o = parse(argc, argv);
-    if (o.clock == "tsc")
-        (void)sluice::tsc_clock::now();   // its calibration (about 1 ms) before anything is timed
+    // tsc_clock (default_clock) reads steady_clock until the counter's rate is measured,
+    // about 1 ms after load: wait for that, so that nothing timed reads the fallback.
+    while (sluice::detail::tsc_state.mode() == sluice::detail::tsc_timeline::calibrating)
+        (void)sluice::tsc_clock::now();
     for (const auto& s : scenarios) {
         if (o.scenario == s.name) {
             try {

@@ -1,7 +1,9 @@
-// tsc_clock and coarse_clock against the real steady_clock. No sleeping: the tests read
-// the clocks in loops (busy) for a bounded number of milliseconds. The same binary runs a
-// second time with SLUICE_TSC_CLOCK=off (test clocks_fallback) for the steady_clock path.
+// tsc_clock (default_clock) and coarse_clock against the real steady_clock. No sleeping:
+// the tests read the clocks in loops (busy) for a bounded number of milliseconds. The same
+// binary runs a second time with SLUICE_TSC_CLOCK=off (test clocks_fallback) for the
+// steady_clock path. The conversion itself, on simulated counters: test_tsc_timeline.cpp.
 #include <sluice/coarse_clock.hpp>
+#include <sluice/default_clock.hpp>
 #include <sluice/leaky_bucket.hpp>
 #include <sluice/token_bucket.hpp>
 #include <sluice/tsc_clock.hpp>
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -33,6 +36,10 @@ using sluice::tsc_clock;
 static_assert(std::chrono::is_clock_v<tsc_clock>);
 static_assert(std::chrono::is_clock_v<coarse_clock>);
 static_assert(tsc_clock::is_steady && coarse_clock::is_steady);
+// The default Clock of every limiter is tsc_clock.
+static_assert(std::is_same_v<sluice::default_clock, tsc_clock>);
+static_assert(std::is_same_v<sluice::token_bucket<>::clock_type, tsc_clock>);
+static_assert(std::is_same_v<sluice::leaky_bucket<>::clock_type, tsc_clock>);
 
 std::int64_t ns(tsc_clock::time_point t) { return t.time_since_epoch().count(); }
 std::int64_t ns(coarse_clock::time_point t) { return t.time_since_epoch().count(); }
@@ -48,7 +55,9 @@ bool fallback_forced()
     return env && (!std::strcmp(env, "off") || !std::strcmp(env, "0") || !std::strcmp(env, "steady"));
 }
 
-std::uint64_t generation() { return sluice::detail::tsc_state.current.load(std::memory_order_acquire); }
+std::uint64_t generation() { return sluice::detail::tsc_state.generation(); }
+
+using timeline = sluice::detail::tsc_timeline;
 
 } // namespace
 
@@ -64,6 +73,32 @@ TEST_CASE("tsc_clock: the source follows SLUICE_TSC_CLOCK and the CPU")
     CHECK(tsc_clock::source() == s);
 }
 
+TEST_CASE("tsc_clock: decided at load; on the counter once calibrated, reading on meanwhile" * doctest::timeout(30))
+{
+    const int mode = sluice::detail::tsc_state.mode();
+    CHECK(mode != timeline::undecided);
+    if (tsc_clock::source() == clock_source::steady) {
+        CHECK(mode == timeline::on_reference);
+        return;
+    }
+    // The calibration completes on a call at least 1 ms after load; every call before it
+    // answered from steady_clock at once. Readings stay monotonic across the switch.
+    std::int64_t last = ns(tsc_clock::now()), backwards = 0;
+    const std::int64_t until = steady_ns() + 10'000'000'000;
+    while (sluice::detail::tsc_state.mode() == timeline::calibrating && steady_ns() < until) {
+        std::int64_t t = ns(tsc_clock::now());
+        backwards += t < last;
+        last = t;
+    }
+    CHECK(sluice::detail::tsc_state.mode() == timeline::on_counter);
+    for (int i = 0; i < 100'000; ++i) {
+        std::int64_t t = ns(tsc_clock::now());
+        backwards += t < last;
+        last = t;
+    }
+    CHECK(backwards == 0);
+}
+
 TEST_CASE("tsc_clock: the fallback reads steady_clock" * doctest::timeout(10))
 {
     if (tsc_clock::source() != clock_source::steady)
@@ -77,7 +112,7 @@ TEST_CASE("tsc_clock: the fallback reads steady_clock" * doctest::timeout(10))
     }
 }
 
-TEST_CASE("tsc_clock: monotonic in each of 2 threads across resynchronisations" * doctest::timeout(30))
+TEST_CASE("tsc_clock: monotonic in each of 4 threads across resynchronisations" * doctest::timeout(60))
 {
     const bool on_tsc = tsc_clock::source() == clock_source::tsc;
     const std::uint64_t gen0 = generation();
@@ -85,8 +120,8 @@ TEST_CASE("tsc_clock: monotonic in each of 2 threads across resynchronisations" 
     auto body = [&] {
         std::int64_t last = ns(tsc_clock::now());
         std::int64_t n = 0, bad = 0;
-        // At least 10 line changes (8 ms each) seen by the pair, whatever the machine's
-        // load; 10 s at most.
+        // At least 10 line changes (8 ms each) seen by the threads, whatever the machine's
+        // load (4 threads on fewer cores: preempted in the middle of reads); 10 s at most.
         const std::int64_t until = steady_ns() + 10'000'000'000;
         for (;;) {
             for (int i = 0; i < 1024; ++i) {
@@ -100,10 +135,11 @@ TEST_CASE("tsc_clock: monotonic in each of 2 threads across resynchronisations" 
         backwards += bad;
         reads += n;
     };
-    std::thread other(body);
+    std::vector<std::thread> others;
+    for (int i = 0; i < 3; ++i) others.emplace_back(body);
     body();
-    other.join();
-    CHECK(reads.load() >= 4'000'000);
+    for (auto& t : others) t.join();
+    CHECK(reads.load() >= 8'000'000);
     CHECK(backwards.load() == 0);
     if (on_tsc) {
         MESSAGE("resynchronisations during the run: " << generation() - gen0);
@@ -250,6 +286,11 @@ void grants_after_wait(std::chrono::nanoseconds interval)
 TEST_CASE("token_bucket<tsc_clock>: async_acquire waits for its slot" * doctest::timeout(10))
 {
     grants_after_wait<tsc_clock>(20ms);
+}
+
+TEST_CASE("token_bucket<> (default_clock): async_acquire waits for its slot" * doctest::timeout(10))
+{
+    grants_after_wait<sluice::default_clock>(20ms);
 }
 
 TEST_CASE("token_bucket<coarse_clock>: async_acquire waits for its slot" * doctest::timeout(10))

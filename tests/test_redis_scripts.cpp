@@ -501,6 +501,44 @@ TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * d
     CHECK(command(c, {"EXISTS", "k"})->integer == 0);
 }
 
+TEST_CASE("sliding log: the log outlives its newest permit by a window, also when the window grows" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    auto call = [&](std::string_view script, std::vector<std::string> args) {
+        std::vector<std::string> argv{"EVAL", std::string(script), "2", "ttl", "ttl:cfg"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return parse(command(c, argv));
+    };
+    // Under a simulated clock (now_us given) a key lives 60 s longer than it needs.
+    constexpr std::int64_t extra_ms = 60'000, slack_ms = 2'000;
+    std::int64_t window = 2'000'000, newest = 0;
+    std::int64_t now = 1'000'000'000;
+    sluice_test::rng rng{7};
+    int admitted = 0, expiry_checks = 0;
+    for (int i = 0; i < 400; ++i) {
+        now += static_cast<std::int64_t>(rng() % 400'000);
+        if (i == 200) {
+            // The window grows tenfold: what is in the log must now live ten times longer.
+            window = 20'000'000;
+            call(sluice::redis::lua::sliding_log_configure, {"50", "2000000", "0", num(window), num(now)});
+        }
+        auto v = call(sluice::redis::lua::sliding_log, {"50", "2000000", "1", num(now)});
+        if (v.admitted) {
+            ++admitted;
+            newest = now;
+        }
+        if (newest == 0) continue;
+        auto ttl = command(c, {"PTTL", "ttl"});
+        REQUIRE(ttl->type == REDIS_REPLY_INTEGER);
+        INFO("step ", i, " now ", now, " newest ", newest, " window ", window, " pttl ", ttl->integer);
+        CHECK(ttl->integer * 1000 >= newest + window - now + (extra_ms - slack_ms) * 1000);
+        ++expiry_checks;
+    }
+    CHECK(admitted > 100);
+    CHECK(expiry_checks > 300);
+}
+
 TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds the limit in any window" * doctest::timeout(120))
 {
     server_fixture f;
@@ -553,6 +591,9 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
     for (int i = 0; i < 10; ++i)
         CHECK(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "2", "7000000"})).admitted);
     CHECK(command(c, {"ZCARD", "same"})->integer == 20);
+    for (int i = 0; i < 10; ++i)
+        CHECK(parse(eval(c, sluice::redis::lua::sliding_log, "same1", {"20", "1000000", "1", "7000000"})).admitted);
+    CHECK(command(c, {"ZCARD", "same1"})->integer == 10);
     CHECK_FALSE(parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "1000000", "1", "7000000"})).admitted);
     CHECK(error_text(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "0", "1"})).find("window_us") != std::string::npos);
     auto big = parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "10", "21"}));

@@ -298,22 +298,35 @@ end
 if ticket then redis.call('ZREM', q, ticket) end
 local stamp = now
 if newest > stamp then stamp = newest end
-local base = redis.call('ZCOUNT', key, fmt(stamp), fmt(stamp))
+-- Members of one stamp are numbered on from those already there: only a stamp equal to
+-- the newest can have any.
+local base = 0
+if last[2] and stamp == newest then base = redis.call('ZCOUNT', key, fmt(stamp), fmt(stamp)) end
 local s = fmt(stamp)
-local i = 1
-while i <= n do
-  local args = {}
-  local j = 0
-  while i <= n and j < 1000 do
-    args[#args + 1] = s
-    args[#args + 1] = s .. ':' .. fmt(base + i)
-    i = i + 1
-    j = j + 1
+if n == 1 then
+  redis.call('ZADD', key, s, s .. ':' .. (base + 1))
+else
+  local i = 1
+  while i <= n do
+    local args = {}
+    local j = 0
+    while i <= n and j < 1000 do
+      args[#args + 1] = s
+      args[#args + 1] = s .. ':' .. fmt(base + i)
+      i = i + 1
+      j = j + 1
+    end
+    redis.call('ZADD', key, unpack(args))
   end
-  redis.call('ZADD', key, unpack(args))
 end
 local reset = stamp + window - now
-redis.call('PEXPIRE', key, fmt(math.ceil(reset / 1000) + extra_ttl))
+-- The log must outlive its newest stamp by a window. Its expiry is set once per window-long
+-- epoch of the stamps, to the end of the next epoch: later stamps of the same epoch are
+-- covered (sliding_log_configure sets it again when the window changes).
+local epoch = math.floor(stamp / window)
+if not last[2] or math.floor(newest / window) ~= epoch then
+  redis.call('PEXPIRE', key, fmt(math.ceil(((epoch + 2) * window - now) / 1000) + extra_ttl))
+end
 return {1, 0, limit - count - ahead - n, reset, now, 0}
 )lua");
 } // namespace detail
@@ -412,12 +425,21 @@ local arg_limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
 local arg_window; arg_window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
 local nl; nl, e = int_arg(3, 'new_limit', 0, 16777216) if e then return e end
 local nw; nw, e = int_arg(4, 'new_window_us', 0, LIM) if e then return e end
-local ol, ow, now, unused_ttl
+local ol, ow, now, extra_ttl
 ol, ow, e = config('limit', 'window', arg_limit, arg_window, 16777216, LIM) if e then return e end
-now, unused_ttl, e = clock(5) if e then return e end
+now, extra_ttl, e = clock(5) if e then return e end
 if nl == 0 then nl = ol end
 if nw == 0 then nw = ow end
 redis.call('HSET', KEYS[2], 'limit', fmt(nl), 'window', fmt(nw))
+if nw ~= ow then
+  -- The log's expiry follows epochs of the window (see sliding_log): cover the new one.
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if last[2] then
+    local newest = tonumber(last[2])
+    local ttl = math.ceil(((math.floor(newest / nw) + 2) * nw - now) / 1000) + extra_ttl
+    if ttl > redis.call('PTTL', KEYS[1]) then redis.call('PEXPIRE', KEYS[1], fmt(ttl)) end
+  end
+end
 return {1, 0, 0, 0, now, 0, 0, nw, nl}
 )lua");
 } // namespace detail
