@@ -147,7 +147,11 @@ TEST_CASE("sentinel resolver: finds the master; a dead Sentinel is skipped, the 
     auto order = r.sentinels();
     REQUIRE(order.size() == 4);
     CHECK(order.front() == cfg.sentinels[1]);   // the one that answered
-    CHECK(order[1] == dead);                    // the others keep their order
+    // The Sentinels it reports alive next, in their previous order; the dead one, which
+    // no Sentinel reports, last: configured, it is kept, but asked after the live ones.
+    CHECK(order[1] == cfg.sentinels[2]);
+    CHECK(order[2] == cfg.sentinels[3]);
+    CHECK(order[3] == dead);
 
     auto again = std::make_shared<resolved>();
     r.async_resolve(recorder(again));

@@ -108,8 +108,16 @@ struct exchange_result {
     std::vector<reply> replies;
     tcp::endpoint peer;
 
+    // Why command `i` has no reply: none if it was read, even when the link failed after
+    // (a Sentinel that closes after its answer, before SENTINEL SENTINELS).
+    error_code status(std::size_t i) const
+    {
+        if (i < replies.size()) return {};
+        return ec ? ec : error_code(error::protocol_error);
+    }
+
     // The answer to command `i`: an earlier error reply (a refused AUTH) wins; a nil reply
-    // when `ec`.
+    // when there is none.
     reply answer(std::size_t i) const
     {
         for (std::size_t k = 0; k < i && k < replies.size(); ++k)
@@ -245,10 +253,10 @@ asio::awaitable<resolution> run(std::shared_ptr<sentinel_impl> self)
                 co_return resolution{asio::error::operation_aborted, {}};
             if (asking) {
                 others = x.answer(answer + 1);
-                a = fsm.on_sentinel_reply(x.ec, x.answer(answer));
+                a = fsm.on_sentinel_reply(x.status(answer), x.answer(answer));
             } else {
                 master = x.peer;
-                a = fsm.on_role_reply(x.ec, x.answer(answer));
+                a = fsm.on_role_reply(x.status(answer), x.answer(answer));
             }
         }
     } catch (const boost::system::system_error& e) {

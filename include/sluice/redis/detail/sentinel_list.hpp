@@ -98,9 +98,9 @@ public:
     }
 
     /// The healthy Sentinels of a SENTINEL SENTINELS reply (an array of [field, value, ...]
-    /// arrays): those with an ip and a valid port whose flags say neither s_down, o_down
-    /// nor disconnected. A reply of another shape (an error, unknown master) gives none;
-    /// malformed entries are skipped.
+    /// arrays): those with an ip and a valid port whose flags say neither s_down nor
+    /// o_down. A reply of another shape (an error, unknown master) gives none; malformed
+    /// entries are skipped.
     static std::vector<sentinel_address> parse_sentinels(const reply& r)
     {
         std::vector<sentinel_address> out;
@@ -157,7 +157,9 @@ private:
         while (!flags.empty()) {
             auto comma = flags.find(',');
             auto f = flags.substr(0, comma);
-            if (f == "s_down" || f == "o_down" || f == "disconnected") return false;
+            // Not "disconnected": a Sentinel opens its links to the others lazily, so a
+            // live peer is often reported so for a while.
+            if (f == "s_down" || f == "o_down") return false;
             if (comma == std::string_view::npos) break;
             flags.remove_prefix(comma + 1);
         }
