@@ -24,7 +24,10 @@ struct sentinel_address {
 /// host and port.
 struct sentinel_config {
     /// The Sentinels to ask, in order; the one whose answer was last verified is asked
-    /// first next time. Empty: Sentinel is not used.
+    /// first next time. Empty: Sentinel is not used. The list is refreshed from the
+    /// Sentinels themselves (SENTINEL SENTINELS, +sentinel): Sentinels they report are
+    /// added (at most 16 beyond these), the live ones are asked first, and these are never
+    /// forgotten (asked last when no Sentinel reports them).
     std::vector<sentinel_address> sentinels;
 
     /// The name the Sentinels monitor the master under (`sentinel monitor <name> ...`).
