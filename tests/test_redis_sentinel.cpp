@@ -741,4 +741,41 @@ TEST_CASE("a Sentinel learnt from the others keeps discovery going once the conf
     CHECK(resolver.sentinels().front() == all[2]);
 }
 
+TEST_CASE("a subscription whose Sentinel goes silent is made again" * doctest::timeout(60))
+{
+    auto& g = shared_group();
+    asio::io_context io;
+    // Answers SENTINEL SENTINELS and SUBSCRIBE once, then neither answers (PING included)
+    // nor closes: a Sentinel cut off without a reset.
+    tcp::acceptor silent(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    std::vector<std::shared_ptr<tcp::socket>> accepted;
+    const std::string subscribed = "*0\r\n*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"
+                                   "*3\r\n$9\r\nsubscribe\r\n$9\r\n+sentinel\r\n:2\r\n";
+    std::function<void()> accept = [&] {
+        silent.async_accept([&](error_code ec, tcp::socket s) {
+            if (ec) return;
+            auto sock = std::make_shared<tcp::socket>(std::move(s));
+            accepted.push_back(sock);
+            asio::async_write(*sock, asio::buffer(subscribed), [sock](error_code, std::size_t) {});
+            accept();
+        });
+    };
+    accept();
+
+    auto cfg = g.config();
+    cfg.sentinel.sentinels.push_back({"127.0.0.1", silent.local_endpoint().port()});   // last: never asked
+    cfg.sentinel.timeout = 50ms;   // a PING every 200 ms; silent over one period: closed
+    cfg.reconnect_min = 20ms;
+    redis::connection conn(io, cfg);
+    REQUIRE(sluice_test::wait_connected(io, conn));
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(run_until(io, [&] { return accepted.size() >= 3; }, 3000ms));
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Each subscription lasts two periods at most (PING sent, nothing back by the next).
+    CHECK(took < 2.0);
+    CHECK(conn.connected());
+    conn.close();
+    run_for(io, 50ms);
+}
+
 TEST_SUITE_END();

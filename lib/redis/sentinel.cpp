@@ -133,6 +133,8 @@ struct exchange_io {
     tcp::resolver resolver;
     tcp::socket socket;
     bool timed_out = false;
+    bool heard = false;     // a subscription: a reply since the last PING
+    bool pinging = false;   // a subscription: a PING being written
     // Here, not in the coroutine frame: with a frame this large GCC 12 pairs Asio's frame
     // allocation (aligned_alloc) with its operator delete, a false -Wmismatched-new-delete.
     std::array<char, 1024> buf;
@@ -340,8 +342,30 @@ private:
 
 namespace {
 
+// A subscribed link: a PING every `period`, and the link closed when nothing came back
+// over a whole period (a Sentinel gone silent: its host down or cut off, which no read
+// would ever report), so that the subscription is made again. Until `timer` is cancelled.
+void keep_alive(std::shared_ptr<exchange_io> io, std::shared_ptr<asio::steady_timer> timer,
+                std::chrono::milliseconds period)
+{
+    timer->expires_after(period);
+    timer->async_wait([io, timer, period](error_code ec) mutable {
+        if (ec || !io->socket.is_open()) return;
+        error_code ignored;
+        if (!io->heard) return void(io->socket.close(ignored));
+        io->heard = false;
+        if (!io->pinging) {
+            static const std::string ping = format_commands({{"PING"}});
+            io->pinging = true;
+            asio::async_write(io->socket, asio::buffer(ping), [io](error_code, std::size_t) { io->pinging = false; });
+        }
+        keep_alive(std::move(io), std::move(timer), period);
+    });
+}
+
 // One subscription to `at`, until its link fails: connected, AUTH, the Sentinel's peers,
-// SUBSCRIBE (all within the Sentinel timeout), then every message as it comes.
+// SUBSCRIBE (all within the Sentinel timeout), then every message as it comes, the link
+// kept alive by a PING every 4 Sentinel timeouts.
 // `subscribed` tells whether it got that far.
 asio::awaitable<error_code> subscribe_once(std::shared_ptr<sentinel_watch> w, sentinel_address at,
                                            bool& subscribed)
@@ -358,8 +382,15 @@ asio::awaitable<error_code> subscribe_once(std::shared_ptr<sentinel_watch> w, se
     auto ec = co_await open(*io, at, commands, peer);
     if (ec) co_return ec;
     std::size_t seen = 0;
+    auto pings = std::make_shared<asio::steady_timer>(io->socket.get_executor());
+    // However this ends (a failure, or an exception once stopped), the PINGs end with it.
+    struct ping_guard {
+        std::shared_ptr<asio::steady_timer> t;
+        ~ping_guard() { t->cancel(); }
+    } guard{pings};
     ec = co_await read_replies(*io, [&](reply r) {
         if (w->ended(at)) return false;
+        io->heard = true;
         const std::size_t i = seen++;
         if (i < peers) return !r.is_error();   // AUTH refused: give up this link
         if (i == peers) {
@@ -372,6 +403,7 @@ asio::awaitable<error_code> subscribe_once(std::shared_ptr<sentinel_watch> w, se
                 return false;
             subscribed = true;
             timer->cancel();
+            keep_alive(io, pings, 4 * cfg.timeout);
             return true;
         }
         if (auto m = parse_pubsub_message(r)) w->on_message(at, *m);
