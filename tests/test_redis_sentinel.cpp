@@ -587,12 +587,60 @@ private:
     std::vector<std::shared_ptr<link>> links_;
 };
 
+// After the failover of the test below (in its group: Sentinels take seconds to start): a
+// client configured with the first two Sentinels only learns the third from them, and
+// keeps finding the master through it once the two are gone.
+void check_learnt_sentinel(sentinel_group& g, asio::io_context& io)
+{
+    auto all = g.addresses();
+    const auto master_port = g.master_port_by_sentinels(2);
+    REQUIRE(master_port != 0);
+
+    auto cfg = g.config();
+    cfg.sentinel.sentinels = {all[0], all[1]};
+    cfg.sentinel.timeout = 100ms;
+    cfg.reconnect_min = 20ms;
+    cfg.reconnect_max = 200ms;
+    redis::sentinel_resolver resolver(io, cfg.sentinel);
+    auto res = std::make_shared<resolved>();
+    resolver.async_resolve(recorder(res));
+    REQUIRE(run_until(io, [&] { return res->calls == 1; }, 5000ms));
+    REQUIRE_FALSE(res->ec);
+    auto known = resolver.sentinels();
+    CHECK(std::find(known.begin(), known.end(), all[2]) != known.end());
+
+    redis::connection conn(io, cfg);
+    REQUIRE(sluice_test::wait_connected(io, conn));
+    run_for(io, 100ms);
+
+    // The configured Sentinels die; the client's link then breaks (its clients killed on
+    // the master): the next discovery can only succeed through the third Sentinel.
+    g.sentinel(0).kill();
+    g.sentinel(1).kill();
+    CHECK(sluice_test::sync_command(master_port, {"CLIENT", "KILL", "TYPE", "normal"}).integer >= 1);
+    REQUIRE(run_until(io, [&] { return !conn.connected(); }, 2000ms));
+    REQUIRE(run_until(io, [&] { return conn.connected(); }, 5000ms));
+    auto done = std::make_shared<std::optional<error_code>>();
+    conn.async_exec({"SET", "sentinel:learnt", "yes"}, [done](error_code ec, redis::reply) { *done = ec; });
+    REQUIRE(run_until(io, [&] { return done->has_value(); }, 2000ms));
+    CHECK_FALSE(**done);
+    CHECK(sluice_test::sync_command(master_port, {"GET", "sentinel:learnt"}).str == "yes");
+
+    // The resolver too, its list refreshed by its earlier round.
+    auto again = std::make_shared<resolved>();
+    resolver.async_resolve(recorder(again));
+    REQUIRE(run_until(io, [&] { return again->calls == 1; }, 5000ms));
+    CHECK_FALSE(again->ec);
+    CHECK(again->master.port() == master_port);
+    CHECK(resolver.sentinels().front() == all[2]);
+}
+
 } // namespace
 
-TEST_CASE("manual failover, old master still up: the client switches on the +switch-master announcement" * doctest::timeout(120))
+TEST_CASE("manual failover, old master still up: the client switches on the +switch-master announcement; then a Sentinel learnt from the others is used once the configured ones are gone" * doctest::timeout(120))
 {
     using clock = std::chrono::steady_clock;
-    sentinel_group g;   // its own: this test fails over
+    sentinel_group g;   // its own: this test fails over, then kills Sentinels
     asio::io_context io;
     switch_listener announced(io, g.addresses());
 
@@ -693,52 +741,9 @@ TEST_CASE("manual failover, old master still up: the client switches on the +swi
     CHECK(std::stoll(g.replica().command({"GET", key}).str) == on_new_master.back());
     // The commands that failed are those in flight on the old link when it was dropped.
     CHECK(failed <= 4);
-}
 
-TEST_CASE("a Sentinel learnt from the others keeps discovery going once the configured ones are gone" * doctest::timeout(120))
-{
-    sentinel_group g;   // its own: this test kills Sentinels
-    asio::io_context io;
-    auto all = g.addresses();
-
-    // Configured: the first two only. One discovery reports the third.
-    auto cfg = g.config();
-    cfg.sentinel.sentinels = {all[0], all[1]};
-    cfg.sentinel.timeout = 100ms;
-    cfg.reconnect_min = 20ms;
-    cfg.reconnect_max = 200ms;
-    redis::sentinel_resolver resolver(io, cfg.sentinel);
-    auto res = std::make_shared<resolved>();
-    resolver.async_resolve(recorder(res));
-    REQUIRE(run_until(io, [&] { return res->calls == 1; }, 5000ms));
-    REQUIRE_FALSE(res->ec);
-    auto known = resolver.sentinels();
-    CHECK(std::find(known.begin(), known.end(), all[2]) != known.end());
-
-    redis::connection conn(io, cfg);
-    REQUIRE(sluice_test::wait_connected(io, conn));
-    run_for(io, 100ms);
-
-    // The configured Sentinels die; the client's link then breaks (its clients killed on
-    // the master): the next discovery can only succeed through the third Sentinel.
-    g.sentinel(0).kill();
-    g.sentinel(1).kill();
-    CHECK(g.master().command({"CLIENT", "KILL", "TYPE", "normal"}).integer >= 1);
-    REQUIRE(run_until(io, [&] { return !conn.connected(); }, 2000ms));
-    REQUIRE(run_until(io, [&] { return conn.connected(); }, 5000ms));
-    auto done = std::make_shared<std::optional<error_code>>();
-    conn.async_exec({"SET", "sentinel:learnt", "yes"}, [done](error_code ec, redis::reply) { *done = ec; });
-    REQUIRE(run_until(io, [&] { return done->has_value(); }, 2000ms));
-    CHECK_FALSE(**done);
-    CHECK(g.master().command({"GET", "sentinel:learnt"}).str == "yes");
-
-    // The resolver too, its list refreshed by its earlier round.
-    auto again = std::make_shared<resolved>();
-    resolver.async_resolve(recorder(again));
-    REQUIRE(run_until(io, [&] { return again->calls == 1; }, 5000ms));
-    CHECK_FALSE(again->ec);
-    CHECK(again->master.port() == g.master().port());
-    CHECK(resolver.sentinels().front() == all[2]);
+    conn.close();
+    check_learnt_sentinel(g, io);
 }
 
 TEST_CASE("a subscription whose Sentinel goes silent is made again" * doctest::timeout(60))
