@@ -18,9 +18,13 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
 #include <doctest/doctest.h>
@@ -781,6 +785,21 @@ TEST_CASE("a subscription whose Sentinel goes silent is made again" * doctest::t
     CHECK(conn.connected());
     conn.close();
     run_for(io, 50ms);
+
+    {
+        // Owned by a coroutine that never ends, its subscriptions up: the io_context's
+        // shutdown frees everything, the subscriptions' pending reads and timers included
+        // (LeakSanitizer checks).
+        asio::io_context io2;
+        auto c = std::make_shared<redis::connection>(io2, g.config());
+        REQUIRE(sluice_test::wait_connected(io2, *c));
+        asio::co_spawn(io2, [c]() -> asio::awaitable<void> {
+            asio::steady_timer forever(co_await asio::this_coro::executor, std::chrono::hours(1));
+            co_await forever.async_wait(asio::use_awaitable);
+        }, asio::detached);
+        c.reset();
+        run_for(io2, 100ms);
+    }
 }
 
 TEST_SUITE_END();
