@@ -37,6 +37,9 @@ struct sentinel_config {
     /// it named: connect, optional AUTH, command, reply) is given up after this long and
     /// counts as that Sentinel or master being unreachable. A few hundred milliseconds, as
     /// Sentinel's client guidelines advise: a dead Sentinel must not hold up the next one.
+    /// A connection's subscription to a Sentinel (see connection_config::sentinel) is
+    /// bounded by it until subscribed, then sends PING every 4 x timeout and is made again
+    /// when nothing came back over one such period.
     std::chrono::milliseconds timeout{250};
 
     /// `AUTH password` to the Sentinels (their own `requirepass`) when not empty. The
