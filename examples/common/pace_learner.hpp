@@ -76,6 +76,10 @@ public:
         double rate = 0;
         /// Sent at the pace (within a quarter of an interval), not after an idle spell.
         bool busy = false;
+        /// Sent well (15 %) faster than the pace, at about the pace before the last cut:
+        /// scheduled at that older, faster pace (a permit granted before the cut). Its answer
+        /// is evidence about the server, not about the pace, and its rate is its gap's.
+        bool early = false;
     };
 
     /// Throws std::invalid_argument for options out of range.
@@ -98,6 +102,10 @@ public:
             const double gap = seconds(now - last_sent_);
             s.rate = std::min(pace_, 1 / gap);
             s.busy = gap <= 1.25 / std::min(pace_, pace_at_last_sent_);
+            // Early: well over the pace, at about the pace before the last cut. (A short gap
+            // otherwise is jitter, and counts at the pace.)
+            s.early = 1 / gap > 1.15 * pace_ && 1 / gap >= 0.75 * pace_before_cut_;
+            if (s.early) s.rate = 1 / gap;
         }
         last_sent_ = std::max(last_sent_, now);
         pace_at_last_sent_ = pace_;
@@ -108,23 +116,32 @@ public:
     bool on_answer(duration now, const sent& s, bool refused)
     {
         const double before = pace_;
-        if (s.at < cut_at_) {
+        if (s.at < cut_at_ || s.early) {
             // Sent at an older pace: no growth, no new cut (it is the same overshoot); but
             // one sent after the refused request still says what the server admits.
             if (s.at <= evidence_from_) return false;
             const double lo = lo_, hi = hi_;
+            const bool guessed = guessed_;
             if (refused) hi_ = std::min(hi_, s.rate);
             else admitted(s);
-            if (lo_ != lo || hi_ != hi) decide();
+            if (lo_ != lo || hi_ != hi) {
+                decide();
+                // What was accepted raises the pace, or replaces a guess (hi / 2); it does
+                // not undo a pace that rests on better evidence (a lo that was reset at the cut).
+                if (hi_ == hi && !guessed && pace_ < before) pace_ = std::min(before, target_);
+            }
             return pace_ != before;
         }
         if (refused) {
             ++refusals_;
             hi_ = std::min(hi_, s.rate);
+            pace_before_cut_ = pace_;
             decide();
             cut_at_ = now;
             evidence_from_ = s.at;
-            lo_ = 0;
+            // What was accepted below the rate refused still holds; at or above it, it was
+            // not sustainable after all (the server's limit went down, or it was luck).
+            if (lo_ >= hi_) lo_ = 0;
             held_ = 0;
         } else {
             admitted(s);
@@ -182,6 +199,7 @@ private:
         // lo is what was accepted since the last cut; at or above hi it was not
         // sustainable after all, and hi is the better bound.
         const double safe = lo_ > 0 ? std::min(lo_, hi_) : 0;
+        guessed_ = safe == 0;
         if (safe > 0 && hi_ <= safe * (1 + o_.bracket)) {
             target_ = pace_ = clamp(safe * o_.margin);
         } else {
@@ -206,7 +224,10 @@ private:
             return;
         }
         if (pace_ < target_ * 0.999) {
-            pace_ = clamp(pace_ + (target_ - pace_) * (1 - std::exp(-dt / seconds(o_.approach))));
+            // Toward the target, no faster than the slow start: the steps near the limit
+            // are what locates it, should it be refused on the way.
+            pace_ = clamp(std::min(pace_ + (target_ - pace_) * (1 - std::exp(-dt / seconds(o_.approach))),
+                                   pace_ * std::exp(o_.growth * dt)));
             return;
         }
         held_ += dt;
@@ -231,6 +252,8 @@ private:
     duration cut_at_ = duration::min();
     duration last_sent_ = duration::min();
     double pace_at_last_sent_ = 0;
+    bool guessed_ = false;   // the pace after the last cut is hi / 2: nothing was accepted
+    double pace_before_cut_ = std::numeric_limits<double>::infinity();   // no cut yet: no send is early
     std::uint64_t refusals_ = 0;
 };
 
