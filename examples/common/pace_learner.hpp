@@ -62,6 +62,10 @@ struct pace_learner_options {
     std::chrono::nanoseconds hold = std::chrono::seconds(60);
     /// While probing, growth of the pace per second of sending. >= 0.
     double probe = 0.005;
+    /// How finely the server may tell time (>= 0): one that counts whole milliseconds (nginx)
+    /// may accept two requests it saw 50 ms apart that were sent 49.1 ms apart, so an
+    /// accepted gap proves 1 / (gap + resolution) only. 0: the gaps are taken as measured.
+    std::chrono::nanoseconds resolution{0};
 };
 
 class pace_learner {
@@ -87,7 +91,7 @@ public:
     {
         if (!(o.floor > 0) || !(o.ceiling >= o.floor) || !(o.initial >= o.floor && o.initial <= o.ceiling) ||
             !(o.margin > 0 && o.margin < 1) || !(o.bracket > 0) || !(o.growth > 0) || o.approach <= duration::zero() ||
-            o.hold <= duration::zero() || !(o.probe >= 0))
+            o.hold <= duration::zero() || !(o.probe >= 0) || o.resolution < duration::zero())
             throw std::invalid_argument("pace_learner: options out of range");
     }
 
@@ -186,7 +190,10 @@ private:
     void admitted(const sent& s)
     {
         if (s.at <= last_admitted_) return;   // answered out of order: the later one counts
-        if (s.busy && last_admitted_busy_) lo_ = std::max(lo_, std::min(s.rate, 1 / seconds(s.at - last_admitted_)));
+        if (s.busy && last_admitted_busy_) {
+            const double r = std::min(s.rate, 1 / seconds(s.at - last_admitted_));
+            lo_ = std::max(lo_, 1 / (1 / r + seconds(o_.resolution)));
+        }
         last_admitted_ = s.at;
         last_admitted_busy_ = s.busy;
     }
