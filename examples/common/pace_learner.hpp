@@ -176,7 +176,7 @@ public:
     double rate() const noexcept { return pace_; }
     /// The lowest rate refused since the last probe began (infinity: none yet).
     double refused_at() const noexcept { return hi_; }
-    /// The highest rate seen accepted since the last cut (0: none yet).
+    /// The highest rate seen accepted, since a refusal last came at or under it (0: none).
     double accepted_at() const noexcept { return lo_; }
     /// Still in slow start (nothing refused yet).
     bool slow_start() const noexcept { return slow_start_ && hi_ == std::numeric_limits<double>::infinity(); }
@@ -203,8 +203,8 @@ private:
     void decide()
     {
         if (hi_ == std::numeric_limits<double>::infinity()) return;
-        // lo is what was accepted since the last cut; at or above hi it was not
-        // sustainable after all, and hi is the better bound.
+        // lo is what was accepted (since a refusal last came at or under it); at or above
+        // hi it was not sustainable after all, and hi is the better bound.
         const double safe = lo_ > 0 ? std::min(lo_, hi_) : 0;
         guessed_ = safe == 0;
         if (safe > 0 && hi_ <= safe * (1 + o_.bracket)) {

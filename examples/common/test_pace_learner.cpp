@@ -140,7 +140,7 @@ pace_learner_options crawler_options(double per_host_rate)
 {
     pace_learner_options o;
     o.ceiling = per_host_rate;
-    o.initial = std::min(per_host_rate / 2, 10.0);
+    o.initial = std::max(per_host_rate / 8, std::min(per_host_rate / 2, 10.0));
     o.floor = 0.05;
     o.margin = 0.99;
     o.resolution = 1ms;
@@ -293,9 +293,9 @@ TEST_CASE("pace_learner: the nginx model refuses as limit_req does")
 
 TEST_CASE("pace_learner: a crawl behind limit_req 20r/s settles just under it, with one or two refusals")
 {
-    // The crawler's defaults: slow start from an eighth of --per-host-rate. The ideal is
-    // 15 s (300 pages at 20/s); a refusal with Retry-After: 1 costs a second of it, the
-    // slow start and the margin under the limit the rest.
+    // The learner's own defaults, from an eighth of the ceiling (the crawler's options are
+    // tested below). The ideal is 15 s (300 pages at 20/s); a refusal with Retry-After: 1
+    // costs a second of it, the slow start and the margin under the limit the rest.
     for (bool ra : {true, false}) {
         for (double ceiling : {40.0, 100.0}) {
             auto r = crawl(20, ceiling, ceiling / 8, ra, 300, 300us);
