@@ -103,16 +103,19 @@ def crawl_once(build, site, tmp, pages, limit, refusal, pace, rnd):
     refused_rows = [r for r in rows if r[1] in (429, 503)]
     ideal = pages / min(pace, limit)
     pace_end = re.search(r"pace ([\d.]+)/s at the end", res.stdout)
-    first_refusal = refused_rows[0][0] - rows[0][0] if refused_rows else None
+    # Each refusal: when, and how long after the request before it nginx read it (a gap of a
+    # few ms at a pace of 50 ms is nginx reading two requests late together, not the pace).
+    refusals = [(rows[i][0] - rows[0][0], (rows[i][0] - rows[i - 1][0]) * 1e3 if i else 0.0)
+                for i, r in enumerate(rows) if r[1] in (429, 503)]
     spacing = worst_spacing([r[0] for r in rows], pace)
     print("  %-22s paced at %3d/s: %3d/%d pages in %6.2f s (ideal %5.2f s, %+5.1f %%), %d requests, "
           "%d refused%s, pace at the end %s/s, spacing %+.1f ms against %d/s at worst, exit %d, load %.2f"
           % (refusal, pace, len(got), pages, took, ideal, (took / ideal - 1) * 100, len(rows), len(refused_rows),
-             " (the first at %.2f s)" % first_refusal if first_refusal is not None else "",
+             " (at %s)" % ", ".join("%.2f s, %.0f ms after the one before" % f for f in refusals) if refusals else "",
              pace_end.group(1) if pace_end else "?", spacing * 1e3, pace, res.returncode, load), flush=True)
     record(run="crawler", refusal=refusal, pace=pace, pages=pages, fetched=len(got), seconds=took,
            ideal_seconds=ideal, requests=len(rows), refused=len(refused_rows), exit=res.returncode,
-           spacing_worst_ms=spacing * 1e3, round=rnd, load=load)
+           spacing_worst_ms=spacing * 1e3, refusals_at=refusals, round=rnd, load=load)
     verdict(len(got) == pages and res.returncode == 0 and took <= ideal * 1.15,
             "crawler %s at %d/s: every page, within 15 %% of %.2f s" % (refusal, pace, ideal))
     verdict(spacing >= -SPACING_TOLERANCE,
