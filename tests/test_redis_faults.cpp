@@ -14,6 +14,7 @@
 
 #include <sluice/error.hpp>
 #include <sluice/redis/connection.hpp>
+#include <sluice/redis/sliding_window.hpp>
 #include <sluice/redis/token_bucket.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -243,6 +244,30 @@ TEST_CASE("faults: black hole (half-open): the command timeout fires, the link i
     CHECK(r.conn.connected());
     // fail_closed admits nothing while Redis is away: the bucket's bound over the run.
     CHECK(admitted(tb.stats()) <= bucket_bound(5, 20, steady::now() - start));
+}
+
+TEST_CASE("faults: black hole under a sliding window waiting to ask again: bounded by max_wait + command_timeout" * doctest::timeout(60))
+{
+    rig r({}, fast({}));
+    redis::sliding_window<redis::connection> sw(r.conn, 1, 200ms, closed_options());
+    CHECK(tries(r, sw, "sw", 1).admitted == 1);
+    // Refused at first (the window is full for ~200 ms), it sleeps and asks again: into
+    // the hole. That ask ends at the command timeout, with what is left of max_wait for
+    // the failure policy (fail_closed: backend_unavailable).
+    auto rs = std::make_shared<acq_result>();
+    auto start = steady::now();
+    sw.async_acquire("sw", 1, 400ms, acq_recorder(rs));
+    run_for(r.io, 50ms);
+    REQUIRE(rs->calls == 0);
+    r.proxy.set_black_hole(true);
+    REQUIRE(r.until([&] { return rs->calls == 1; }));
+    CHECK(rs->ec == sluice::error::backend_unavailable);
+    CHECK(rs->at - start >= 200ms + command_timeout - 5ms);
+    CHECK(rs->at - start <= 400ms + command_timeout + slack);
+    CHECK(sw.stats().backend.errors >= 1);
+    CHECK(sw.stats().refused == 1);
+    r.proxy.heal();
+    CHECK(recover(r, sw, "sw", "black hole, sliding window") <= recovery_bound + slack);
 }
 
 TEST_CASE("faults: black hole with the local fallback: waits bounded by max_wait, the local share admitted" * doctest::timeout(60))
