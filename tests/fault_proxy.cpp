@@ -315,6 +315,11 @@ void fault_proxy::set_refuse(bool on)
     });
 }
 
+void fault_proxy::set_upstream(std::uint16_t port)
+{
+    impl_->on_thread([&, i = impl_.get()] { i->upstream_port = port; });
+}
+
 void fault_proxy::reset_all()
 {
     impl_->on_thread([i = impl_.get()] { i->each_session([i](impl::session& s) { i->rst(s); }); });

@@ -63,6 +63,9 @@ public:
     /// Refuse: the listener closes (connects are refused); off: it listens again on the
     /// same port.
     void set_refuse(bool on);
+    /// New connections go to 127.0.0.1:port from now on (a failover: reset_all() moves the
+    /// open ones).
+    void set_upstream(std::uint16_t port);
     /// One RST on every open connection now.
     void reset_all();
     /// Every fault off (latency, bandwidth, drop, black hole, reset, refuse).

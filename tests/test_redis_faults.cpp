@@ -486,6 +486,35 @@ TEST_CASE("faults: Redis restarted without persistence: at most one extra burst 
     CHECK(tb.stats().backend.errors - errors_before <= 2 + static_cast<std::uint64_t>(took / probe_interval));
 }
 
+TEST_CASE("faults: failover to a replica with a stale state: at most what the old master granted after the replica's last update" * doctest::timeout(60))
+{
+    // The master syncs its replica at once (no diskless-sync delay).
+    rig r({"--repl-diskless-sync-delay", "0"}, fast({}));
+    redis_server replica;
+    REQUIRE(replica.command({"REPLICAOF", "127.0.0.1", std::to_string(r.server.port())}).str == "OK");
+    bucket tb(r.conn, sluice::rate::per_second(1), 10, closed_options());
+    auto start = steady::now();
+    CHECK(tries(r, tb, "fo", 4).admitted == 4);
+    const auto key = tb.redis_key("fo");
+    REQUIRE(sluice_test::wait_until(
+        [&] { return replica.command({"GET", key}).str == r.server.command({"GET", key}).str; }, 10000ms));
+    // The replica stops following (a partition); what the master grants from now on the
+    // replica never sees: 4 more permits.
+    REQUIRE(replica.command({"REPLICAOF", "NO", "ONE"}).str == "OK");
+    const auto unseen = tries(r, tb, "fo", 4).admitted;
+    CHECK(unseen == 4);
+    // The failover: the address now leads to the promoted replica, the old links break.
+    r.proxy.set_upstream(replica.port());
+    r.proxy.reset_all();
+    CHECK(recover(r, tb, "fo", "failover to a stale replica") <= recovery_bound + slack);
+    // The promoted replica remembers 4 permits of the 8: the 4 it never saw are granted
+    // again, and no more: over the run, the bucket's bound plus those.
+    auto after = tries(r, tb, "fo", 10);
+    CHECK(after.failed == 0);
+    CHECK(admitted(tb.stats()) <= bucket_bound(10, 1, steady::now() - start) + static_cast<std::uint64_t>(unseen));
+    CHECK(admitted(tb.stats()) >= 10 + static_cast<std::uint64_t>(unseen) - 1);   // the stale state is what it is
+}
+
 TEST_CASE("faults: SCRIPT FLUSH: reloaded on NOSCRIPT, no failure reaches the user, state kept" * doctest::timeout(60))
 {
     rig r({}, fast({}));
