@@ -349,6 +349,12 @@ TEST_CASE("faults: reset mid-stream: commands in flight fail at once, the client
     r.proxy.heal();
     CHECK(recover(r, tb, "rs", "reset mid-stream") <= recovery_bound + slack);
 
+    // An idle link reset: noticed without a command (a new connection comes well before
+    // the 3 s command timeout could have found it).
+    auto idle = r.proxy.stats();
+    r.proxy.reset_all();
+    CHECK(r.until([&] { return r.proxy.stats().connections >= idle.connections + 1; }, 1000ms));
+
     // Reset on every connection for a while: no link at all, requests fail at once.
     r.proxy.set_reset(true);
     CHECK(r.until([&] { return !r.conn.connected(); }));
