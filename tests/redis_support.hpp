@@ -159,6 +159,11 @@ inline pid_t start_redis_process(std::vector<std::string> args, std::uint16_t po
         // Only async-signal-safe calls between fork and exec.
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (::getppid() != parent) ::_exit(127);
+        // None of the test's descriptors: a server holding a copy of a socket keeps it
+        // open when the test closes it (no FIN, no RST reaches the peer). hiredis opens
+        // its sockets without FD_CLOEXEC.
+        if (::close_range(3, ~0u, 0) != 0)
+            for (int fd = 3; fd < 4096; ++fd) ::close(fd);
         int devnull = ::open("/dev/null", O_RDWR);
         if (devnull >= 0) {
             ::dup2(devnull, 0);

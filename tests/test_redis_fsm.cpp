@@ -281,6 +281,22 @@ TEST_CASE("acquire: the failure policy while Redis is away")
         REQUIRE(s.next == op_step::kind::fall_back);
         CHECK(s.wait_ns == 30 * ms);
     }
+    SUBCASE("the bucket's fallback wait is what is left of max_wait too (found by the faults suite)")
+    {
+        // A round trip that ended at the command timeout (150 ms) leaves 100 ms of a
+        // 250 ms max_wait: the fallback may wait that, not 250 ms more.
+        fake_core c;
+        redis::detail::bucket_acquire_fsm f("k", 1, 250 * ms);
+        f.start(c, 0);
+        auto s = f.on_reply(c, unreachable_ec, nullptr, false, rt, 150 * ms);
+        REQUIRE(s.next == op_step::kind::fall_back);
+        CHECK(s.wait_ns == 100 * ms);
+        redis::detail::bucket_acquire_fsm g("k", 1, 100 * ms);
+        g.start(c, 0);
+        s = g.on_reply(c, unreachable_ec, nullptr, false, rt, 150 * ms);
+        REQUIRE(s.next == op_step::kind::fall_back);
+        CHECK(s.wait_ns == 0);
+    }
     SUBCASE("cancelled during the round trip: aborted, no fallback")
     {
         fake_core c;

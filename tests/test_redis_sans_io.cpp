@@ -235,6 +235,29 @@ TEST_CASE("eval_fsm: a reply is the answer; an error reply is backend_error with
     CHECK(r.str.starts_with("WRONGTYPE"));
 }
 
+TEST_CASE("eval_fsm: BUSY and LOADING are backend_unavailable (nothing ran: the failure policy decides); OOM is backend_error")
+{
+    for (const char* text : {"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+                             "LOADING Redis is loading the dataset in memory"}) {
+        eval_fsm f;
+        error_code ec;
+        reply r = error_reply(text);
+        CHECK(f.on_evalsha(ec, r) == eval_fsm::next::done);
+        CHECK(ec == sluice::error::backend_unavailable);
+    }
+    eval_fsm g;
+    error_code ec;
+    reply r = error_reply("OOM command not allowed when used memory > 'maxmemory'.");
+    CHECK(g.on_evalsha(ec, r) == eval_fsm::next::done);
+    CHECK(ec == sluice::error::backend_error);
+    // Only the error's first word counts.
+    eval_fsm h;
+    error_code ec2;
+    r = error_reply("ERR BUSYNESS");
+    CHECK(h.on_evalsha(ec2, r) == eval_fsm::next::done);
+    CHECK(ec2 == sluice::error::backend_error);
+}
+
 TEST_CASE("eval_fsm: NOSCRIPT loads once; the retry's reply is the answer")
 {
     eval_fsm f;
@@ -303,7 +326,7 @@ TEST_CASE("eval_fsm: a retry that ran the script is the answer, even after a fai
     g.on_load({}, error_reply("ERR Error compiling script"));
     r = error_reply("BUSY Redis is busy running a script.");
     CHECK(g.on_evalsha(ec, r) == eval_fsm::next::done);
-    CHECK(ec == sluice::error::backend_error);
+    CHECK(ec == sluice::error::backend_unavailable);   // BUSY: the failure policy's
     CHECK(r.str.starts_with("BUSY"));
 }
 

@@ -24,7 +24,7 @@ public:
 
     /// The reply to EVALSHA (or its error_code). On `done`, `ec` and `r` are the answer: an
     /// error reply becomes error::backend_error, with the failed load's reply if there was
-    /// one.
+    /// one; BUSY and LOADING become error::backend_unavailable.
     next on_evalsha(boost::system::error_code& ec, reply& r)
     {
         const bool noscript = !ec && r.is_error() && r.str.starts_with("NOSCRIPT");
@@ -35,6 +35,11 @@ public:
         // Only in place of the NOSCRIPT: another client may have loaded the script
         // meanwhile, and a reply that ran it (and maybe consumed permits) is the answer.
         if (noscript && load_error_.is_error()) r = std::move(load_error_);
+        // BUSY (another script runs past busy-reply-threshold) and LOADING (a restart
+        // loading its data): the server ran nothing and cannot answer now, as if it were
+        // unreachable, so the limiter's failure policy decides instead of an error.
+        if (!ec && r.is_error() && (r.str.starts_with("BUSY ") || r.str.starts_with("LOADING ")))
+            ec = error::backend_unavailable;
         if (!ec && r.is_error()) ec = error::backend_error;
         return next::done;
     }

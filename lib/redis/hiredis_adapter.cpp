@@ -25,6 +25,8 @@
 #include <mutex>
 #include <new>
 
+#include <fcntl.h>
+
 namespace sluice::redis::detail {
 
 namespace asio = boost::asio;
@@ -159,6 +161,9 @@ bool hiredis_adapter::connect(const std::string& address, std::uint16_t port,
         redisAsyncFree(ac);
         return false;
     }
+    // hiredis opens the socket without close-on-exec: a child the program starts would
+    // keep a copy, so that a link we close or reset stayed open on the server's side.
+    ::fcntl(ac->c.fd, F_SETFD, ::fcntl(ac->c.fd, F_GETFD) | FD_CLOEXEC);
     error_code ec;
     socket_.assign(ac->c.fd, ec);
     if (ec) {

@@ -19,7 +19,9 @@ namespace sluice::redis {
 /// reconnection attempts but fail at once; the link was lost or reset while the command
 /// was in flight; or no reply within command_timeout, after which the link is reset),
 /// error::closed, error::invalid_option (an empty command), error::backend_error (an error
-/// reply to async_eval), asio::error::operation_aborted (per-operation cancellation).
+/// reply to async_eval; BUSY and LOADING, where the server ran nothing and cannot answer
+/// now, are error::backend_unavailable), asio::error::operation_aborted (per-operation
+/// cancellation).
 template <class Executor = boost::asio::any_io_executor>
 class basic_connection : public basic_client<Executor> {
 public:

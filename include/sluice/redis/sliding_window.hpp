@@ -50,7 +50,8 @@ namespace sluice::redis {
 /// local_fallback enforces a local sluice::sliding_window per key with limit /
 /// expected_nodes (at least 1) permits per window. Permits granted by the fallback are
 /// not in Redis: while Redis is away, the guarantee across processes is only as good as
-/// expected_nodes.
+/// expected_nodes. A check sent just before the deadline may still wait its command
+/// timeout: an async_acquire ends by max_wait + the command timeout.
 ///
 /// Executor: completions run on the handler's associated executor (the client's when it
 /// has none), never inside the initiating call. Requests sleeping before a re-check share

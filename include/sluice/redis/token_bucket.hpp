@@ -56,7 +56,8 @@ namespace sluice::redis {
 /// options.on_failure decides (fail_closed, fail_open, or a local token bucket per key
 /// enforcing rate / expected_nodes) until a probe (one request per probe_interval) gets
 /// an answer again; stats().backend counts those fallback decisions. No request waits
-/// for a dead server longer than the command timeout.
+/// for a dead server longer than the command timeout, and the failure policy gets what is
+/// left of max_wait: an async_acquire ends by max(max_wait, command timeout).
 ///
 /// Executor: completions run on the handler's associated executor (the client's when it
 /// has none), never inside the initiating call. Requests waiting for their reserved slot

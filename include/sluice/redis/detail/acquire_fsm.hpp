@@ -114,6 +114,16 @@ protected:
         return std::nullopt;
     }
 
+    // What is left of max_wait at `now` (0 once it is spent): the failure policy after a
+    // failed round trip gets only this, so that the wait for a dead server (at most the
+    // command timeout) and the wait on the fallback add up to no more than max_wait, or
+    // the command timeout when that is longer.
+    std::int64_t left(std::int64_t now) const noexcept
+    {
+        std::int64_t l = sluice::detail::sat_sub(sluice::detail::sat_add(since_, max_wait_ns_), now);
+        return l < 0 ? 0 : l;
+    }
+
     static boost::system::error_code ended(bool closed) noexcept
     {
         return closed ? make_error_code(error::closed) : boost::system::error_code(boost::asio::error::operation_aborted);
@@ -148,7 +158,7 @@ public:
     op_step on_reply(Ctx& c, const boost::system::error_code& e, const verdict* v, bool cancelled,
                      round_trip rt, std::int64_t now)
     {
-        if (auto s = unusable(c, e, v, cancelled, rt, max_wait_ns_, now))
+        if (auto s = unusable(c, e, v, cancelled, rt, left(now), now))
             return *s;
         if (!v->admitted)
             return finish(c, error::timed_out, now);
@@ -199,7 +209,6 @@ public:
     op_step start(Ctx& c, std::int64_t now)
     {
         begin(c, now);
-        deadline_ = sluice::detail::sat_add(now, max_wait_ns_);
         ticket_ = c.make_ticket(n_, max_wait_ns_);
         return ask(c, now, true);
     }
@@ -275,13 +284,6 @@ private:
         return s;
     }
 
-    std::int64_t left(std::int64_t now) const noexcept
-    {
-        std::int64_t l = sluice::detail::sat_sub(deadline_, now);
-        return l < 0 ? 0 : l;
-    }
-
-    std::int64_t deadline_ = 0;   // Clock ns
     std::string ticket_;
     bool queued_ = false;         // the ticket may be in the queue
 };
