@@ -10,9 +10,11 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "model_driver.hpp"
 #include "policy_support.hpp"
+#include "rng.hpp"
 
 using namespace std::chrono_literals;
 using sluice::error;
@@ -1033,3 +1035,32 @@ TEST_CASE("gcra: random reconfigurations and idle gaps never add permits; debts 
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("gcra_step::quotient is the integer quotient: at multiples and one either side, near 2^53, over random pairs")
+{
+    using sluice::detail::gcra_step;
+    const std::int64_t big = std::int64_t{1} << 53;
+    std::vector<std::int64_t> intervals{1, 2, 3, 7, 1000, 999'999'937, big - 1, big, big + 1,
+                                        std::numeric_limits<std::int64_t>::max()};
+    std::vector<std::int64_t> rooms{0, 1, big - 2, big - 1, big, big + 1, std::numeric_limits<std::int64_t>::max()};
+    for (std::int64_t i : intervals)
+        for (std::int64_t k : {0LL, 1LL, 2LL, 3LL, 1000LL, 4503599627370495LL, 9007199254740991LL})
+            for (std::int64_t d : {-1LL, 0LL, 1LL}) {
+                const sluice::detail::int128 r = sluice::detail::int128(i) * k + d;
+                if (r >= 0 && r <= std::numeric_limits<std::int64_t>::max())
+                    rooms.push_back(static_cast<std::int64_t>(r));
+            }
+    sluice_test::rng rng{11};
+    for (int j = 0; j < 200'000; ++j) {
+        const int bits_i = static_cast<int>(rng() % 63), bits_r = static_cast<int>(rng() % 63);
+        const std::int64_t i = 1 + static_cast<std::int64_t>(rng() & ((std::uint64_t{1} << bits_i) - 1));
+        const std::int64_t r = static_cast<std::int64_t>(rng() & ((std::uint64_t{1} << bits_r) - 1));
+        INFO("room ", r, " interval ", i);
+        REQUIRE(gcra_step::quotient(r, i) == r / i);
+    }
+    for (std::int64_t i : intervals)
+        for (std::int64_t r : rooms) {
+            INFO("room ", r, " interval ", i);
+            REQUIRE(gcra_step::quotient(r, i) == r / i);
+        }
+}

@@ -198,7 +198,10 @@ private:
     // state); this class holds z and publishes the configuration.
     using config = detail::gcra_step;
 
-    decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
+    // Always inlined: out of line (as GCC 12 leaves it under a limiter's few layers) it
+    // fills every field of the decision through memory and costs a limiter's try_acquire
+    // about 30 instructions more than the policy's own.
+    [[gnu::always_inline]] decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
         // One object returned on every path (built in the caller's slot, not copied).
         decision d;
