@@ -85,6 +85,15 @@ private:
 
 using sluice::redis::reply;
 
+/// A bulk string reply holding s.
+inline reply text_reply(std::string s)
+{
+    reply r;
+    r.type = reply::kind::string;
+    r.str = std::move(s);
+    return r;
+}
+
 /// A reply of any shape: the tag byte's low three bits choose nil, integer, bulk string,
 /// status, error, array (up to 7 elements, 3 levels), or an array of six or nine integers
 /// (the shape of a script's verdict, otherwise rare in random bytes).

@@ -20,16 +20,9 @@
 namespace detail = sluice::redis::detail;
 namespace redis = sluice::redis;
 using fuzz::reply;
+using fuzz::text_reply;
 
 namespace {
-
-reply text(std::string s)
-{
-    reply r;
-    r.type = reply::kind::string;
-    r.str = std::move(s);
-    return r;
-}
 
 redis::sentinel_address address(fuzz::input& in)
 {
@@ -48,8 +41,8 @@ reply peers(fuzz::input& in)
         auto a = address(in);
         reply e;
         e.type = reply::kind::array;
-        e.elements = {text("ip"), text(a.host), text("port"), text(std::to_string(a.port)), text("flags"),
-                      text(flags[in.byte() % 4])};
+        e.elements = {text_reply("ip"),    text_reply(a.host), text_reply("port"), text_reply(std::to_string(a.port)),
+                      text_reply("flags"), text_reply(flags[in.byte() % 4])};
         r.elements.push_back(std::move(e));
     }
     return r;

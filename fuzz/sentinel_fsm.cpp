@@ -18,16 +18,9 @@ namespace detail = sluice::redis::detail;
 namespace redis = sluice::redis;
 using fsm_t = detail::sentinel_fsm;
 using fuzz::reply;
+using fuzz::text_reply;
 
 namespace {
-
-reply text(std::string s)
-{
-    reply r;
-    r.type = reply::kind::string;
-    r.str = std::move(s);
-    return r;
-}
 
 // Mostly well-formed answers about a few addresses, so that rounds get far; sometimes any
 // reply at all.
@@ -37,7 +30,7 @@ reply sentinel_answer(fuzz::input& in)
     if (b < 160) {
         reply r;
         r.type = reply::kind::array;
-        r.elements = {text("10.0.0." + std::to_string(b % 4)), text(std::to_string(6379 + (b >> 2) % 3))};
+        r.elements = {text_reply("10.0.0." + std::to_string(b % 4)), text_reply(std::to_string(6379 + (b >> 2) % 3))};
         return r;
     }
     if (b < 176) return reply{};   // nil: the name is unknown
@@ -51,7 +44,7 @@ reply role_answer(fuzz::input& in)
         reply r;
         r.type = reply::kind::array;
         const char* roles[] = {"master", "slave", "sentinel"};
-        r.elements = {text(roles[b % 3]), reply{}};
+        r.elements = {text_reply(roles[b % 3]), reply{}};
         return r;
     }
     return fuzz::any_reply(in);

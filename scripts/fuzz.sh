@@ -95,8 +95,20 @@ configure() {
 }
 common=(-Dfuzz=true -Dtests=false -Dbenchmarks=false -Dexamples=false -Dredis=enabled -Db_lundef=false
         -Dbuildtype=debug -Doptimization=1)
+# Quiet when it works; the whole output (ninja prints the compiler's errors on stdout) when not.
+build_targets() {
+    local log
+    log=$(mktemp)
+    if ! ninja -C "$1" -j "${SLUICE_FUZZ_BUILD_JOBS:-2}" $(printf 'fuzz/fuzz_%s ' "${targets[@]}") > "$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        echo "fuzz: the build in $1 failed" >&2
+        return 1
+    fi
+    rm -f "$log"
+}
 configure "$build" "${common[@]}" -Db_sanitize=address,undefined
-ninja -C "$build" -j "${SLUICE_FUZZ_BUILD_JOBS:-2}" $(printf 'fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+build_targets "$build"
 
 # ---- run ---------------------------------------------------------------------------------
 tmp=$(mktemp -d)
@@ -184,7 +196,7 @@ if ((coverage)); then
     configure "$cov_build" "${common[@]}" -Db_sanitize=none \
         "-Dcpp_args=['-fprofile-instr-generate','-fcoverage-mapping']" \
         "-Dcpp_link_args=['-fprofile-instr-generate']"
-    ninja -C "$cov_build" -j "${SLUICE_FUZZ_BUILD_JOBS:-2}" $(printf 'fuzz/fuzz_%s ' "${targets[@]}") >/dev/null
+    build_targets "$cov_build"
     # The library's own sources only (not the targets', not Boost's); its .cpp files are in
     # libsluice.so, which every target loads.
     ignore='(^/usr/|/fuzz/[^/]+$)'
