@@ -361,7 +361,9 @@ return {1, 0, limit - count - ahead - n, reset, now, 0}
 /// when its holder leaves (sliding_log_leave) or once past its deadline.
 /// ARGV: limit (1..2^24), window_us, n, [now_us] ('' for the server's), [ticket].
 /// Never reserves ahead. A refusal's [1] is a lower bound: when the window holds enough
-/// entries, when they leave; otherwise one window.
+/// entries, when they leave; otherwise one window. The queue is read only as far as the
+/// answer needs (in chunks, until our ticket or until the tickets read fill the window's
+/// room); a refusal that stopped there reports [2] 0.
 inline constexpr std::string_view sliding_log = detail::sliding_log_text.view();
 
 /// Leaves the waiters' queue of a sliding window (a waiter that gave up). KEYS[1]: the
