@@ -468,6 +468,47 @@ TEST_CASE("sliding log queue: waiters first come first served across processes, 
     CHECK(command(c, {"ZCARD", "fq:q"})->integer == 0);
 }
 
+TEST_CASE("sliding log queue: read only as far as the answer needs, first come first served across chunks" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    auto call = [&](std::vector<std::string> args) {
+        std::vector<std::string> argv{"EVAL", std::string(sluice::redis::lua::sliding_log), "3", "cq", "cq:cfg", "cq:q"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return parse(command(c, argv));
+    };
+    const std::int64_t t = 50'000'000;   // limit 5 per 1 s
+    REQUIRE(call({"5", "1000000", "5", num(t)}).admitted);
+    // 40 waiters of one permit (more than two chunks of the queue), then one that dies.
+    auto ticket = [&](int i) { return num(t + 100'000'000) + ":1:w" + std::to_string(i); };
+    for (int i = 1; i <= 40; ++i)
+        REQUIRE_FALSE(call({"5", "1000000", "1", num(t + i), ticket(i)}).admitted);
+    const std::string dead = num(t + 50) + ":1:dead";
+    REQUIRE_FALSE(call({"5", "1000000", "1", num(t + 41), dead}).admitted);
+    REQUIRE(command(c, {"ZCARD", "cq:q"})->integer == 41);
+
+    std::int64_t now = t;
+    for (int round = 0; round < 8; ++round) {
+        now += 1'100'000;   // the window is empty again
+        // A try, and the waiter after this round's five, are refused: five tickets come first.
+        // The dead ticket at the end is not read, so not dropped yet.
+        auto tr = call({"5", "1000000", "1", num(now)});
+        CHECK_FALSE(tr.admitted);
+        CHECK(tr.remaining == 0);
+        if (round < 7) CHECK_FALSE(call({"5", "1000000", "1", num(now), ticket(5 * round + 6)}).admitted);
+        CHECK(command(c, {"ZCARD", "cq:q"})->integer == 41 - 5 * round);
+        // This round's five, in order.
+        for (int i = 5 * round + 1; i <= 5 * round + 5; ++i) {
+            INFO("round ", round, " waiter ", i);
+            CHECK(call({"5", "1000000", "1", num(now), ticket(i)}).admitted);
+        }
+    }
+    // Only the dead ticket is left: the next request reads it, drops it, and is admitted.
+    CHECK(command(c, {"ZCARD", "cq:q"})->integer == 1);
+    CHECK(call({"5", "1000000", "1", num(now + 1'100'000)}).admitted);
+    CHECK(command(c, {"ZCARD", "cq:q"})->integer == 0);
+}
+
 TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * doctest::timeout(60))
 {
     server_fixture f;

@@ -252,26 +252,44 @@ local newest = now - window
 local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if last[2] then newest = tonumber(last[2]) end
 -- The waiters' queue: permits the live tickets before ours (all of them for a request
--- without a ticket) still wait for; tickets past their deadline are dropped.
+-- without a ticket) still wait for; tickets past their deadline are dropped. Read in
+-- chunks, and only as far as the answer needs: once the tickets read hold more than the
+-- window has room for, this request waits whatever follows (a refusal's room is then 0,
+-- and its wait a lower bound, as always).
 local q = KEYS[3]
 local ticket = ARGV[5]
 if ticket == '' then ticket = nil end
 local ahead = 0
+local partial = false
 if q then
-  local entries = redis.pcall('ZRANGE', q, 0, -1)
-  if type(entries) == 'table' and entries.err then
-    return redis.error_reply('ERR sluice: key ' .. q .. ': ' .. entries.err)
-  end
-  for _, m in ipairs(entries) do
-    if m == ticket then break end
-    local dl, k = string.match(m, '^(%d+):(%d+):')
-    dl = tonumber(dl)
-    k = tonumber(k)
-    if dl == nil or k == nil or dl < now then
-      redis.call('ZREM', q, m)
-    else
-      ahead = ahead + k
+  local from = 0
+  local done = false
+  while not done do
+    local entries = redis.pcall('ZRANGE', q, from, from + 15)
+    if type(entries) == 'table' and entries.err then
+      return redis.error_reply('ERR sluice: key ' .. q .. ': ' .. entries.err)
     end
+    if #entries == 0 then break end
+    local kept = 0
+    for _, m in ipairs(entries) do
+      if m == ticket then done = true break end
+      local dl, k = string.match(m, '^(%d+):(%d+):')
+      dl = tonumber(dl)
+      k = tonumber(k)
+      if dl == nil or k == nil or dl < now then
+        redis.call('ZREM', q, m)
+      else
+        kept = kept + 1
+        ahead = ahead + k
+        if count + ahead + n > limit then
+          done = true
+          partial = true
+          break
+        end
+      end
+    end
+    if #entries < 16 then break end
+    from = from + kept
   end
 end
 if count + ahead + n > limit then
@@ -290,7 +308,7 @@ if count + ahead + n > limit then
     if ttl > redis.call('PTTL', q) then redis.call('PEXPIRE', q, fmt(ttl)) end
   end
   local room = limit - count - ahead
-  if room < 0 then room = 0 end
+  if room < 0 or partial then room = 0 end
   local reset = newest + window - now
   if reset < 0 then reset = 0 end
   return {0, wait, room, reset, now, 0}
@@ -343,7 +361,9 @@ return {1, 0, limit - count - ahead - n, reset, now, 0}
 /// when its holder leaves (sliding_log_leave) or once past its deadline.
 /// ARGV: limit (1..2^24), window_us, n, [now_us] ('' for the server's), [ticket].
 /// Never reserves ahead. A refusal's [1] is a lower bound: when the window holds enough
-/// entries, when they leave; otherwise one window.
+/// entries, when they leave; otherwise one window. The queue is read only as far as the
+/// answer needs (in chunks, until our ticket or until the tickets read fill the window's
+/// room); a refusal that stopped there reports [2] 0.
 inline constexpr std::string_view sliding_log = detail::sliding_log_text.view();
 
 /// Leaves the waiters' queue of a sliding window (a waiter that gave up). KEYS[1]: the
