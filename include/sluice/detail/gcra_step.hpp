@@ -74,8 +74,8 @@ struct gcra_step {
     }
 
     /// room / interval (room >= 0, interval >= 1) without the integer divider, which is not
-    /// pipelined: tens of cycles a division, more than the rest of a check. Below 2^53 both
-    /// convert to double exactly and the correctly rounded quotient is off by at most one.
+    /// pipelined (tens of cycles a division). Below 2^53 both convert to double exactly and
+    /// the correctly rounded quotient is off by at most one.
     static std::int64_t quotient(std::int64_t room, std::int64_t interval) noexcept
     {
         constexpr std::int64_t exact = std::int64_t{1} << 53;
