@@ -549,11 +549,13 @@ public:
         }
     }
 
+    // Cancelled, not closed, with their reads in flight (Asio 1.81's io_uring backend
+    // reuses a socket closed with an operation in flight); each closes with its handler.
     ~switch_listener()
     {
         for (auto& l : links_) {
             error_code ignored;
-            l->socket.close(ignored);
+            l->socket.cancel(ignored);
         }
     }
 

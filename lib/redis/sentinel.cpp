@@ -133,11 +133,24 @@ struct exchange_io {
     tcp::resolver resolver;
     tcp::socket socket;
     bool timed_out = false;
+    bool stopped = false;   // no operation starts any more
     bool heard = false;     // a subscription: a reply since the last PING
     bool pinging = false;   // a subscription: a PING being written
     // Here, not in the coroutine frame: with a frame this large GCC 12 pairs Asio's frame
     // allocation (aligned_alloc) with its operator delete, a false -Wmismatched-new-delete.
     std::array<char, 1024> buf;
+
+    // Ends the exchange: the operation in flight fails, and none starts after it. The
+    // socket is cancelled, not closed: Asio 1.81's io_uring backend reuses the memory of a
+    // socket closed with an operation in flight before the kernel has answered it (see
+    // hiredis_adapter::socket_). It closes with the last handler holding this.
+    void stop()
+    {
+        stopped = true;
+        resolver.cancel();   // Asio 1.81's resolver has no per-operation cancellation
+        error_code ignored;
+        socket.cancel(ignored);
+    }
 };
 
 // Gives up the I/O of `io` after `timeout` (then io.timed_out): its pending or next
@@ -149,9 +162,7 @@ std::unique_ptr<asio::steady_timer> arm_timeout(const std::shared_ptr<exchange_i
     timer->async_wait([io](error_code ec) {
         if (ec) return;
         io->timed_out = true;
-        io->resolver.cancel();   // Asio 1.81's resolver has no per-operation cancellation
-        error_code ignored;
-        io->socket.close(ignored);
+        io->stop();
     });
     return timer;
 }
@@ -166,8 +177,7 @@ asio::awaitable<error_code> open(exchange_io& io, const sentinel_address& to,
     if (rec) co_return rec;
     error_code ec = asio::error::host_not_found;
     for (const auto& e : endpoints) {
-        // A closed socket would be opened again by async_connect: look first.
-        if (io.timed_out) co_return error::backend_unavailable;
+        if (io.stopped) co_return error::backend_unavailable;
         std::tie(ec) = co_await io.socket.async_connect(e.endpoint(), nothrow);
         if (!ec) {
             peer = e.endpoint();
@@ -178,6 +188,7 @@ asio::awaitable<error_code> open(exchange_io& io, const sentinel_address& to,
     }
     if (ec) co_return ec;
 
+    if (io.stopped) co_return error::backend_unavailable;
     const std::string wire = format_commands(commands);
     auto [wec, written] = co_await asio::async_write(io.socket, asio::buffer(wire), nothrow);
     (void)written;
@@ -191,6 +202,7 @@ asio::awaitable<error_code> read_replies(exchange_io& io, OnReply on_reply)
     reply_reader reader;
     std::optional<reply> r;
     for (;;) {
+        if (io.stopped) co_return asio::error::operation_aborted;
         auto [e, n] = co_await io.socket.async_read_some(asio::buffer(io.buf), nothrow);
         if (e) co_return e;
         if (!reader.feed(io.buf.data(), n)) co_return error::protocol_error;
@@ -342,7 +354,7 @@ private:
 
 namespace {
 
-// A subscribed link: a PING every `period`, and the link closed when nothing came back
+// A subscribed link: a PING every `period`, and the link given up when nothing came back
 // over a whole period (a Sentinel gone silent: its host down or cut off, which no read
 // would ever report), so that the subscription is made again. Until `timer` is cancelled.
 void keep_alive(std::shared_ptr<exchange_io> io, std::shared_ptr<asio::steady_timer> timer,
@@ -350,9 +362,8 @@ void keep_alive(std::shared_ptr<exchange_io> io, std::shared_ptr<asio::steady_ti
 {
     timer->expires_after(period);
     timer->async_wait([io, timer, period](error_code ec) mutable {
-        if (ec || !io->socket.is_open()) return;
-        error_code ignored;
-        if (!io->heard) return void(io->socket.close(ignored));
+        if (ec || io->stopped) return;
+        if (!io->heard) return io->stop();
         io->heard = false;
         if (!io->pinging) {
             static const std::string ping = format_commands({{"PING"}});
