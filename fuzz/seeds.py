@@ -151,6 +151,20 @@ write("sentinel_fsm", [
     sentinels(1, 2, 3) + ASK_OK + u8(200) + array(bulk("127.0.0.1"), bulk("0")) + ASK_OK + u8(170) + ASK_OK + u8(170),
 ])
 
+# sentinel_events: count of configured Sentinels, their ports (26000 + b % 24); then per
+# step an op byte: 0 refresh (from, peers: count, then port and flags per peer), 1 add,
+# 2 promote, 3 a +switch-master payload (text, then flags), 4 a +sentinel payload, 5 a reply.
+def peers(*ps): return u8(len(ps)) + b"".join(u8(p) + u8(f) for p, f in ps)
+write("sentinel_events", [
+    sentinels(1, 2) + u8(0) + u8(2) + peers((1, 0), (3, 0)) + u8(2) + u8(3) + u8(0) + u8(1) + peers(),
+    sentinels(1) + u8(0) + u8(9) + peers(*[(p, 0) for p in range(10, 17)]) + u8(1) + u8(20) + u8(1) + u8(21),
+    sentinels(1, 2, 3) + u8(0) + u8(1) + peers((2, 1), (3, 2)) + u8(0) + u8(4) + peers((5, 3)),
+    sentinels(1) + u8(3) + text("m 127.0.0.1 6379 127.0.0.1 6380") + u8(1) + u8(1) + u8(1),
+    sentinels(1) + u8(3) + text("m ::1 6379 0:0::1 6380") + u8(1) + u8(0) + u8(7) + u8(1),
+    sentinels(1) + u8(4) + text("sentinel 8d1f 127.0.0.1 26380 @ m 127.0.0.1 6379"),
+    sentinels(1) + u8(5) + array(bulk("message"), bulk("+switch-master"), bulk("m 127.0.0.1 1 127.0.0.1 2")),
+])
+
 # lease_book: interval_us, ttl (ms), lease_size, start; then per step: time advance, op
 # (0 take n, 2 the reservation's reply [rtt, reply], 3 close).
 def lease_head(interval_us=1000, ttl_ms=50, size=16, start=0):

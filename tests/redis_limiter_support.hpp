@@ -28,17 +28,12 @@ inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& 
     auto end = std::chrono::steady_clock::now() + limit;
     while (!pred()) {
         if (std::chrono::steady_clock::now() >= end) return false;
-        io.restart();
-        io.run_for(std::chrono::milliseconds(2));
+        run_slice(io, std::chrono::milliseconds(2));
     }
     return true;
 }
 
-inline void run_for(boost::asio::io_context& io, std::chrono::milliseconds d)
-{
-    io.restart();
-    io.run_for(d);
-}
+inline void run_for(boost::asio::io_context& io, std::chrono::milliseconds d) { run_slice(io, d); }
 
 inline bool wait_connected(boost::asio::io_context& io, sluice::redis::connection& c)
 {

@@ -17,6 +17,9 @@
 #include <sluice/redis/connection_config.hpp>
 #include <sluice/redis/reply.hpp>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
 #include <hiredis/hiredis.h>
 
 #include <doctest/doctest.h>
@@ -44,6 +47,22 @@
 #include "rng.hpp"
 
 namespace sluice_test {
+
+/// Runs `io` for `d` (its handlers, then waiting until d has passed). Not
+/// io_context::run_for nor run_one_for: with Boost 1.81's io_uring backend they submit a
+/// kernel timeout that names a variable on their stack, and the completion of its removal
+/// can come back later carrying a stale pointer (the removal's submission does not set its
+/// user data), which Asio then takes for an I/O object: a write into a dead stack frame
+/// once the ring has wrapped (docs/guide.md, io_uring). A timer and run() submit nothing
+/// of the kind.
+inline void run_slice(boost::asio::io_context& io, std::chrono::nanoseconds d)
+{
+    boost::asio::steady_timer end(io, d);
+    end.async_wait([&io](const boost::system::error_code&) { io.stop(); });
+    io.restart();
+    io.run();
+    io.restart();
+}
 
 /// A Redis limiter's decisions so far: requests admitted or timed out, tries admitted or
 /// refused (errors are not decisions).

@@ -27,8 +27,7 @@ bool run_until(asio::io_context& io, Pred pred, std::chrono::milliseconds limit 
     auto end = std::chrono::steady_clock::now() + limit;
     while (!pred()) {
         if (std::chrono::steady_clock::now() >= end) return false;
-        io.restart();
-        io.run_one_for(10ms);
+        sluice_test::run_slice(io, 2ms);
     }
     return true;
 }

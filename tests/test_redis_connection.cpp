@@ -40,8 +40,7 @@ bool run_until(asio::io_context& io, Pred pred, std::chrono::milliseconds limit 
     auto end = std::chrono::steady_clock::now() + limit;
     while (!pred()) {
         if (std::chrono::steady_clock::now() >= end) return false;
-        io.restart();
-        io.run_one_for(10ms);
+        sluice_test::run_slice(io, 2ms);
     }
     return true;
 }
@@ -578,7 +577,7 @@ TEST_CASE("connection: destroyed with commands in flight, and io_context destroy
         asio::io_context io;
         sluice::redis::connection c(io, srv.config());
         c.async_exec({"PING"}, [](error_code, reply) {});
-        io.run_one_for(10ms);
+        io.poll_one();   // not run_one_for: see sluice_test::run_slice
     }
     {
         // A coroutine that owns the connection waits on it: a cycle through the queue,

@@ -3,7 +3,11 @@
 // found, dead Sentinels are skipped and the verified one is asked first next time, a
 // Sentinel naming a replica is not believed, and a failed round says why. The connection
 // through Sentinels: commands land on the master, and a redis::token_bucket under load
-// follows a failover (master SIGKILLed mid-run) with its local fallback meanwhile.
+// follows a failover (master SIGKILLed mid-run) with its local fallback meanwhile. A
+// manual failover with the old master still up is followed on the +switch-master
+// announcement (the time from it to the first command served by the new master is
+// printed), and a Sentinel learnt from the others keeps discovery going once the
+// configured ones are gone.
 #include "redis_limiter_support.hpp"
 #include "redis_sentinel_support.hpp"
 
@@ -14,9 +18,13 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
 #include <doctest/doctest.h>
@@ -147,7 +155,11 @@ TEST_CASE("sentinel resolver: finds the master; a dead Sentinel is skipped, the 
     auto order = r.sentinels();
     REQUIRE(order.size() == 4);
     CHECK(order.front() == cfg.sentinels[1]);   // the one that answered
-    CHECK(order[1] == dead);                    // the others keep their order
+    // The Sentinels it reports alive next, in their previous order; the dead one, which
+    // no Sentinel reports, last: configured, it is kept, but asked after the live ones.
+    CHECK(order[1] == cfg.sentinels[2]);
+    CHECK(order[2] == cfg.sentinels[3]);
+    CHECK(order[3] == dead);
 
     auto again = std::make_shared<resolved>();
     r.async_resolve(recorder(again));
@@ -518,6 +530,286 @@ TEST_CASE("failover: a token bucket under load follows the Sentinels to the new 
     REQUIRE(run_until(io, [&] { return completed == started; }, 3000ms));
     CHECK(unexpected == 0);
     CHECK(started > 0);
+}
+
+namespace {
+
+// Subscribes to +switch-master on every Sentinel of a group, on its own sockets: the time
+// of the first announcement, whichever Sentinel makes it.
+class switch_listener {
+public:
+    switch_listener(asio::io_context& io, const std::vector<redis::sentinel_address>& sentinels)
+    {
+        for (const auto& a : sentinels) {
+            auto l = std::make_shared<link>(io);
+            l->socket.connect(tcp::endpoint(asio::ip::make_address(a.host), a.port));
+            asio::write(l->socket, asio::buffer(std::string("*2\r\n$9\r\nSUBSCRIBE\r\n$14\r\n+switch-master\r\n")));
+            links_.push_back(l);
+            read(l);
+        }
+    }
+
+    // Cancelled, not closed, with their reads in flight (Asio 1.81's io_uring backend
+    // reuses a socket closed with an operation in flight); each closes with its handler.
+    ~switch_listener()
+    {
+        for (auto& l : links_) {
+            error_code ignored;
+            l->socket.cancel(ignored);
+        }
+    }
+
+    std::optional<std::chrono::steady_clock::time_point> first;
+    std::optional<std::chrono::steady_clock::time_point> last;   // of those heard
+    int heard = 0;         // Sentinels that announced
+    std::string payload;   // of the first announcement
+
+private:
+    struct link {
+        explicit link(asio::io_context& io) : socket(io) {}
+        tcp::socket socket;
+        std::array<char, 512> buf;
+        std::string seen;
+    };
+
+    void read(const std::shared_ptr<link>& l)
+    {
+        l->socket.async_read_some(asio::buffer(l->buf), [this, l](error_code ec, std::size_t n) {
+            if (ec) return;
+            const auto now = std::chrono::steady_clock::now();
+            l->seen.append(l->buf.data(), n);
+            // The message array's third element follows "$14\r\n+switch-master\r\n".
+            if (auto at = l->seen.find("message\r\n$14\r\n+switch-master\r\n"); at != std::string::npos) {
+                ++heard;
+                last = now;
+                if (!first) {
+                    first = now;
+                    auto rest = l->seen.substr(at);
+                    auto line = rest.find("\r\n", rest.find("$", rest.find("+switch-master")));
+                    payload = rest.substr(line + 2, rest.find("\r\n", line + 2) - line - 2);
+                }
+                return;
+            }
+            read(l);
+        });
+    }
+
+    std::vector<std::shared_ptr<link>> links_;
+};
+
+// After the failover of the test below (in its group: Sentinels take seconds to start): a
+// client configured with the first two Sentinels only learns the third from them, and
+// keeps finding the master through it once the two are gone.
+void check_learnt_sentinel(sentinel_group& g, asio::io_context& io)
+{
+    auto all = g.addresses();
+    const auto master_port = g.master_port_by_sentinels(2);
+    REQUIRE(master_port != 0);
+
+    auto cfg = g.config();
+    cfg.sentinel.sentinels = {all[0], all[1]};
+    cfg.sentinel.timeout = 100ms;
+    cfg.reconnect_min = 20ms;
+    cfg.reconnect_max = 200ms;
+    redis::sentinel_resolver resolver(io, cfg.sentinel);
+    auto res = std::make_shared<resolved>();
+    resolver.async_resolve(recorder(res));
+    REQUIRE(run_until(io, [&] { return res->calls == 1; }, 5000ms));
+    REQUIRE_FALSE(res->ec);
+    auto known = resolver.sentinels();
+    CHECK(std::find(known.begin(), known.end(), all[2]) != known.end());
+
+    redis::connection conn(io, cfg);
+    REQUIRE(sluice_test::wait_connected(io, conn));
+    run_for(io, 100ms);
+
+    // The configured Sentinels die; the client's link then breaks (its clients killed on
+    // the master): the next discovery can only succeed through the third Sentinel.
+    g.sentinel(0).kill();
+    g.sentinel(1).kill();
+    CHECK(sluice_test::sync_command(master_port, {"CLIENT", "KILL", "TYPE", "normal"}).integer >= 1);
+    REQUIRE(run_until(io, [&] { return !conn.connected(); }, 2000ms));
+    REQUIRE(run_until(io, [&] { return conn.connected(); }, 5000ms));
+    auto done = std::make_shared<std::optional<error_code>>();
+    conn.async_exec({"SET", "sentinel:learnt", "yes"}, [done](error_code ec, redis::reply) { *done = ec; });
+    REQUIRE(run_until(io, [&] { return done->has_value(); }, 2000ms));
+    CHECK_FALSE(**done);
+    CHECK(sluice_test::sync_command(master_port, {"GET", "sentinel:learnt"}).str == "yes");
+
+    // The resolver too, its list refreshed by its earlier round.
+    auto again = std::make_shared<resolved>();
+    resolver.async_resolve(recorder(again));
+    REQUIRE(run_until(io, [&] { return again->calls == 1; }, 5000ms));
+    CHECK_FALSE(again->ec);
+    CHECK(again->master.port() == master_port);
+    CHECK(resolver.sentinels().front() == all[2]);
+}
+
+} // namespace
+
+TEST_CASE("manual failover, old master still up: the client switches on the +switch-master announcement; then a Sentinel learnt from the others is used once the configured ones are gone" * doctest::timeout(120))
+{
+    using clock = std::chrono::steady_clock;
+    sentinel_group g;   // its own: this test fails over, then kills Sentinels
+    asio::io_context io;
+    switch_listener announced(io, g.addresses());
+
+    auto cfg = g.config();
+    cfg.sentinel.timeout = 200ms;
+    redis::connection conn(io, cfg);
+    REQUIRE(sluice_test::wait_connected(io, conn));
+
+    // The load: 4 callers in a loop, each an INCR (the admission) that also says which
+    // server ran it. Every reply is kept: (value, port, time).
+    const std::string count_and_port =
+        "local n = redis.call('INCR', KEYS[1]) "
+        "return {n, tonumber(string.match(redis.call('INFO', 'server'), 'tcp_port:(%d+)'))}";
+    const std::string key = "sentinel:admissions";
+    struct served {
+        long long value;
+        std::uint16_t port;
+        clock::time_point at;
+    };
+    std::vector<served> replies;
+    long started = 0, completed = 0, failed = 0;
+    std::vector<int> completions;   // per request: how many times its handler ran
+    bool stop = false;
+    std::function<void()> issue = [&] {
+        const auto id = completions.size();
+        completions.push_back(0);
+        ++started;
+        conn.async_exec({"EVAL", count_and_port, "1", key}, [&, id](error_code ec, redis::reply r) {
+            ++completions[id];
+            ++completed;
+            if (ec || r.type != redis::reply::kind::array || r.elements.size() != 2)
+                ++failed;
+            else
+                replies.push_back({r.elements[0].integer, static_cast<std::uint16_t>(r.elements[1].integer),
+                                   clock::now()});
+            if (stop) return;
+            // 1 ms apart: a steady load (about 4,000 commands/s) without a busy loop.
+            auto t = std::make_shared<asio::steady_timer>(io, 1ms);
+            t->async_wait([&, t](error_code) { issue(); });
+        });
+    };
+    for (int i = 0; i < 4; ++i) issue();
+    run_for(io, 300ms);
+    REQUIRE_FALSE(replies.empty());
+    CHECK(failed == 0);
+
+    const auto old_master = g.master().port();
+    const auto new_master = g.replica().port();
+    CHECK(g.sentinel(0).command({"SENTINEL", "FAILOVER", g.name()}).str == "OK");
+    auto on_new = [&] {
+        for (const auto& r : replies)
+            if (r.port == new_master) return true;
+        return false;
+    };
+    REQUIRE(run_until(io, [&] { return announced.first && on_new(); }, 20000ms));
+    // The old master is still up and still says master: only the announcement moved the
+    // client (the Sentinels reconfigure it, closing its clients, seconds later).
+    CHECK(g.master().command({"ROLE"}).elements.at(0).str == "master");
+    run_for(io, 200ms);
+    stop = true;
+    REQUIRE(run_until(io, [&] { return completed == started; }, 3000ms));
+    // The other Sentinels announce the switch too, once they hear of it.
+    run_until(io, [&] { return announced.heard == 3; }, 3000ms);
+
+    clock::time_point first_new = clock::time_point::max(), last_old = clock::time_point::min();
+    std::vector<long long> on_old, on_new_master;
+    for (const auto& r : replies) {
+        if (r.port == new_master) {
+            first_new = std::min(first_new, r.at);
+            on_new_master.push_back(r.value);
+        } else if (r.port == old_master) {
+            last_old = std::max(last_old, r.at);
+            on_old.push_back(r.value);
+        }
+    }
+    CHECK(on_old.size() + on_new_master.size() == replies.size());
+    const double latency_ms = std::chrono::duration<double, std::milli>(first_new - *announced.first).count();
+    const long late_old = std::count_if(replies.begin(), replies.end(), [&](const served& r) {
+        return r.port == old_master && r.at > *announced.first;
+    });
+    MESSAGE("announced '", announced.payload, "' by ", announced.heard, " Sentinels over ",
+            std::chrono::duration<double, std::milli>(*announced.last - *announced.first).count(),
+            " ms; first command served by the new master ", latency_ms,
+            " ms after the first announcement (goal 100 ms); commands ", started, ", served by the old master ",
+            on_old.size(), " (", late_old, " after the announcement), by the new ", on_new_master.size(),
+            ", failed ", failed);
+    CHECK(announced.payload.find(g.name() + " 127.0.0.1 " + std::to_string(old_master) + " 127.0.0.1 "
+                                 + std::to_string(new_master))
+          == 0);
+    CHECK(latency_ms < 1000);
+    CHECK(last_old < first_new);   // never back on the old master
+
+    // Every request answered once; no admission doubled (each server's values distinct)
+    // nor lost on the new master (its values run without a gap up to its counter).
+    CHECK(std::all_of(completions.begin(), completions.end(), [](int n) { return n == 1; }));
+    for (auto* v : {&on_old, &on_new_master}) {
+        std::sort(v->begin(), v->end());
+        CHECK(std::adjacent_find(v->begin(), v->end()) == v->end());
+    }
+    REQUIRE_FALSE(on_new_master.empty());
+    CHECK(on_new_master.back() - on_new_master.front() + 1 == static_cast<long long>(on_new_master.size()));
+    CHECK(std::stoll(g.replica().command({"GET", key}).str) == on_new_master.back());
+    // The commands that failed are those in flight on the old link when it was dropped.
+    CHECK(failed <= 4);
+
+    conn.close();
+    check_learnt_sentinel(g, io);
+}
+
+TEST_CASE("a subscription whose Sentinel goes silent is made again" * doctest::timeout(60))
+{
+    auto& g = shared_group();
+    asio::io_context io;
+    // Answers SENTINEL SENTINELS and SUBSCRIBE once, then neither answers (PING included)
+    // nor closes: a Sentinel cut off without a reset.
+    tcp::acceptor silent(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    std::vector<std::shared_ptr<tcp::socket>> accepted;
+    const std::string subscribed = "*0\r\n*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"
+                                   "*3\r\n$9\r\nsubscribe\r\n$9\r\n+sentinel\r\n:2\r\n";
+    std::function<void()> accept = [&] {
+        silent.async_accept([&](error_code ec, tcp::socket s) {
+            if (ec) return;
+            auto sock = std::make_shared<tcp::socket>(std::move(s));
+            accepted.push_back(sock);
+            asio::async_write(*sock, asio::buffer(subscribed), [sock](error_code, std::size_t) {});
+            accept();
+        });
+    };
+    accept();
+
+    auto cfg = g.config();
+    cfg.sentinel.sentinels.push_back({"127.0.0.1", silent.local_endpoint().port()});   // last: never asked
+    cfg.sentinel.timeout = 50ms;   // a PING every 200 ms; silent over one period: closed
+    cfg.reconnect_min = 20ms;
+    redis::connection conn(io, cfg);
+    REQUIRE(sluice_test::wait_connected(io, conn));
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(run_until(io, [&] { return accepted.size() >= 3; }, 3000ms));
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // Each subscription lasts two periods at most (PING sent, nothing back by the next).
+    CHECK(took < 2.0);
+    CHECK(conn.connected());
+    conn.close();
+    run_for(io, 50ms);
+
+    {
+        // Owned by a coroutine that never ends, its subscriptions up: the io_context's
+        // shutdown frees everything, the subscriptions' pending reads and timers included
+        // (LeakSanitizer checks).
+        asio::io_context io2;
+        auto c = std::make_shared<redis::connection>(io2, g.config());
+        REQUIRE(sluice_test::wait_connected(io2, *c));
+        asio::co_spawn(io2, [c]() -> asio::awaitable<void> {
+            asio::steady_timer forever(co_await asio::this_coro::executor, std::chrono::hours(1));
+            co_await forever.async_wait(asio::use_awaitable);
+        }, asio::detached);
+        c.reset();
+        run_for(io2, 100ms);
+    }
 }
 
 TEST_SUITE_END();

@@ -1,8 +1,13 @@
 // detail::sentinel_fsm step by step, without any socket: the order Sentinels are asked in,
 // what each kind of answer leads to, the ROLE check (a demoted master or a stale Sentinel's
 // answer is never the result), promotion of the verified Sentinel, and the error of a
-// failed round.
+// failed round. Then what the Sentinels announce (sentinel_events: +switch-master and
+// +sentinel parsed, whether a switch concerns the connection) and the Sentinel list kept
+// from their SENTINEL SENTINELS replies (sentinel_list: bounded, deduplicated, the
+// configured ones kept as a fallback, the live ones first).
+#include <sluice/redis/detail/sentinel_events.hpp>
 #include <sluice/redis/detail/sentinel_fsm.hpp>
+#include <sluice/redis/detail/sentinel_list.hpp>
 
 #include <boost/asio/error.hpp>
 
@@ -246,6 +251,182 @@ TEST_CASE("sentinel_error has its own category and messages")
     CHECK(ec.message() == "the instance named by Redis Sentinel is not a master");
     CHECK(error_code(sentinel_error::sentinels_unreachable).message().find("Sentinel") != std::string::npos);
     CHECK(error_code(sentinel_error::unknown_master) != error_code(sentinel_error::master_unreachable));
+}
+
+namespace {
+
+using redis::detail::sentinel_list;
+using redis::detail::master_switch;
+using redis::detail::switch_verdict;
+
+reply status(std::string s)
+{
+    reply r;
+    r.type = reply::kind::status;
+    r.str = std::move(s);
+    return r;
+}
+
+// One entry of SENTINEL SENTINELS, as Redis 7 writes it (a flat field/value array).
+reply peer(const std::string& ip, const std::string& port, const std::string& flags = "sentinel")
+{
+    return array({text("name"), text("0123abcd"), text("ip"), text(ip), text("port"), text(port),
+                  text("runid"), text("0123abcd"), text("flags"), text(flags),
+                  text("link-pending-commands"), text("0")});
+}
+
+sentinel_address at(std::uint16_t port) { return {"127.0.0.1", port}; }
+
+std::vector<sentinel_address> ports(std::initializer_list<std::uint16_t> ps)
+{
+    std::vector<sentinel_address> out;
+    for (auto p : ps) out.push_back(at(p));
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("+switch-master payloads are parsed strictly")
+{
+    auto m = redis::detail::parse_switch_master("mymaster 127.0.0.1 6379 10.0.0.2 6380");
+    REQUIRE(m);
+    CHECK(m->name == "mymaster");
+    CHECK(m->from == sentinel_address{"127.0.0.1", 6379});
+    CHECK(m->to == sentinel_address{"10.0.0.2", 6380});
+    CHECK(redis::detail::parse_switch_master("m ::1 6379 fe80::1 7000")->to.host == "fe80::1");
+    for (const char* bad : {"", "mymaster", "mymaster 127.0.0.1 6379 10.0.0.2",
+                            "mymaster 127.0.0.1 6379 10.0.0.2 6380 extra", "mymaster 127.0.0.1 6379 10.0.0.2 0",
+                            "mymaster 127.0.0.1 x 10.0.0.2 6380", "mymaster 127.0.0.1 6379 10.0.0.2 65536",
+                            "mymaster  127.0.0.1 6379 10.0.0.2 6380", "mymaster 127.0.0.1 6379 10.0.0.2 6380 ",
+                            " mymaster 127.0.0.1 6379 10.0.0.2 6380"})
+        CHECK_MESSAGE(!redis::detail::parse_switch_master(bad), bad);
+}
+
+TEST_CASE("Pub/Sub replies: only messages count, not the confirmations of SUBSCRIBE")
+{
+    auto msg = redis::detail::parse_pubsub_message(
+        array({text("message"), text("+switch-master"), text("m 127.0.0.1 1 127.0.0.1 2")}));
+    REQUIRE(msg);
+    CHECK(msg->channel == "+switch-master");
+    CHECK(msg->payload == "m 127.0.0.1 1 127.0.0.1 2");
+    reply confirmation = array({text("subscribe"), text("+switch-master"), reply{}});
+    confirmation.elements[2].type = reply::kind::integer;
+    CHECK_FALSE(redis::detail::parse_pubsub_message(confirmation));
+    CHECK_FALSE(redis::detail::parse_pubsub_message(array({text("message"), text("+sentinel")})));
+    CHECK_FALSE(redis::detail::parse_pubsub_message(error_reply("ERR")));
+    CHECK_FALSE(redis::detail::parse_pubsub_message(text("message")));
+    CHECK(redis::detail::sentinel_subscribe_command()
+          == std::vector<std::string>{"SUBSCRIBE", "+switch-master", "+sentinel"});
+}
+
+TEST_CASE("an announced switch: followed unless it is about another master or the connection is there")
+{
+    using redis::detail::decide_switch;
+    const master_switch m{"mymaster", {"127.0.0.1", 7001}, {"127.0.0.1", 7002}};
+    // On the old master (the case that matters: it may still accept writes).
+    CHECK(decide_switch(m, "mymaster", at(7001)) == switch_verdict::switch_now);
+    // Elsewhere, or nowhere (reconnecting, discovering): the announcement is the newest word.
+    CHECK(decide_switch(m, "mymaster", at(7003)) == switch_verdict::switch_now);
+    CHECK(decide_switch(m, "mymaster", std::nullopt) == switch_verdict::switch_now);
+    // Already there: a second Sentinel announcing the same switch changes nothing.
+    CHECK(decide_switch(m, "mymaster", at(7002)) == switch_verdict::already_there);
+    CHECK(decide_switch(m, "mymaster", sentinel_address{"127.0.0.1", 7002}) == switch_verdict::already_there);
+    // Another master monitored by the same Sentinels.
+    CHECK(decide_switch(m, "other", at(7001)) == switch_verdict::other_master);
+    // Addresses compare as addresses when numeric.
+    const master_switch v6{"m", {"::1", 7001}, {"0:0::1", 7002}};
+    CHECK(decide_switch(v6, "m", sentinel_address{"::1", 7002}) == switch_verdict::already_there);
+    CHECK(decide_switch(v6, "m", sentinel_address{"::1", 7001}) == switch_verdict::switch_now);
+    const master_switch named{"m", {"redis-a", 6379}, {"redis-b", 6379}};
+    CHECK(decide_switch(named, "m", sentinel_address{"redis-b", 6379}) == switch_verdict::already_there);
+    CHECK(decide_switch(named, "m", sentinel_address{"redis-a", 6379}) == switch_verdict::switch_now);
+}
+
+TEST_CASE("+sentinel payloads: a Sentinel of our master, parsed strictly")
+{
+    using redis::detail::parse_sentinel_added;
+    auto a = parse_sentinel_added("sentinel 8d1f9c 127.0.0.1 26380 @ mymaster 127.0.0.1 6379", "mymaster");
+    REQUIRE(a);
+    CHECK(*a == sentinel_address{"127.0.0.1", 26380});
+    CHECK_FALSE(parse_sentinel_added("sentinel 8d1f9c 127.0.0.1 26380 @ other 127.0.0.1 6379", "mymaster"));
+    CHECK_FALSE(parse_sentinel_added("slave 127.0.0.1:6380 127.0.0.1 6380 @ mymaster 127.0.0.1 6379", "mymaster"));
+    CHECK_FALSE(parse_sentinel_added("sentinel 8d1f9c 127.0.0.1 0 @ mymaster 127.0.0.1 6379", "mymaster"));
+    CHECK_FALSE(parse_sentinel_added("sentinel 8d1f9c 127.0.0.1 26380 mymaster 127.0.0.1 6379", "mymaster"));
+    CHECK_FALSE(parse_sentinel_added("sentinel 8d1f9c 127.0.0.1 26380", "mymaster"));
+}
+
+TEST_CASE("SENTINEL SENTINELS replies: healthy peers only, malformed entries skipped")
+{
+    reply r = array({peer("127.0.0.1", "26002"), peer("127.0.0.1", "26003", "s_down,sentinel"),
+                     peer("127.0.0.1", "26004", "sentinel,disconnected"), peer("127.0.0.1", "26005", "o_down,sentinel"),
+                     peer("", "26006"), peer("127.0.0.1", "0"), peer("127.0.0.1", "x"), text("junk"),
+                     array({text("ip"), text("127.0.0.1")}), peer("127.0.0.1", "26002")});
+    // "disconnected" is this Sentinel's link, opened lazily: the peer counts as alive.
+    CHECK(sentinel_list::parse_sentinels(r) == ports({26002, 26004}));
+    CHECK(sentinel_list::parse_sentinels(array({})).empty());
+    CHECK(sentinel_list::parse_sentinels(error_reply("ERR No such master with that name")).empty());
+    CHECK(sentinel_list::parse_sentinels(reply{}).empty());
+    // Status strings are text too.
+    reply st = array({array({status("ip"), status("10.1.1.1"), status("port"), status("26379")})});
+    CHECK(sentinel_list::parse_sentinels(st) == std::vector<sentinel_address>{{"10.1.1.1", 26379}});
+}
+
+TEST_CASE("the Sentinel list: refreshed from a Sentinel's peers, the live first, the configured kept")
+{
+    sentinel_list l(ports({26001, 26002, 26001}));   // duplicates in the configuration: once
+    CHECK(l.order() == ports({26001, 26002}));
+
+    // 26002 answered and reports 26003 (added later by the operator): 26001 is not
+    // reported (it went away) and moves last; configured, it is kept as a fallback.
+    CHECK(l.refresh(at(26002), array({peer("127.0.0.1", "26003")})));
+    CHECK(l.order() == ports({26002, 26003, 26001}));
+    // The same answer again changes nothing.
+    CHECK_FALSE(l.refresh(at(26002), array({peer("127.0.0.1", "26003")})));
+    // An error reply says nothing about who is alive.
+    CHECK_FALSE(l.refresh(at(26003), error_reply("ERR unknown subcommand")));
+    CHECK(l.order() == ports({26002, 26003, 26001}));
+
+    // 26003 answers alone, 26002 gone too: configured, 26002 stays, after 26001 whose
+    // turn it keeps.
+    CHECK(l.refresh(at(26003), array({})));
+    CHECK(l.order() == ports({26003, 26002, 26001}));
+    // A discovered Sentinel no longer reported is dropped; the configured ones never are.
+    CHECK(l.refresh(at(26001), array({peer("127.0.0.1", "26002")})));
+    CHECK(l.order() == ports({26002, 26001}));
+    CHECK_FALSE(l.known(at(26003)));
+
+    // promote: the one verified or announcing goes first; unknown ones are not added.
+    CHECK(l.promote(at(26001)));
+    CHECK(l.order() == ports({26001, 26002}));
+    CHECK_FALSE(l.promote(at(26009)));
+    CHECK(l.order() == ports({26001, 26002}));
+
+    // +sentinel: added last, once.
+    CHECK(l.add(at(26010)));
+    CHECK_FALSE(l.add(at(26010)));
+    CHECK_FALSE(l.add(sentinel_address{"", 26011}));
+    CHECK(l.order() == ports({26001, 26002, 26010}));
+}
+
+TEST_CASE("the Sentinel list is bounded: at most max_discovered beyond the configured ones")
+{
+    const std::size_t cap = sentinel_list::max_discovered;
+    sentinel_list l(ports({26001}));
+    std::vector<reply> many;
+    for (std::size_t i = 0; i < 3 * cap; ++i) many.push_back(peer("127.0.0.1", std::to_string(30000 + i)));
+    CHECK(l.refresh(at(40000), array(many)));   // a Sentinel not configured answering
+    CHECK(l.order().size() == 1 + cap);          // 40000 and the first peers, up to the cap
+    CHECK(l.order().back() == at(26001));        // the configured one kept, last
+    CHECK(l.order().front() == at(40000));
+    for (std::size_t i = 0; i < 3 * cap; ++i) l.add(at(static_cast<std::uint16_t>(31000 + i)));
+    CHECK(l.order().size() == 1 + cap);
+
+    // A configured Sentinel is kept whatever the peers say, and counts apart.
+    sentinel_list c(ports({26001, 26002}));
+    CHECK(c.refresh(at(26001), array(many)));
+    CHECK(c.order().size() == 2 + cap);
+    CHECK(c.order().front() == at(26001));
+    CHECK(c.order().back() == at(26002));
 }
 
 TEST_SUITE_END();

@@ -26,6 +26,7 @@
 #include <new>
 
 #include <fcntl.h>
+#include <unistd.h>
 
 namespace sluice::redis::detail {
 
@@ -139,7 +140,7 @@ bool raw_reply::is_error() const noexcept { return r_ && r_->type == REDIS_REPLY
 reply raw_reply::to_reply() const { return convert(r_); }
 
 hiredis_adapter::hiredis_adapter(const asio::any_io_executor& ex, events& ev)
-    : socket_(ex), events_(&ev)
+    : ex_(ex), events_(&ev)
 {
 }
 
@@ -164,12 +165,20 @@ bool hiredis_adapter::connect(const std::string& address, std::uint16_t port,
     // hiredis opens the socket without close-on-exec: a child the program starts would
     // keep a copy, so that a link we close or reset stayed open on the server's side.
     ::fcntl(ac->c.fd, F_SETFD, ::fcntl(ac->c.fd, F_GETFD) | FD_CLOEXEC);
-    error_code ec;
-    socket_.assign(ac->c.fd, ec);
-    if (ec) {
+    const int fd = ::fcntl(ac->c.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
         redisAsyncFree(ac);
         return false;
     }
+    auto socket = std::make_shared<asio::posix::stream_descriptor>(ex_);
+    error_code ec;
+    socket->assign(fd, ec);
+    if (ec) {
+        ::close(fd);
+        redisAsyncFree(ac);
+        return false;
+    }
+    socket_ = std::move(socket);
     ac->c.reader->fn = bounded_functions();
     ac_ = ac;
     owner_ = std::move(owner);
@@ -220,14 +229,18 @@ void hiredis_adapter::on_del_read(void* p) { want(p, true, false); }
 void hiredis_adapter::on_add_write(void* p) { want(p, false, true); }
 void hiredis_adapter::on_del_write(void* p) { want(p, false, false); }
 
-// Last event before hiredis closes the fd: take it away from Asio first (release cancels
-// our waits; their handlers see a new generation and do nothing).
+// Last event before hiredis closes its fd: our waits are cancelled (their handlers see a
+// new generation and do nothing) and our duplicate closes when the last of them completes.
 void hiredis_adapter::on_cleanup_cb(void* p)
 {
     auto& s = self_of(p);
     s.reading_ = s.writing_ = false;
     s.read_armed_ = s.write_armed_ = false;
-    if (s.socket_.is_open()) s.socket_.release();
+    if (s.socket_) {
+        error_code ignored;
+        s.socket_->cancel(ignored);
+        s.socket_.reset();
+    }
     s.ac_ = nullptr;
     ++s.gen_;
     if (s.events_) s.events_->on_cleanup();
@@ -238,16 +251,16 @@ void hiredis_adapter::arm(bool read)
     bool& armed = read ? read_armed_ : write_armed_;
     if (armed || !ac_) return;
     armed = true;
-    socket_.async_wait(read ? asio::posix::stream_descriptor::wait_read
-                            : asio::posix::stream_descriptor::wait_write,
-                       [owner = owner_, this, gen = gen_, read](error_code ec) {
-                           // The owner holds this adapter: alive as long as `keep` is.
-                           auto keep = owner.lock();
-                           if (!keep || gen != gen_) return;
-                           (read ? read_armed_ : write_armed_) = false;
-                           if (ec == asio::error::operation_aborted) return;
-                           on_ready(read);
-                       });
+    socket_->async_wait(read ? asio::posix::stream_descriptor::wait_read
+                             : asio::posix::stream_descriptor::wait_write,
+                        [owner = owner_, socket = socket_, this, gen = gen_, read](error_code ec) {
+                            // The owner holds this adapter: alive as long as `keep` is.
+                            auto keep = owner.lock();
+                            if (!keep || gen != gen_) return;
+                            (read ? read_armed_ : write_armed_) = false;
+                            if (ec == asio::error::operation_aborted) return;
+                            on_ready(read);
+                        });
 }
 
 void hiredis_adapter::on_ready(bool read)

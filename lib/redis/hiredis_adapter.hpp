@@ -90,7 +90,15 @@ private:
     void arm(bool read);
     void on_ready(bool read);
 
-    boost::asio::posix::stream_descriptor socket_;
+    // The executor the descriptor of each context is made on.
+    boost::asio::any_io_executor ex_;
+    // A duplicate of hiredis' descriptor, owned here, and shared with the waits in flight
+    // on it: when hiredis closes its own, ours is cancelled and closes once the last wait
+    // has completed, never with one in flight. Asio 1.81's io_uring backend reuses the
+    // memory of an I/O object closed or released with an operation in flight before the
+    // kernel has answered it (later Asio waits), so that the answer lands in another
+    // object.
+    std::shared_ptr<boost::asio::posix::stream_descriptor> socket_;
     events* events_;   // null while the destructor frees the context
     std::weak_ptr<void> owner_;
     redisAsyncContext* ac_ = nullptr;

@@ -1,5 +1,6 @@
 #include "pipeline.hpp"
 
+#include <sluice/redis/detail/sentinel_events.hpp>
 #include <sluice/redis/detail/sentinel_fsm.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -39,10 +40,23 @@ pipeline::pipeline(const asio::any_io_executor& ex, connection_config cfg)
 pipeline::~pipeline()
 {
     destroying_ = true;
+    if (watch_) stop_watch(*watch_, false);
     link_.close();
 }
 
-void pipeline::start() { connect(); }
+void pipeline::start()
+{
+    // With Sentinels, their announcements too: a failover is followed as soon as it is
+    // announced, not when the link to the old master breaks (which may be never: a
+    // demoted master that is still up keeps answering, and accepts writes until the
+    // Sentinels reconfigure it).
+    if (sentinel_)
+        watch_ = watch_switches(sentinel_, cfg_.reconnect_min, cfg_.reconnect_max,
+                                [w = weak_from_this()](const master_switch& m) {
+                                    if (auto self = w.lock()) self->on_switch_announced(m);
+                                });
+    connect();
+}
 
 void pipeline::exec(std::vector<std::string> argv, std::shared_ptr<pending_op> op)
 {
@@ -93,6 +107,7 @@ void pipeline::close()
     connected_ = false;
     resolver_.cancel();
     cancel_discovery();
+    if (watch_) stop_watch(*watch_, true);
     link_timer_.cancel();
     cmd_timer_.cancel();
     free_link(error::closed);
@@ -104,6 +119,7 @@ void pipeline::shutdown()
     state_ = state::closed;
     connected_ = false;
     destroying_ = true;
+    if (watch_) stop_watch(*watch_, false);
     link_.close();
     queue_.clear();
     resolving_ = false;
@@ -203,6 +219,7 @@ void pipeline::connect()
 // and the connect timeout covers it the same way.
 void pipeline::discover()
 {
+    master_.reset();
     ++gen_;
     resolving_ = true;
     arm_connect_timeout();
@@ -231,6 +248,7 @@ void pipeline::cancel_discovery()
 // Connects to a numeric address.
 void pipeline::connect_to(const std::string& address, std::uint16_t port)
 {
+    if (sentinel_) master_ = sentinel_address{address, port};
     if (!link_.connect(address, port, weak_from_this())) return schedule_reconnect();
     ++gen_;
     queue_.new_link();
@@ -301,6 +319,7 @@ void pipeline::reset_link()
 
 void pipeline::schedule_reconnect()
 {
+    master_.reset();
     connected_ = false;
     state_ = state::backoff;
     link_timer_.expires_after(backoff_.next());
@@ -309,6 +328,28 @@ void pipeline::schedule_reconnect()
         if (!self || ec || seq != self->backoff_seq_ || self->state_ != state::backoff) return;
         self->connect();
     });
+}
+
+// A Sentinel announced a failover. The link to the old master goes as a lost link does
+// (its commands in flight fail with backend_unavailable), and the next one goes straight
+// to the announced master, without the backoff and without a discovery: the Sentinels it
+// would ask may not have heard yet, and the old master may still answer ROLE with master.
+// The handshake's ROLE check still applies; if it fails, the usual discovery follows.
+void pipeline::on_switch_announced(const master_switch& m)
+{
+    if (state_ == state::closed) return;
+    if (decide_switch(m, cfg_.sentinel.master_name, master_) != switch_verdict::switch_now) return;
+    free_link(error::backend_unavailable);
+    connected_ = false;
+    cancel_discovery();
+    state_ = state::connecting;
+    error_code ec;
+    (void)asio::ip::make_address(m.to.host, ec);
+    // A host name (Sentinels announcing host names): found by a discovery, as on any
+    // reconnection; hiredis would resolve it on the executor's thread.
+    if (ec) return connect();
+    connect_to(m.to.host, m.to.port);
+    if (resolving_) release_held();
 }
 
 } // namespace sluice::redis::detail

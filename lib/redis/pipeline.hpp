@@ -12,6 +12,7 @@
 #include <sluice/error.hpp>
 #include <sluice/redis/connection_config.hpp>
 #include <sluice/redis/detail/sentinel_impl.hpp>
+#include <sluice/redis/sentinel_config.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -94,6 +95,7 @@ private:
     void free_link(error e);
     void reset_link();
     void schedule_reconnect();
+    void on_switch_announced(const master_switch& m);
 
     // hiredis_adapter::events
     void on_reply(raw_reply r) override;
@@ -105,6 +107,8 @@ private:
     boost::asio::ip::tcp::resolver resolver_;
     std::shared_ptr<sentinel_impl> sentinel_;   // Sentinels configured: the master is asked of them
     std::shared_ptr<boost::asio::cancellation_signal> discovery_;   // of the discovery in progress
+    std::shared_ptr<sentinel_watch> watch_;   // Sentinels configured: their +switch-master
+    std::optional<sentinel_address> master_;  // Sentinels configured: the master linked to
     boost::asio::steady_timer cmd_timer_;
     boost::asio::steady_timer link_timer_;   // connect timeout, then reconnection backoff
     detail::backoff backoff_;

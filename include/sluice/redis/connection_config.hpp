@@ -41,9 +41,13 @@ struct connection_config {
     /// Redis Sentinel (when sentinel.sentinels is not empty): at every connection attempt,
     /// the master named sentinel.master_name is asked of the Sentinels and checked with
     /// ROLE (see basic_sentinel_resolver), and the connection goes there; a lost link is
-    /// followed by a new discovery, which is how a failover is followed. While no master
-    /// is found, commands fail with error::backend_unavailable, as with a server that is
-    /// down, and a limiter's failure policy decides.
+    /// followed by a new discovery. The connection also subscribes to `+switch-master` on
+    /// every known Sentinel (one link each, reconnected after reconnect_min doubling to
+    /// reconnect_max): a failover announced for this master moves it to the new master at
+    /// once (commands in flight on the old link fail with error::backend_unavailable), even
+    /// while the old master is still up. While no master is found, commands fail with
+    /// error::backend_unavailable, as with a server that is down, and a limiter's failure
+    /// policy decides.
     sentinel_config sentinel;
 };
 

@@ -24,7 +24,10 @@ struct sentinel_address {
 /// host and port.
 struct sentinel_config {
     /// The Sentinels to ask, in order; the one whose answer was last verified is asked
-    /// first next time. Empty: Sentinel is not used.
+    /// first next time. Empty: Sentinel is not used. The list is refreshed from the
+    /// Sentinels themselves (SENTINEL SENTINELS, +sentinel): Sentinels they report are
+    /// added (at most 16 beyond these), the live ones are asked first, and these are never
+    /// forgotten (asked last when no Sentinel reports them).
     std::vector<sentinel_address> sentinels;
 
     /// The name the Sentinels monitor the master under (`sentinel monitor <name> ...`).
@@ -34,6 +37,9 @@ struct sentinel_config {
     /// it named: connect, optional AUTH, command, reply) is given up after this long and
     /// counts as that Sentinel or master being unreachable. A few hundred milliseconds, as
     /// Sentinel's client guidelines advise: a dead Sentinel must not hold up the next one.
+    /// A connection's subscription to a Sentinel (see connection_config::sentinel) is
+    /// bounded by it until subscribed, then sends PING every 4 x timeout and is made again
+    /// when nothing came back over one such period.
     std::chrono::milliseconds timeout{250};
 
     /// `AUTH password` to the Sentinels (their own `requirepass`) when not empty. The

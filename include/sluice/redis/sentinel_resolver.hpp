@@ -58,8 +58,10 @@ public:
     executor_type get_executor() const noexcept { return ex_; }
 
     /// One discovery round: each Sentinel in turn (the one last verified first) is asked
-    /// `SENTINEL get-master-addr-by-name`; the instance it names is asked `ROLE`; the first
-    /// that says "master" is the answer, and its Sentinel is asked first next time. An
+    /// `SENTINEL get-master-addr-by-name` (and, in the same round trip, `SENTINEL
+    /// SENTINELS`, which refreshes the list); the instance it names is asked `ROLE`; the
+    /// first that says "master" is the answer, and its Sentinel is asked first next time,
+    /// followed by the Sentinels it reports alive, then the configured ones it does not. An
     /// instance that is not a master (stale Sentinel, demoted master) is never the answer:
     /// the next Sentinel is asked. Each step is bounded by sentinel_config::timeout, so a
     /// round takes at most 2 x timeout per Sentinel.
@@ -89,7 +91,8 @@ public:
     }
 
     /// The Sentinels in the order the next resolution asks them (the one whose answer was
-    /// verified last comes first). Call it from the executor.
+    /// verified last comes first), the configured ones and those learnt from the
+    /// Sentinels. Call it from the executor.
     std::vector<sentinel_address> sentinels() const { return detail::sentinel_order(*impl_); }
 
 private:
