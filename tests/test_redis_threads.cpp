@@ -368,8 +368,8 @@ TEST_CASE("connection: on a strand, io_context run by two threads" * doctest::ti
             }
             ++finished;
         }, asio::detached);
-    std::thread t1([&] { io.run_for(30s); });
-    std::thread t2([&] { io.run_for(30s); });
+    std::thread t1([&] { io.run(); });
+    std::thread t2([&] { io.run(); });
     auto done = sluice_test::wait_until([&] { return finished == workers; }, 30000ms);
     c.close();
     t1.join();
@@ -384,8 +384,8 @@ TEST_CASE("connection: initiated from foreign threads while two threads run the 
     asio::io_context io;
     auto guard = asio::make_work_guard(io);
     sluice::redis::connection c(asio::make_strand(io), srv.config());
-    std::thread t1([&] { io.run_for(30s); });
-    std::thread t2([&] { io.run_for(30s); });
+    std::thread t1([&] { io.run(); });
+    std::thread t2([&] { io.run(); });
 
     constexpr int callers = 3, per = 200;
     std::atomic<int> ok{0};
@@ -425,8 +425,8 @@ TEST_CASE("cluster: on a strand, io_context run by two threads" * doctest::timeo
             }
             ++finished;
         }, asio::detached);
-    std::thread t1([&] { io.run_for(60s); });
-    std::thread t2([&] { io.run_for(60s); });
+    std::thread t1([&] { io.run(); });
+    std::thread t2([&] { io.run(); });
     auto done = sluice_test::wait_until([&] { return finished == workers; }, 60000ms);
     c.close();
     t1.join();

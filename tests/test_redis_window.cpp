@@ -234,8 +234,7 @@ TEST_CASE("redis sliding window: use_future while another thread runs the io_con
     window w(l.conn, 1, 1s);
     std::thread runner([&] {
         auto guard = asio::make_work_guard(l.io);
-        l.io.restart();
-        l.io.run_for(3s);
+        sluice_test::run_slice(l.io, 3s);
     });
     auto f = w.async_acquire("f", 1, 100ms, asio::use_future);
     CHECK(f.wait_for(2s) == std::future_status::ready);
