@@ -5,6 +5,7 @@
 #include <hiredis/hiredis.h>
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,6 +75,12 @@ private:
         pid_ = ::fork();
         if (pid_ < 0) throw std::runtime_error("fork failed");
         if (pid_ == 0) {
+            // Dies with the scenario, also when that crashes; keeps none of its descriptors
+            // (Asio opens sockets without close-on-exec: a listener kept open here could not
+            // be opened again by the scenario).
+            ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (::close_range(3, ~0U, 0) != 0)
+                for (int fd = 3; fd < 4096; ++fd) ::close(fd);
             if (!std::freopen("/dev/null", "w", stdout)) ::_exit(126);
             ::execlp("redis-server", "redis-server", "--port", p.c_str(), "--bind", "127.0.0.1", "--save", "",
                      "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", static_cast<char*>(nullptr));

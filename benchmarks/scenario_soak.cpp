@@ -190,6 +190,8 @@ struct load {
     std::vector<state_loss> losses;
     std::int64_t over = 0;                    // admissions beyond the bound of their window
     double worst = 0;                         // the highest count / bound seen
+    std::string first_over;                   // where the bound was first exceeded
+    steady::time_point t0 = steady::now();
     std::int64_t late = 0;
     std::int64_t max_overrun_ns = 0;
     std::int64_t outstanding_max = 0;
@@ -222,7 +224,10 @@ struct load {
                                     : static_cast<double>(window_limit) *
                                           (static_cast<double>(1 + lost) + w / std::chrono::duration<double>(window_length).count());
         worst = std::max(worst, static_cast<double>(n) / bound);
-        if (static_cast<double>(n) > bound) ++over;
+        if (static_cast<double>(n) > bound && over++ == 0)
+            first_over = std::string(bucket ? "bucket" : "window") + " key " + std::to_string(key) + ": " +
+                         std::to_string(n) + " > " + std::to_string(bound) + " at " +
+                         std::to_string(std::chrono::duration<double>(now - t0).count()) + " s";
     }
 
     void done(kind k, int key, steady::time_point start, const boost::system::error_code& ec, bool admitted)
@@ -270,14 +275,25 @@ public:
     }
     fault_driver(const fault_driver&) = delete;
     fault_driver& operator=(const fault_driver&) = delete;
-    ~fault_driver() { stop(); }
+    ~fault_driver() { finish(); }
 
-    // Heals the fault in progress and ends the thread.
+    // No fault from now on: returns once the one in progress is healed.
     void stop()
     {
+        std::unique_lock lock(m_);
+        stopping_ = true;
+        cv_.notify_all();
+        cv_.wait(lock, [this] { return idle_; });
+    }
+
+    // Ends the thread. Until then a server it restarted lives: the kernel stops it when
+    // the thread that started it ends (PR_SET_PDEATHSIG follows the thread).
+    void finish()
+    {
+        stop();
         {
             std::lock_guard lock(m_);
-            stopping_ = true;
+            finished_ = true;
         }
         cv_.notify_all();
         if (thread_.joinable()) thread_.join();
@@ -287,6 +303,12 @@ public:
     // Script executions of servers stopped so far, less the scenario's own.
     std::int64_t server_runs_before() const { return runs_before_.load(); }
     std::int64_t own_runs() const { return own_runs_.load(); }
+    // Each fault and when it started (s after the driver): "restart@10.00,...".
+    std::string log() const
+    {
+        std::lock_guard lock(m_);
+        return log_;
+    }
     std::map<std::string, int> applied() const
     {
         std::lock_guard lock(m_);
@@ -309,6 +331,9 @@ private:
             {
                 std::lock_guard lock(m_);
                 ++applied_[f];
+                char at[32];
+                std::snprintf(at, sizeof at, "%.2f", std::chrono::duration<double>(steady::now() - t0_).count());
+                log_ += (log_.empty() ? "" : ",") + f + "@" + at;
             }
             const auto heal_at = steady::now() + every_ / 3;
             apply(f);
@@ -316,6 +341,10 @@ private:
             heal(f);
             next += every_;
         }
+        std::unique_lock lock(m_);
+        idle_ = true;
+        cv_.notify_all();
+        cv_.wait(lock, [this] { return finished_; });
     }
 
     void apply(const std::string& f)
@@ -374,7 +403,11 @@ private:
     mutable std::mutex m_;
     std::condition_variable cv_;
     bool stopping_ = false;
+    bool idle_ = false;       // the loop has ended, every fault healed
+    bool finished_ = false;
     std::map<std::string, int> applied_;
+    std::string log_;
+    steady::time_point t0_ = steady::now();
     std::atomic<std::int64_t> losses_{0};
     std::atomic<std::int64_t> runs_before_{0};
     std::atomic<std::int64_t> own_runs_{0};
@@ -449,6 +482,7 @@ int run_soak(const options& o)
     load l;
     std::int64_t issued = 0;
     const auto start = steady::now();
+    l.t0 = start;
     const auto stop_at = start + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
     long rss_warm = -1, rss_peak = 0;
     auto issue = [&](std::int64_t i) {
@@ -547,7 +581,7 @@ int run_soak(const options& o)
     };
     watch();
     io.run();
-    driver.stop();
+    driver.stop();   // (the servers it restarted live until finish())
     const double elapsed = std::chrono::duration<double>(steady::now() - start).count();
     const double cpu = cpu_seconds() - cpu0;
     const std::int64_t lost = l.outstanding();
@@ -575,6 +609,7 @@ int run_soak(const options& o)
     const auto commands = static_cast<std::int64_t>(bs.backend.commands + ws.backend.commands);
     const auto errors = static_cast<std::int64_t>(bs.backend.errors + ws.backend.errors);
     const bool server_agrees = commands - errors <= server_runs && server_runs <= commands;
+    driver.finish();
 
     bucket.close();
     window.close();
@@ -624,6 +659,7 @@ int run_soak(const options& o)
         .add("window_key_admitted_max", static_cast<long long>(window_max))
         .add("over_admitted", static_cast<long long>(l.over))
         .add("worst_window_vs_bound", l.worst)
+        .add("first_over", l.first_over)
         .add("late_waits", static_cast<long long>(l.late))
         .add("max_overrun_ms", static_cast<double>(l.max_overrun_ns) / 1e6)
         .add("stats_agree", stats_agree)
@@ -639,6 +675,7 @@ int run_soak(const options& o)
         .add("proxy_resets", static_cast<unsigned long long>(p.resets))
         .add("proxy_black_holed", static_cast<unsigned long long>(p.black_holed))
         .add("proxy_dropped_bytes", static_cast<unsigned long long>(p.dropped))
+        .add("fault_log", driver.log())
         .add("ok", ok)
         .emit();
     return ok ? 0 : 1;
