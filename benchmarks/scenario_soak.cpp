@@ -35,8 +35,10 @@
 // - late_waits (timing, reported): completions later than their documented bound
 //   (guide, "When Redis or the network fails": a try by command_timeout, an acquire by
 //   max_wait + command_timeout) plus 50 ms; max_overrun_ms the worst of them;
-// - rss_kib_*: resident memory at the end of the first period (warm), the end, the peak
-//   sample; rss_growth_kib = end - warm.
+//   late_by_kind and overrun_ms_by_kind the same per kind (bucket try, bucket acquire,
+//   window try, window acquire);
+// - rss_kib_*: resident memory at the first sample past a tenth of the run (warm), the
+//   end, the peak sample; rss_growth_kib = end - warm.
 // The proxy's own counts (connections, resets, dropped bytes) are printed beside.
 //
 // Prints one JSON line per period (phase "sample") and one at the end (phase "result").
@@ -194,6 +196,8 @@ struct load {
     steady::time_point t0 = steady::now();
     std::int64_t late = 0;
     std::int64_t max_overrun_ns = 0;
+    std::array<std::int64_t, 4> late_by_kind{};
+    std::array<std::int64_t, 4> overrun_by_kind_ns{};
     std::int64_t outstanding_max = 0;
     bool foreign_error = false;   // an error of no category of sluice's
 
@@ -239,7 +243,11 @@ struct load {
         const auto took = steady::now() - start;
         if (took > bound) {
             ++late;
-            max_overrun_ns = std::max<std::int64_t>(max_overrun_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(took - bound).count());
+            const auto over_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(took - bound).count();
+            max_overrun_ns = std::max<std::int64_t>(max_overrun_ns, over_ns);
+            ++late_by_kind[static_cast<std::size_t>(k)];
+            auto& worst_ns = overrun_by_kind_ns[static_cast<std::size_t>(k)];
+            worst_ns = std::max<std::int64_t>(worst_ns, over_ns);
         }
         if (!ec) {
             if (admitted) {
@@ -662,6 +670,12 @@ int run_soak(const options& o)
         .add("first_over", l.first_over)
         .add("late_waits", static_cast<long long>(l.late))
         .add("max_overrun_ms", static_cast<double>(l.max_overrun_ns) / 1e6)
+        .add("late_by_kind", std::to_string(l.late_by_kind[0]) + "," + std::to_string(l.late_by_kind[1]) + "," +
+                                 std::to_string(l.late_by_kind[2]) + "," + std::to_string(l.late_by_kind[3]))
+        .add("overrun_ms_by_kind", std::to_string(l.overrun_by_kind_ns[0] / 1'000'000) + "," +
+                                       std::to_string(l.overrun_by_kind_ns[1] / 1'000'000) + "," +
+                                       std::to_string(l.overrun_by_kind_ns[2] / 1'000'000) + "," +
+                                       std::to_string(l.overrun_by_kind_ns[3] / 1'000'000))
         .add("stats_agree", stats_agree)
         .add("commands", static_cast<long long>(commands))
         .add("command_errors", static_cast<long long>(errors))
