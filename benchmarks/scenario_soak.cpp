@@ -38,7 +38,9 @@
 //   late_by_kind and overrun_ms_by_kind the same per kind (bucket try, bucket acquire,
 //   window try, window acquire);
 // - rss_kib_*: resident memory at the first sample past a tenth of the run (warm), the
-//   end, the peak sample; rss_growth_kib = end - warm.
+//   end, the peak sample; rss_growth_kib = end - warm. RSS keeps the peaks of a burst of
+//   requests in flight (the allocator keeps what it got); heap_kib_* is the heap in use
+//   (mallinfo2) at the same points: a leak grows it, a burst that ended does not.
 // The proxy's own counts (connections, resets, dropped bytes) are printed beside.
 //
 // Prints one JSON line per period (phase "sample") and one at the end (phase "result").
@@ -57,6 +59,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <hiredis/hiredis.h>
+
+#include <malloc.h>
 
 #include <algorithm>
 #include <array>
@@ -172,6 +176,9 @@ private:
 struct state_loss {
     steady::time_point from, to;
 };
+
+// The heap in use, KiB (what RSS keeps of a peak is not in use: this is).
+long heap_in_use_kib() { return static_cast<long>(::mallinfo2().uordblks / 1024); }
 
 // What one completion tells.
 enum class kind { bucket_try, bucket_acquire, window_try, window_acquire };
@@ -492,7 +499,7 @@ int run_soak(const options& o)
     const auto start = steady::now();
     l.t0 = start;
     const auto stop_at = start + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
-    long rss_warm = -1, rss_peak = 0;
+    long rss_warm = -1, rss_peak = 0, heap_warm = -1;
     auto issue = [&](std::int64_t i) {
         const int key = static_cast<int>((i / 10) % keys);
         const auto t0 = steady::now();
@@ -543,7 +550,11 @@ int run_soak(const options& o)
         ++period;
         const long rss = rss_now_kib();
         // Warm: the first sample past a tenth of the run.
-        if (rss_warm < 0 && steady::now() - start >= (stop_at - start) / 10) rss_warm = rss;
+        const long heap = heap_in_use_kib();
+        if (rss_warm < 0 && steady::now() - start >= (stop_at - start) / 10) {
+            rss_warm = rss;
+            heap_warm = heap;
+        }
         rss_peak = std::max(rss_peak, rss);
         const auto p = proxy.stats();
         json_line()
@@ -553,6 +564,7 @@ int run_soak(const options& o)
             .add("decisions", static_cast<long long>(l.decisions()))
             .add("outstanding", static_cast<long long>(l.outstanding()))
             .add("rss_kib", rss)
+            .add("heap_kib", heap)
             .add("late_waits", static_cast<long long>(l.late))
             .add("proxy_connections", static_cast<unsigned long long>(p.connections))
             .emit();
@@ -619,11 +631,14 @@ int run_soak(const options& o)
     const bool server_agrees = commands - errors <= server_runs && server_runs <= commands;
     driver.finish();
 
+    // In use at the end, before the limiters close (what they hold is part of it).
+    const long heap_end = heap_in_use_kib();
     bucket.close();
     window.close();
     const long rss_end = rss_now_kib();
     rss_peak = std::max(rss_peak, rss_end);
     if (rss_warm < 0) rss_warm = rss_end;
+    if (heap_warm < 0) heap_warm = heap_end;
 
     std::string applied;
     int fault_count = 0;
@@ -685,6 +700,9 @@ int run_soak(const options& o)
         .add("rss_kib_end", rss_end)
         .add("rss_kib_peak", rss_peak)
         .add("rss_growth_kib", rss_end - rss_warm)
+        .add("heap_kib_warm", heap_warm)
+        .add("heap_kib_end", heap_end)
+        .add("heap_growth_kib", heap_end - heap_warm)
         .add("proxy_connections", static_cast<unsigned long long>(p.connections))
         .add("proxy_resets", static_cast<unsigned long long>(p.resets))
         .add("proxy_black_holed", static_cast<unsigned long long>(p.black_holed))
