@@ -183,7 +183,15 @@ options parse(int argc, char** argv)
         else if (key == "rate") parse_rate(key, value, o.rate);
         else if (key == "n") parse_int(key, value, o.n);
         else if (key == "seconds") parse_double(key, value, o.seconds);
-        else if (key == "procs") parse_int(key, value, o.procs);
+        else if (key == "procs") {
+            parse_int(key, value, o.procs);
+            o.procs_set = true;
+        }
+        else if (key == "backend") {
+            if (value != "local" && value != "shm" && value != "redis")
+                usage_error("--backend wants local, shm or redis, got '" + std::string(value) + "'");
+            o.backend = value;
+        }
         else if (key == "concurrency") parse_int(key, value, o.concurrency);
         else if (key == "port") parse_int(key, value, o.port);
         else if (key == "clock") {

@@ -482,8 +482,8 @@ TEST_CASE("SIGKILL at random points of 10,000 decisions leaves the segment exact
         b->phase.store(phase);
         b->tickets.fetch_add(cap + 16);
         int polls = 0;
-        while (observer.empty_at() != model.empty_at()) {
-            REQUIRE(observer.empty_at() < model.empty_at());   // never beyond: never over
+        for (std::int64_t z; (z = observer.empty_at()) != model.empty_at();) {
+            REQUIRE(z < model.empty_at());   // never beyond: never over
             if (polls % 64 == 63 && g.chance(2)) kill_one();
             if (b->tickets.load() <= 0) b->tickets.fetch_add(1);
             ++polls;
