@@ -29,12 +29,10 @@ extern std::string keyed_dist;      // scenario_keyed.cpp: --dist uniform|zipf
 extern std::string keyed_key;       // scenario_keyed.cpp: --key string|u64|ipv4|ipv6
 int run_bandwidth(const options& o);         // scenario_bandwidth.cpp
 extern std::int64_t bandwidth_connections;   // scenario_bandwidth.cpp: --connections C
-#ifdef SLUICE_BENCH_REDIS
-int run_shared(const options& o);   // scenario_shared.cpp
-extern std::int64_t shared_lease;   // scenario_shared.cpp: --lease N
-extern std::string shared_mode;     // scenario_shared.cpp: --mode try|acquire|wait
-extern std::string shared_limiter;  // scenario_shared.cpp: --limiter bucket|window
-#endif
+int run_shared(const options& o);   // scenario_shared_shm.cpp: --backend redis (scenario_shared.cpp) or shm
+extern std::int64_t shared_lease;   // shared_fleet.cpp: --lease N
+extern std::string shared_mode;     // shared_fleet.cpp: --mode try|acquire|wait
+extern std::string shared_limiter;  // shared_fleet.cpp: --limiter bucket|window
 
 namespace {
 
@@ -53,9 +51,7 @@ constexpr scenario_entry scenarios[] = {
     {"pace", run_pace, "--n N --rate R [--strict] [--slack-us N] [--trace FILE: each grant, ns after the first]"},
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --key string|u64|ipv4|ipv6 --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
-#ifdef SLUICE_BENCH_REDIS
-    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window] [--waiters W]"},
-#endif
+    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D [--backend redis|shm] --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window] [--waiters W]"},
 };
 
 [[noreturn]] void usage_error(const std::string& msg)
@@ -211,11 +207,9 @@ options parse(int argc, char** argv)
         else if (key == "connections") parse_int(key, value, bandwidth_connections);
         else if (key == "dist") keyed_dist = value;
         else if (key == "key") keyed_key = value;
-#ifdef SLUICE_BENCH_REDIS
         else if (key == "lease") parse_int(key, value, shared_lease);
         else if (key == "mode") shared_mode = value;
         else if (key == "limiter") shared_limiter = value;
-#endif
         else usage_error("unknown flag --" + std::string(key));
     }
     return o;
