@@ -85,7 +85,9 @@ struct segment_layout {
 /// layout, version or kind, or not a segment), shm_config_mismatch, shm_unavailable.
 class segment {
 public:
+    /// Attaches to the segment of `opts`, or creates it with `layout` (see above).
     segment(const segment_options& opts, const detail::segment_layout& layout);
+    /// Unmaps the segment; it stays under its name for the other processes and the next.
     ~segment();
     segment(const segment&) = delete;
     segment& operator=(const segment&) = delete;
