@@ -191,6 +191,11 @@ TEST_CASE("shm::leaky_bucket: admissions one interval apart across limiters")
     CHECK(q->at == ns(t0 + 10ms));
     CHECK(b.slack() == 0ns);
     CHECK(a.burst() == 1);
+    // Without template arguments: default_clock, the default slack.
+    shm_name other("leaky-ctad");
+    sluice::shm::leaky_bucket c(io, other.str(), sluice::rate::per_second(100));
+    static_assert(std::is_same_v<decltype(c), sluice::shm::leaky_bucket<>>);
+    CHECK(c.slack() == sluice::leaky_bucket<>::default_slack);
 }
 
 TEST_SUITE_END();

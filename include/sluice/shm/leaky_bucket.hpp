@@ -45,4 +45,9 @@ public:
     }
 };
 
+/// A shared leaky bucket on default_clock and any_io_executor:
+/// `sluice::shm::leaky_bucket pace(io, "/name", r)`.
+template <class Target, class Where, class... Args>
+leaky_bucket(Target&&, Where&&, rate, Args&&...) -> leaky_bucket<>;
+
 } // namespace sluice::shm
