@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -236,6 +237,18 @@ TEST_CASE("segment: another layout, version or kind, or not a segment at all, is
     CHECK(patch([](segment_header& h) { h.size *= 2; }) == error::shm_incompatible);
     CHECK(patch([](segment_header&) {}) == boost::system::error_code{});
 
+    // Not a regular file: a FIFO (opening must not hang), a directory, a symbolic link.
+    sluice::shm::remove(name.str());
+    REQUIRE(::mkfifo(name.path().c_str(), 0600) == 0);
+    CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+    sluice::shm::remove(name.str());
+    REQUIRE(::symlink("/dev/null", name.path().c_str()) == 0);
+    CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+    sluice::shm::remove(name.str());
+    REQUIRE(::mkdir(name.path().c_str(), 0700) == 0);
+    CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+    ::rmdir(name.path().c_str());
+
     // Files that are no segment: empty, short, text.
     for (std::string content : {std::string(), std::string("hello"), std::string(4096, 'x')}) {
         sluice::shm::remove(name.str());
@@ -388,6 +401,36 @@ TEST_CASE("two processes deciding on one segment admit exactly what one bucket h
     for (pid_t pid : pids) CHECK(wait_exit(pid) == 0);
     CHECK(b->admitted[0][0] + b->admitted[0][1] == 5000);
     CHECK(b->admitted[1][0] + b->admitted[1][1] == 1000);
+    free_board(b);
+}
+
+TEST_CASE("processes that create one segment at once: one creates it, all share it")
+{
+    shm_name name("race");
+    constexpr int procs = 8;
+    struct board {
+        std::atomic<int> ready{0};
+        std::atomic<int> go{0};
+        std::atomic<int> created{0};
+        std::atomic<int> admitted{0};
+    };
+    auto* b = shared_board<board>();
+    std::vector<pid_t> pids;
+    for (int c = 0; c < procs; ++c) {
+        pids.push_back(spawn([&] {
+            b->ready.fetch_add(1);
+            while (b->go.load() == 0) {}
+            sluice::shm::gcra p(name.str(), rate::per_second(1000), 5);
+            if (p.segment().created()) b->created.fetch_add(1);
+            if (p.try_acquire(1, 1'000'000'000).admitted) b->admitted.fetch_add(1);
+            return 0;
+        }));
+    }
+    while (b->ready.load() < procs) ::sched_yield();
+    b->go.store(1);
+    for (pid_t pid : pids) CHECK(wait_exit(pid) == 0);
+    CHECK(b->created.load() == 1);
+    CHECK(b->admitted.load() == 5);
     free_board(b);
 }
 

@@ -155,8 +155,11 @@ segment::segment(const segment_options& opts, const detail::segment_layout& layo
     for (int pass = 0;; ++pass) {
         if (pass == 100) fail(error::shm_unavailable, "segment " + opts.name + " keeps changing");
         fd_guard f;
-        f.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        // O_NONBLOCK: a FIFO under the name must not hang us (it is refused below).
+        f.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (f.fd < 0) {
+            if (errno == ELOOP || errno == EISDIR)
+                fail(error::shm_incompatible, opts.name + " is not a sluice segment (a link or a directory)");
             if (errno != ENOENT) fail_errno("open", opts.name, errno);
             if (create(path, opts.name, opts.mode, size, layout, boot)) created_ = true;
             continue;   // attach to what is under the name now, ours or the winner's
