@@ -160,7 +160,9 @@ SHM_TEXT = """\
 it, beside the in-process `token_bucket<>` in the same run. One process: T threads on each.
 Two processes: two forked processes (each its own limiter on the one segment) against two
 threads on one in-process limiter; ns per check is the wall time over all checks. Ratio:
-shm over in-process, line by line of the same round (goal: within 1.15)."""
+shm over in-process, line by line of the same round (goal: within 1.15). The last row names
+`std::chrono::steady_clock` as both limiters' Clock: what the shared bucket would cost on the
+clock that every process reads exactly alike."""
 
 SHM_FLEET_TEXT = """\
 `--scenario shared --backend shm`: the fleet of the Redis section (P processes x 32 callers,
@@ -240,7 +242,8 @@ PACE_COLS = (("sluice", "sluice"), ("sluice slack 5ms", "sluice, 5 ms slack"), (
 SHM_ROWS = (("t1 admitting", ["--threads", "1", "--admitting=true"]),
             ("t1 rejecting", ["--threads", "1", "--admitting=false"]),
             ("2 processes admitting", ["--procs", "2", "--admitting=true"]),
-            ("2 processes rejecting", ["--procs", "2", "--admitting=false"]))
+            ("2 processes rejecting", ["--procs", "2", "--admitting=false"]),
+            ("t1 rejecting, steady_clock", ["--threads", "1", "--admitting=false", "--clock", "steady"]))
 SHM_FLEET = (("try", []), ("acquire", ["--mode", "acquire"]))
 FLEET_RATES = ("1000", "10000", "100000")
 FLEET_COLS = ("sluice try, lease 64", "sluice acquire, bucket", "sluice acquire, window", "rate-limiter-flexible")
