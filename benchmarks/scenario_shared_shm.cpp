@@ -4,7 +4,8 @@
 // trip. The segment is removed before and after the run. The limiter's clock is --clock
 // (default: sluice::default_clock, what a user who names none gets). --lease and
 // --limiter window do not apply; --mode try (async_try_acquire) or acquire (async_acquire,
-// 1 s max_wait).
+// 1 s max_wait). --coalesce-us / --coalesce-max-us: each process's limiter_options (as in
+// scenario fanout).
 #include "shared_fleet.hpp"
 
 #include <sluice/shm/token_bucket.hpp>
@@ -17,6 +18,9 @@
 #include <unistd.h>
 
 namespace sluice_bench {
+
+extern std::int64_t fanout_coalesce_us;       // scenario_fanout.cpp: --coalesce-us N
+extern std::int64_t fanout_coalesce_max_us;   // scenario_fanout.cpp: --coalesce-max-us N
 
 namespace {
 
@@ -58,7 +62,10 @@ int run_shared_shm(const options& o)
     int rc = with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
         return run_fleet(o, [&o, &name](std::chrono::system_clock::time_point start_at, std::vector<std::int64_t>& bins) {
             boost::asio::io_context io(1);
-            sluice::shm::token_bucket<Clock> tb(io, name, sluice::rate::per_second(o.rate), 1);
+            sluice::limiter_options lo;
+            if (fanout_coalesce_us >= 0) lo.coalesce = std::chrono::microseconds(fanout_coalesce_us);
+            if (fanout_coalesce_max_us >= 0) lo.coalesce_max = std::chrono::microseconds(fanout_coalesce_max_us);
+            sluice::shm::token_bucket<Clock> tb(io, name, sluice::rate::per_second(o.rate), 1, lo);
             unkeyed<sluice::shm::token_bucket<Clock>> l{tb};
             return run_child_on(o, l, io, start_at, bins);
         }, "shm");
