@@ -7,7 +7,10 @@
 #include <sluice/default_clock.hpp>
 #include <sluice/tsc_clock.hpp>
 
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <charconv>
@@ -38,7 +41,9 @@ struct options {
     std::int64_t n = 20'000;        // pace: acquisitions in a row
     bool strict = false;            // fanout/pace: strict spacing (scenario-defined)
     double seconds = 5;             // shared: duration
-    int procs = 4;                  // shared: processes
+    int procs = 4;                  // shared: processes; try --backend shm: processes (see scenario_try.cpp)
+    bool procs_set = false;         // --procs given
+    std::string backend;            // try: local (default) | shm; shared: redis (default) | shm
     int concurrency = 32;           // shared: concurrent callers per process
     int port = 6391;                // shared: redis port
     std::string clock = "default";  // try, keyed, fanout: the limiter's Clock (default|steady|tsc|coarse)
@@ -252,6 +257,66 @@ try_result run_threads(int threads, std::int64_t ops, Check&& check)
     try_result r;
     r.wall_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
     for (auto& s : slots) r.admitted += s.admitted;
+    return r;
+}
+
+/// run_threads across processes: `procs` forked processes, ops in all, each making its own
+/// check with make() (its own limiter on state shared between the processes) before the
+/// common start. The wall clock runs from the start to the last process's end (each
+/// records its own, on steady_clock, machine-wide). admitted is 0 and wall_ns negative
+/// when a process failed.
+template <class Make>
+try_result run_procs(int procs, std::int64_t ops, Make&& make)
+{
+    struct board {
+        std::atomic<int> ready{0};
+        std::atomic<int> go{0};
+        std::atomic<int> failed{0};
+        std::atomic<std::uint64_t> admitted{0};
+        std::atomic<std::int64_t> end_ns{0};
+    };
+    void* mem = ::mmap(nullptr, sizeof(board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return {-1, 0};
+    auto* b = ::new (mem) board{};
+    auto steady_ns = [] {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
+    std::vector<pid_t> kids;
+    for (int p = 0; p < procs; ++p) {
+        std::int64_t mine = ops / procs + (p < ops % procs ? 1 : 0);
+        pid_t pid = ::fork();
+        if (pid == 0) {
+            int rc = 0;
+            try {
+                auto check = make();
+                b->ready.fetch_add(1);
+                while (b->go.load(std::memory_order_acquire) == 0) {}
+                std::uint64_t c = 0;
+                for (std::int64_t i = 0; i < mine; ++i)
+                    c += check() ? 1 : 0;
+                std::int64_t end = steady_ns();
+                b->admitted.fetch_add(c);
+                for (std::int64_t e = b->end_ns.load(); e < end && !b->end_ns.compare_exchange_weak(e, end);) {}
+            } catch (...) {
+                b->failed.fetch_add(1);
+                b->ready.fetch_add(1);
+                rc = 1;
+            }
+            ::_exit(rc);
+        }
+        if (pid > 0) kids.push_back(pid);
+        else b->failed.fetch_add(1);
+    }
+    // The parent sleeps while the processes get ready and run: it takes no core from them.
+    while (b->ready.load() + (procs - static_cast<int>(kids.size())) < procs)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const std::int64_t start = steady_ns();
+    b->go.store(1, std::memory_order_release);
+    for (pid_t pid : kids) ::waitpid(pid, nullptr, 0);
+    try_result r;
+    r.wall_ns = b->failed.load() ? -1 : static_cast<double>(b->end_ns.load() - start);
+    r.admitted = b->admitted.load();
+    ::munmap(mem, sizeof(board));
     return r;
 }
 

@@ -40,7 +40,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTIONS = ("try", "policies", "fanout", "pace", "keyed", "shared", "bandwidth", "simulation", "examples")
+SECTIONS = ("try", "policies", "fanout", "pace", "keyed", "shared", "shm", "bandwidth", "simulation", "examples")
 
 # ------------------------------------------------------------------------------------------
 # The page's text: what each table measures. Figures come only from the raw lines.
@@ -154,6 +154,22 @@ REDIS_BENCHMARK_TEXT = """\
 The server's own bound: redis-benchmark runs the token bucket's script by EVALSHA with the
 shared scenario's 128 commands in flight (`-c 4 -P 32`) on a redis-server of its own."""
 
+SHM_TEXT = """\
+`--scenario try --backend shm`: the token bucket on a shared-memory segment
+(`shm::token_bucket<>`, the default clock), its `try_acquire(1)` read as the try section reads
+it, beside the in-process `token_bucket<>` in the same run. One process: T threads on each.
+Two processes: two forked processes (each its own limiter on the one segment) against two
+threads on one in-process limiter; ns per check is the wall time over all checks. Ratio:
+shm over in-process, line by line of the same round (goal: within 1.15). The last row names
+`std::chrono::steady_clock` as both limiters' Clock: what the shared bucket would cost on the
+clock that every process reads exactly alike."""
+
+SHM_FLEET_TEXT = """\
+`--scenario shared --backend shm`: the fleet of the Redis section (P processes x 32 callers,
+burst 1, the same JSON keys) on one `shm::token_bucket` in a shared-memory segment: no server.
+Try: `async_try_acquire` in a loop; acquire: `async_acquire` with a max_wait of 1 s (slots
+reserved in the shared word, in order across processes)."""
+
 BANDWIDTH_TEXT = """\
 `--scenario bandwidth`: loopback TCP connections, each sending side a `throttled_stream`
 whose writes pass one token bucket shared by all (burst 64 KiB). The error over the cap is
@@ -223,6 +239,12 @@ FANOUT_COLS = (("sluice coroutine", "sluice coroutines"), ("sluice callback", "s
 PACE_RATES = ("100000", "10000", "1000")
 PACE_COLS = (("sluice", "sluice"), ("sluice slack 5ms", "sluice, 5 ms slack"), ("sluice strict", "sluice strict"),
              ("go", "Go"), ("guava", "Guava"))
+SHM_ROWS = (("t1 admitting", ["--threads", "1", "--admitting=true"]),
+            ("t1 rejecting", ["--threads", "1", "--admitting=false"]),
+            ("2 processes admitting", ["--procs", "2", "--admitting=true"]),
+            ("2 processes rejecting", ["--procs", "2", "--admitting=false"]),
+            ("t1 rejecting, steady_clock", ["--threads", "1", "--admitting=false", "--clock", "steady"]))
+SHM_FLEET = (("try", []), ("acquire", ["--mode", "acquire"]))
 FLEET_RATES = ("1000", "10000", "100000")
 FLEET_COLS = ("sluice try, lease 64", "sluice acquire, bucket", "sluice acquire, window", "rate-limiter-flexible")
 
@@ -287,6 +309,11 @@ def plan(a, B, peers):
     jobs.append(("shared", "wait", [B, "--scenario", "shared", "--mode", "wait", "--waiters", waiters, "--rate", "100000",
                                     "--seconds", "5" if quick else "20", "--port", "6396"]))
     jobs.append(("shared", "redis-benchmark", None))   # redis_benchmark() below
+    for row, extra in SHM_ROWS:
+        jobs.append(("shm", "shm/try/" + row, [B, "--scenario", "try", "--backend", "shm", "--ops", ops] + extra))
+    for col, extra in SHM_FLEET:
+        jobs.append(("shm", "shm/fleet/" + col, [B, "--scenario", "shared", "--backend", "shm", "--procs", procs,
+                                                 "--concurrency", "32", "--rate", "100000", "--seconds", secs] + extra))
     conns = "10" if quick else "100"
     jobs.append(("bandwidth", "bandwidth", [B, "--scenario", "bandwidth", "--connections", conns, "--rate", "50MB/s",
                                             "--seconds", "1" if quick else "5"]))
@@ -624,6 +651,28 @@ def render(res):
     md += table(["redis-benchmark, EVALSHA of the GCRA script, 128 in flight", "requests per second"],
                 [["redis-server on 127.0.0.1", res.cell("redis-benchmark", "requests_per_s", "%.0f")]])
 
+    md += ["", "## shm: one quota in shared memory", "", SHM_TEXT, ""]
+    rows = []
+    for row, _ in SHM_ROWS:
+        job = "shm/try/" + row
+        ratios = []
+        for rnd in sorted({l["round"] for l in res.lines if l["job"] == job}):
+            by = {l.get("backend"): l for l in res.lines if l["job"] == job and l["round"] == rnd}
+            if "local" in by and "shm" in by and by["local"].get("ns_per_op"):
+                ratios.append(by["shm"]["ns_per_op"] / by["local"]["ns_per_op"])
+        rows.append([row, res.cell(job, "ns_per_op", "%.1f", backend="local"), res.cell(job, "ns_per_op", "%.1f", backend="shm"),
+                     res.span(ratios, "%.2f")])
+    md += table(["try, ns per check", "in-process `token_bucket<>`", "`shm::token_bucket<>`", "shm / in-process"], rows)
+    md += ["", SHM_FLEET_TEXT, ""]
+    shm_fleet = [l for l in res.lines if l["job"].startswith("shm/fleet/") and "procs" in l]
+    sp, ss = (str(shm_fleet[0]["procs"]), str(shm_fleet[0]["seconds"])) if shm_fleet else ("P", "D")
+    md += table(["fleet: %s processes x 32 callers, 100,000/s, burst 1, %s s, one segment" % (sp, ss),
+                 "admitted, % of the quota", "over-admission, %", "shares, min / max of equal", "decisions per second"],
+                [[col, res.ratio("shm/fleet/" + col, "admitted", "allowed", "%.1f", 100),
+                  res.cell("shm/fleet/" + col, "over_admission", "%+.2f", 100),
+                  "%s / %s" % (res.cell("shm/fleet/" + col, "share_min", "%.2f"), res.cell("shm/fleet/" + col, "share_max", "%.2f")),
+                  res.cell("shm/fleet/" + col, "decisions_per_s", "%.0f")] for col, _ in SHM_FLEET])
+
     md += ["", "## Bandwidth", "", BANDWIDTH_TEXT, ""]
     conns = next((str(l.get("connections")) for l in res.lines if l["job"] == "bandwidth"), "C")
     md += table(["bandwidth: %s connections sharing 50 MB/s" % conns, "achieved, MB/s", "error over the cap, %",
@@ -691,7 +740,7 @@ def render(res):
 # ------------------------------------------------------------------------------------------
 
 JOB_SECTION = {"try": "try", "policies": "policies", "fanout": "fanout", "pace": "pace", "keyed": "keyed",
-               "shared": "shared", "fleet": "shared", "wait": "shared", "redis-benchmark": "shared",
+               "shared": "shared", "fleet": "shared", "shm": "shm", "wait": "shared", "redis-benchmark": "shared",
                "bandwidth": "bandwidth", "sim": "simulation", "examples": "examples"}
 
 

@@ -35,15 +35,14 @@
 // last round trips), mode, limiter, share_min and share_max (each process's admissions
 // against an equal share of the total), timeouts (acquires that gave up). --trace FILE: each process's admissions per 100 ms, one line
 // `process,interval,admitted` each, for plots.
-#include "bench_common.hpp"
 #include "bench_redis.hpp"
+#include "shared_fleet.hpp"
 
 #include <sluice/redis/connection.hpp>
 #include <sluice/redis/sliding_window.hpp>
 #include <sluice/redis/token_bucket.hpp>
 
 #include <boost/asio/io_context.hpp>
-
 
 #include <malloc.h>
 
@@ -65,34 +64,12 @@
 
 namespace sluice_bench {
 
-std::int64_t shared_lease = 0;          // --lease N
-std::string shared_mode = "try";         // --mode try|acquire|wait
-std::string shared_limiter = "bucket";   // --limiter bucket|window
 
 namespace {
 
 namespace asio = boost::asio;
 namespace redis = sluice::redis;
 using steady = std::chrono::steady_clock;
-
-struct child_result {
-    std::int64_t admitted = 0;
-    std::int64_t attempts = 0;
-    std::int64_t redis_errors = 0;
-    std::int64_t fallback = 0;
-    std::int64_t rtt_us = 0;
-    std::int64_t timeouts = 0;
-    std::int64_t commands = 0;
-    std::int64_t lease_expired = 0;
-    std::int64_t ok = 0;
-};
-
-// Admissions per 100 ms of the run, for --trace.
-constexpr auto trace_interval = std::chrono::milliseconds(100);
-
-template <class Limiter>
-child_result run_child_on(const options& o, Limiter& lim, asio::io_context& io, std::chrono::system_clock::time_point start_at,
-                          std::vector<std::int64_t>& bins);
 
 // Runs `io` until `conn` is connected, for 10 s at most.
 bool wait_connected(asio::io_context& io, const redis::connection& conn)
@@ -129,64 +106,6 @@ child_result run_child(const options& o, std::chrono::system_clock::time_point s
     }
     conn.close();
     return res2;
-}
-
-template <class Limiter>
-child_result run_child_on(const options& o, Limiter& tb, asio::io_context& io, std::chrono::system_clock::time_point start_at,
-                          std::vector<std::int64_t>& bins)
-{
-    child_result res;
-    const bool acquire = shared_mode == "acquire";
-    std::this_thread::sleep_until(start_at);
-    const auto begin = steady::now();
-    auto end = begin + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
-    bins.assign(static_cast<std::size_t>(std::ceil(o.seconds * 10)) + 1, 0);
-    std::int64_t admitted = 0, attempts = 0, timeouts = 0;
-    int inflight = 0;
-    auto admit = [&] {
-        auto now = steady::now();
-        if (now > end) return;   // granted after the run: not counted, as with try
-        ++admitted;
-        auto i = static_cast<std::size_t>((now - begin) / trace_interval);
-        ++bins[std::min(i, bins.size() - 1)];
-    };
-    std::function<void()> issue = [&] {
-        ++attempts;
-        ++inflight;
-        if (acquire) {
-            tb.async_acquire("shared", 1, std::chrono::seconds(1), [&](boost::system::error_code ec) {
-                --inflight;
-                if (!ec) admit();
-                else if (ec == sluice::error::timed_out) ++timeouts;
-                if (steady::now() < end) issue();
-            });
-            return;
-        }
-        tb.async_try_acquire("shared", 1, [&](boost::system::error_code ec, sluice::decision d) {
-            --inflight;
-            if (!ec && d.admitted) admit();
-            if (steady::now() < end) issue();
-        });
-    };
-    for (int c = 0; c < o.concurrency; ++c) issue();
-    // The connection keeps the io_context busy: run until the last attempt is answered.
-    auto deadline = end + std::chrono::seconds(5);
-    while (inflight > 0 && steady::now() < deadline) {
-        io.restart();
-        io.run_for(std::chrono::milliseconds(10));
-    }
-    auto s = tb.stats();
-    res.admitted = admitted;
-    res.attempts = attempts;
-    res.redis_errors = static_cast<std::int64_t>(s.backend.errors);
-    res.fallback = static_cast<std::int64_t>(s.backend.fallback_decisions);
-    res.rtt_us = s.backend.last_round_trip.count();
-    res.timeouts = timeouts;
-    res.commands = static_cast<std::int64_t>(s.backend.commands);
-    res.lease_expired = static_cast<std::int64_t>(s.backend.lease_expired);
-    res.ok = 1;
-    tb.close();
-    return res;
 }
 
 struct wait_result {
@@ -356,7 +275,7 @@ int run_shared_wait(const options& o)
 
 } // namespace
 
-int run_shared(const options& o)
+int run_shared_redis(const options& o)
 {
     if (shared_mode == "wait")
         return run_shared_wait(o);
@@ -370,114 +289,9 @@ int run_shared(const options& o)
         return 2;
     }
     redis_process srv(o.port);
-    auto start_at = std::chrono::system_clock::now() + std::chrono::milliseconds(500 + 50 * o.procs);
-    std::vector<pid_t> kids;
-    std::vector<int> pipes;
-    for (int p = 0; p < o.procs; ++p) {
-        int fds[2];
-        if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-        pid_t pid = ::fork();
-        if (pid < 0) throw std::runtime_error("fork failed");
-        if (pid == 0) {
-            ::close(fds[0]);
-            child_result r;
-            std::vector<std::int64_t> bins;
-            try {
-                r = run_child(o, start_at, bins);
-            } catch (...) {
-            }
-            // The result, then the number of bins and the bins (blocking writes: each is
-            // whole or fails; the parent reads every child to its end).
-            const auto nb = static_cast<std::int64_t>(bins.size());
-            bool sent = ::write(fds[1], &r, sizeof r) == static_cast<ssize_t>(sizeof r) &&
-                        ::write(fds[1], &nb, sizeof nb) == static_cast<ssize_t>(sizeof nb) &&
-                        (nb == 0 || ::write(fds[1], bins.data(), bins.size() * sizeof(std::int64_t)) ==
-                                        static_cast<ssize_t>(bins.size() * sizeof(std::int64_t)));
-            ::_exit(sent ? 0 : 3);
-        }
-        ::close(fds[1]);
-        kids.push_back(pid);
-        pipes.push_back(fds[0]);
-    }
-    child_result sum;
-    std::vector<std::int64_t> rtts, per_proc;
-    std::vector<std::vector<std::int64_t>> traces(static_cast<std::size_t>(o.procs));
-    int failed = 0;
-    for (int p = 0; p < o.procs; ++p) {
-        child_result r;
-        const int fd = pipes[static_cast<std::size_t>(p)];
-        std::int64_t nb = 0;
-        if (::read(fd, &r, sizeof r) != static_cast<ssize_t>(sizeof r) || !r.ok)
-            ++failed;
-        else if (::read(fd, &nb, sizeof nb) == static_cast<ssize_t>(sizeof nb) && nb > 0 && nb < 1'000'000) {
-            auto& t = traces[static_cast<std::size_t>(p)];
-            t.resize(static_cast<std::size_t>(nb));
-            std::size_t want = t.size() * sizeof(std::int64_t), got = 0;
-            while (got < want) {
-                ssize_t k = ::read(fd, reinterpret_cast<char*>(t.data()) + got, want - got);
-                if (k <= 0) break;
-                got += static_cast<std::size_t>(k);
-            }
-            if (got < want) t.clear();
-        }
-        ::close(pipes[static_cast<std::size_t>(p)]);
-        int status = 0;
-        ::waitpid(kids[static_cast<std::size_t>(p)], &status, 0);
-        sum.admitted += r.admitted;
-        sum.attempts += r.attempts;
-        sum.redis_errors += r.redis_errors;
-        sum.fallback += r.fallback;
-        sum.timeouts += r.timeouts;
-        sum.commands += r.commands;
-        sum.lease_expired += r.lease_expired;
-        rtts.push_back(r.rtt_us);
-        per_proc.push_back(r.admitted);
-    }
-    srv.stop();
-    if (!o.trace.empty()) {
-        std::FILE* f = std::fopen(o.trace.c_str(), "w");
-        if (!f) {
-            std::fprintf(stderr, "sluice-bench: cannot write --trace %s\n", o.trace.c_str());
-            return 1;
-        }
-        for (std::size_t p = 0; p < traces.size(); ++p)
-            for (std::size_t i = 0; i < traces[p].size(); ++i)
-                std::fprintf(f, "%zu,%zu,%lld\n", p, i, static_cast<long long>(traces[p][i]));
-        std::fclose(f);
-    }
-    std::sort(rtts.begin(), rtts.end());
-    double allowed = o.rate * o.seconds + 1;
-    const double equal = static_cast<double>(sum.admitted) / o.procs;
-    const auto [lo_it, hi_it] = std::minmax_element(per_proc.begin(), per_proc.end());
-    const double share_min = equal > 0 ? static_cast<double>(*lo_it) / equal : 0;
-    const double share_max = equal > 0 ? static_cast<double>(*hi_it) / equal : 0;
-    json_line()
-        .add("scenario", "shared")
-        .add("procs", o.procs)
-        .add("concurrency", o.concurrency)
-        .add("rate", o.rate)
-        .add("seconds", o.seconds)
-        .add("lease", static_cast<long long>(shared_lease))
-        .add("admitted", static_cast<long long>(sum.admitted))
-        .add("allowed", allowed)
-        .add("over_admission", (static_cast<double>(sum.admitted) - allowed) / allowed)
-        .add("decisions_per_s", static_cast<double>(sum.attempts) / o.seconds)
-        .add("attempts", static_cast<long long>(sum.attempts))
-        .add("redis_errors", static_cast<long long>(sum.redis_errors))
-        .add("fallback_decisions", static_cast<long long>(sum.fallback))
-        .add("round_trip_us", static_cast<long long>(rtts[rtts.size() / 2]))
-        .add("failed_procs", failed)
-        .add("mode", shared_mode)
-        .add("limiter", shared_limiter)
-        .add("share_min", share_min)
-        .add("share_max", share_max)
-        .add("commands", static_cast<long long>(sum.commands))
-        .add("commands_per_decision", sum.attempts > 0 ? static_cast<double>(sum.commands) / static_cast<double>(sum.attempts) : 0.0)
-        .add("commands_per_admitted", sum.admitted > 0 ? static_cast<double>(sum.commands) / static_cast<double>(sum.admitted) : 0.0)
-        .add("lease_expired", static_cast<long long>(sum.lease_expired))
-        .add("timeouts", static_cast<long long>(sum.timeouts))
-        .emit();
-    return failed == 0 ? 0 : 1;
+    return run_fleet(o, [&o](std::chrono::system_clock::time_point start_at, std::vector<std::int64_t>& bins) {
+        return run_child(o, start_at, bins);
+    }, "redis");
 }
 
 } // namespace sluice_bench

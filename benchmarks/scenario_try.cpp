@@ -13,6 +13,12 @@
 //   --admitting=true : the limiter never says no (checked: "admitted" must equal ops)
 //   --admitting=false: 1000/s with burst 1 (or 1 per 1 ms window): almost all reject
 //
+// --backend shm: the limiter on a shared-memory segment (sluice::shm::token_bucket<Clock>,
+// the same settings and reads), beside the in-process token_bucket<Clock> in the same run:
+// two lines, "backend": "local" then "shm". With --procs P, the shm line is P forked
+// processes (one thread each, each its own limiter on the one segment) and the local line
+// P threads on one limiter; otherwise both are --threads T threads on one limiter.
+//
 // Prints one JSON line per policy with the peers' keys (scenario, threads, admitting,
 // ops, ns_per_op = wall time / ops) plus peer, api, policy, clock (what the clock reads:
 // tsc, steady or coarse), clock_type, clock_ns (one read of the clock, one thread),
@@ -26,6 +32,7 @@
 #include <sluice/policy/sliding_log.hpp>
 #include <sluice/policy/weighted_counter.hpp>
 #include <sluice/rate.hpp>
+#include <sluice/shm/token_bucket.hpp>
 #include <sluice/token_bucket.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -34,7 +41,10 @@
 #include <cstdio>
 #include <memory>
 #include <string_view>
+#include <string>
 #include <tuple>
+
+#include <unistd.h>
 
 namespace sluice_bench {
 
@@ -69,6 +79,33 @@ try_result run_token_bucket(const options& o)
             return d.admitted;
         });
     });
+}
+
+// The same on a shared-memory segment: `procs` processes (each its own limiter, attached to
+// the segment) or, when procs is 0, o.threads threads on one.
+try_result run_shm_bucket(const options& o, int procs)
+{
+    const std::string name = "/sluice-bench-try-" + std::to_string(::getpid());
+    sluice::shm::remove(name);
+    auto r = with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
+        auto make = [&o, &name] {
+            using bucket = sluice::shm::token_bucket<Clock>;
+            auto io = std::make_shared<boost::asio::io_context>();
+            auto b = o.admitting ? std::make_shared<bucket>(*io, name, rate::per_second(1e9), 1'000'000'000)
+                                 : std::make_shared<bucket>(*io, name, rate::per_second(1000), 1);
+            return [io, b]() noexcept {
+                const sluice::decision d = b->try_acquire(1);
+                keep(d.remaining);
+                keep(d.reset_after.count());
+                return d.admitted;
+            };
+        };
+        if (procs > 0) return run_procs(procs, o.ops, make);
+        auto check = make();
+        return run_threads(o.threads, o.ops, check);
+    });
+    sluice::shm::remove(name);
+    return r;
 }
 
 // Admitting settings: every check admits with a wide margin (checks take >= 5 ns each).
@@ -149,13 +186,16 @@ constexpr policy_entry policies[] = {
     {"clock_coarse", run_try_clock_coarse, "reference", false},
 };
 
-void report(const options& o, const policy_entry& e, const try_result& r, double clock_ns)
+void report(const options& o, const policy_entry& e, const try_result& r, double clock_ns,
+            std::string_view backend = {}, int procs = 1)
 {
     const std::string_view policy = e.name;
     json_line j;
     j.add("scenario", "try")
         .add("api", e.api)
-        .add("policy", policy)
+        .add("policy", policy);
+    if (!backend.empty()) j.add("backend", backend).add("procs", procs);
+    j
         .add("clock", clock_read(o.clock))
         .add("clock_type", clock_type(o.clock))
         .add("clock_ns", clock_ns)
@@ -181,6 +221,30 @@ int run_try(const options& o)
         return 2;
     }
     const std::string policy = o.policy_set ? o.policy : "token_bucket";
+    if (o.backend == "shm") {
+        if (policy != "token_bucket" || o.procs < 1) {
+            std::fprintf(stderr, "sluice-bench: try --backend shm runs the token bucket (no --policy), --procs >= 1\n");
+            return 2;
+        }
+        const double clock_ns = clock_read_ns(o.clock);
+        const int procs = o.procs_set ? o.procs : 0;
+        options local = o;
+        if (procs > 0) local.threads = procs;
+        report(local, policies[0], run_token_bucket(local), clock_ns, "local", 1);
+        const try_result r = run_shm_bucket(o, procs);
+        if (r.wall_ns < 0) {
+            std::fprintf(stderr, "sluice-bench: try --backend shm: a process failed\n");
+            return 1;
+        }
+        options shown = o;
+        if (procs > 0) shown.threads = 1;
+        report(shown, policies[0], r, clock_ns, "shm", procs > 0 ? procs : 1);
+        return 0;
+    }
+    if (!o.backend.empty() && o.backend != "local") {
+        std::fprintf(stderr, "sluice-bench: try --backend wants local or shm\n");
+        return 2;
+    }
     bool all = policy == "all";
     bool found = false;
     double clock_ns = 0;

@@ -29,11 +29,11 @@ extern std::string keyed_dist;      // scenario_keyed.cpp: --dist uniform|zipf
 extern std::string keyed_key;       // scenario_keyed.cpp: --key string|u64|ipv4|ipv6
 int run_bandwidth(const options& o);         // scenario_bandwidth.cpp
 extern std::int64_t bandwidth_connections;   // scenario_bandwidth.cpp: --connections C
+int run_shared(const options& o);   // scenario_shared_shm.cpp: --backend redis (scenario_shared.cpp) or shm
+extern std::int64_t shared_lease;   // shared_fleet.cpp: --lease N
+extern std::string shared_mode;     // shared_fleet.cpp: --mode try|acquire|wait
+extern std::string shared_limiter;  // shared_fleet.cpp: --limiter bucket|window
 #ifdef SLUICE_BENCH_REDIS
-int run_shared(const options& o);   // scenario_shared.cpp
-extern std::int64_t shared_lease;   // scenario_shared.cpp: --lease N
-extern std::string shared_mode;     // scenario_shared.cpp: --mode try|acquire|wait
-extern std::string shared_limiter;  // scenario_shared.cpp: --limiter bucket|window
 int run_soak(const options& o);     // scenario_soak.cpp
 extern double soak_fault_every;     // scenario_soak.cpp: --fault-every S
 extern std::int64_t soak_seed;      // scenario_soak.cpp: --seed N
@@ -57,8 +57,8 @@ constexpr scenario_entry scenarios[] = {
     {"pace", run_pace, "--n N --rate R [--strict] [--slack-us N] [--trace FILE: each grant, ns after the first]"},
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --key string|u64|ipv4|ipv6 --threads T --ops N --admitting=true|false [--policy keyed|naive]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
+    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D [--backend redis|shm] --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window] [--waiters W]"},
 #ifdef SLUICE_BENCH_REDIS
-    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window] [--waiters W]"},
     {"soak", run_soak, "--seconds D --rate R (decisions/s) --port PORT [--fault-every S] [--faults a,b,...|all] [--seed N]"},
 #endif
 };
@@ -188,7 +188,15 @@ options parse(int argc, char** argv)
         else if (key == "rate") parse_rate(key, value, o.rate);
         else if (key == "n") parse_int(key, value, o.n);
         else if (key == "seconds") parse_double(key, value, o.seconds);
-        else if (key == "procs") parse_int(key, value, o.procs);
+        else if (key == "procs") {
+            parse_int(key, value, o.procs);
+            o.procs_set = true;
+        }
+        else if (key == "backend") {
+            if (value != "local" && value != "shm" && value != "redis")
+                usage_error("--backend wants local, shm or redis, got '" + std::string(value) + "'");
+            o.backend = value;
+        }
         else if (key == "concurrency") parse_int(key, value, o.concurrency);
         else if (key == "port") parse_int(key, value, o.port);
         else if (key == "clock") {
@@ -208,10 +216,10 @@ options parse(int argc, char** argv)
         else if (key == "connections") parse_int(key, value, bandwidth_connections);
         else if (key == "dist") keyed_dist = value;
         else if (key == "key") keyed_key = value;
-#ifdef SLUICE_BENCH_REDIS
         else if (key == "lease") parse_int(key, value, shared_lease);
         else if (key == "mode") shared_mode = value;
         else if (key == "limiter") shared_limiter = value;
+#ifdef SLUICE_BENCH_REDIS
         else if (key == "fault-every") parse_double(key, value, soak_fault_every);
         else if (key == "seed") parse_int(key, value, soak_seed);
         else if (key == "faults") soak_faults = value;

@@ -19,6 +19,11 @@ const char* describe(error e) noexcept
     case error::backend_unavailable: return "the shared backend is unavailable";
     case error::backend_error: return "the shared backend answered with an error";
     case error::protocol_error: return "unexpected reply from the shared backend";
+    case error::shm_invalid_name: return "invalid shared-memory segment name or size";
+    case error::shm_config_mismatch: return "the shared-memory segment exists with another configuration";
+    case error::shm_incompatible: return "the shared-memory segment has another layout or version";
+    case error::shm_permission: return "no permission to open the shared-memory segment";
+    case error::shm_unavailable: return "the shared-memory segment could not be created or mapped";
     }
     return nullptr;
 }

@@ -11,6 +11,7 @@
 #include <sluice/leaky_bucket.hpp>
 #include <sluice/limiter.hpp>
 #include <sluice/manual_clock.hpp>
+#include <sluice/shm.hpp>
 #include <sluice/sliding_window.hpp>
 #include <sluice/sliding_window_counter.hpp>
 #include <sluice/time_wheel.hpp>
@@ -29,6 +30,8 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+
+#include <unistd.h>
 
 using namespace std::chrono_literals;
 using sluice::limiter;
@@ -55,6 +58,9 @@ static_assert(local_limiter<sluice::adaptive_rate<>>);
 static_assert(local_limiter<sluice::keyed<sluice::token_bucket<>>, std::string_view>);
 static_assert(local_limiter<sluice::keyed<sluice::leaky_bucket<>>, std::string>);
 static_assert(local_limiter<sluice::keyed<sluice::sliding_window<>, std::uint64_t>, std::uint64_t>);
+static_assert(local_limiter<sluice::shm::token_bucket<>>);
+static_assert(local_limiter<sluice::shm::leaky_bucket<>>);
+static_assert(local_limiter<sluice::shm::token_bucket<std::chrono::steady_clock, strand>>);
 static_assert(local_limiter<sluice::token_bucket<clk>>);
 static_assert(local_limiter<sluice::token_bucket<sluice::tsc_clock>>);
 static_assert(local_limiter<sluice::concurrency_limit<clk, strand>>);
@@ -131,6 +137,24 @@ TEST_CASE("one generic function runs on every local limiter")
         o.floor = sluice::rate::per(1, 24h);
         sluice::adaptive_rate l(io, o, 2);
         run(io, l, 2);
+    }
+    SUBCASE("shm::token_bucket") {
+        std::string name = "/sluice-contract-tb-" + std::to_string(::getpid());
+        sluice::shm::remove(name);
+        {
+            sluice::shm::token_bucket<> l(io, name, two_an_hour, 2);
+            run(io, l, 2);
+        }
+        CHECK(sluice::shm::remove(name));
+    }
+    SUBCASE("shm::leaky_bucket: one at a time") {
+        std::string name = "/sluice-contract-lb-" + std::to_string(::getpid());
+        sluice::shm::remove(name);
+        {
+            sluice::shm::leaky_bucket<> l(io, name, sluice::rate::per(1, 1h));
+            run(io, l, 1);
+        }
+        CHECK(sluice::shm::remove(name));
     }
     SUBCASE("keyed token_bucket, a std::string key given as a temporary") {
         sluice::keyed<sluice::token_bucket<>> l(io, two_an_hour, 2);

@@ -45,7 +45,7 @@ enum class error {
     parse_error,
 
     /// An option is out of its range (a field of keyed_options, shared_options, the
-    /// adaptive options), or a setting that cannot change while in use was changed (the
+    /// adaptive options, shm::segment_options' size or mode), or a setting that cannot change while in use was changed (the
     /// window of a tracked key).
     invalid_option,
 
@@ -59,6 +59,26 @@ enum class error {
     /// A reply from the shared backend did not have the expected shape (garbage, a wrong
     /// type, a value out of range).
     protocol_error,
+
+    /// A shared-memory segment's name is not of the form "/name" (one leading slash, no
+    /// other, no NUL, 1 to 255 characters after it, not "/." or "/..").
+    shm_invalid_name,
+
+    /// A shared-memory segment exists under that name with another configuration (rate,
+    /// burst, slack, size): fixed when it was created.
+    shm_config_mismatch,
+
+    /// A file under that name is not a segment of this layout: another version or build
+    /// of sluice, another kind of limiter, or not a sluice segment at all. Never misread.
+    shm_incompatible,
+
+    /// The segment exists and this process may not open it for reading and writing (its
+    /// permissions: 0600 by default, so only its owner).
+    shm_permission,
+
+    /// The operating system refused to create or map the segment (no /dev/shm, out of
+    /// memory or file descriptors); the exception's message says which call failed.
+    shm_unavailable,
 };
 
 /// The category of sluice::error; its name() is "sluice".

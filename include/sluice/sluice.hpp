@@ -26,6 +26,7 @@
 #include <sluice/manual_clock.hpp>
 #include <sluice/rate_meter.hpp>
 #include <sluice/rate.hpp>
+#include <sluice/shm.hpp>
 #include <sluice/sliding_window.hpp>
 #include <sluice/sliding_window_counter.hpp>
 #include <sluice/throttled_stream.hpp>

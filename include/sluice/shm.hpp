@@ -1,0 +1,8 @@
+// sluice::shm: limiters whose state every process of a host shares, in a named
+// shared-memory segment (no server, no round trip).
+#pragma once
+
+#include <sluice/shm/gcra.hpp>
+#include <sluice/shm/leaky_bucket.hpp>
+#include <sluice/shm/segment.hpp>
+#include <sluice/shm/token_bucket.hpp>

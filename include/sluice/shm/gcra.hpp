@@ -1,0 +1,242 @@
+// GCRA on one atomic word in a shared-memory segment: the token bucket and the leaky
+// bucket of every process of a host.
+#pragma once
+
+#include <sluice/decision.hpp>
+#include <sluice/detail/arith.hpp>
+#include <sluice/detail/gcra_step.hpp>
+#include <sluice/rate.hpp>
+#include <sluice/shm/segment.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+namespace sluice::shm {
+
+/// policy::gcra with its state in a named shared-memory segment (see shm::segment): every
+/// process that constructs one on the same name decides on the same bucket. The state is
+/// one std::atomic<std::int64_t> in the segment, GCRA's z (the instant the bucket is
+/// empty); a decision is a load, sluice::detail::gcra_step and one compare-and-swap, as
+/// policy::gcra's, and takes the same decisions on the same arrivals (tests/test_shm.cpp
+/// feeds both). A process killed at any instruction leaves the word as it was before or
+/// after its compare-and-swap: there is nothing else to leave half-done.
+///
+/// The configuration (rate, burst, slack) is written in the segment's header when it is
+/// created and never changes: a process that names the segment with another one gets
+/// error::shm_config_mismatch. There is no set_rate, set_burst or set_slack: changing the
+/// configuration and z together would need a lock a killed process could leave held.
+///
+/// Time: every process compares its `now` with instants other processes wrote, so their
+/// clocks must share one time line: steady_clock (CLOCK_MONOTONIC) does, and tsc_clock
+/// does within its drift (see shm::token_bucket). A clock that reads behind another
+/// process's never admits more (z never moves back but through refund); one that reads
+/// ahead by d admits at most d / interval permits early.
+///
+/// Reservations are committed in the shared word, so waiters of every process are served
+/// in the order they reserved. refund() gives permits back only when no other commit
+/// followed this process's last reservation (the word still holds what it left there):
+/// then the waiters queued after it, all of this process, move up as in-process. When
+/// another process reserved since, its waiters keep their slots and the permits are not
+/// given back (nothing is admitted twice; the rate loses them).
+///
+/// Instants within burst x interval + slack of the int64 clock's beginning decide
+/// conservatively (z is held in 64 bits, from INT64_MIN + 1 on); steady_clock and
+/// tsc_clock never read there.
+class gcra {
+public:
+    /// This policy commits permits in the future: reserve() can grant a later slot.
+    static constexpr bool reserves_ahead = true;
+
+    /// The segment's kind: one GCRA word.
+    static constexpr std::uint64_t kind = 1;
+
+    /// Attaches to (or creates) the bucket of `where`. Throws system_error like
+    /// policy::gcra for a bad configuration (error::invalid_rate, invalid_limit,
+    /// invalid_duration), and like shm::segment (shm_invalid_name, shm_config_mismatch,
+    /// shm_incompatible, shm_permission, shm_unavailable, invalid_option).
+    gcra(const segment_options& where, sluice::rate r, std::uint64_t burst, std::chrono::nanoseconds slack = {})
+        : step_(sluice::detail::gcra_step::make(r.interval().count(), burst, slack.count())),
+          segment_(where, layout(step_)),
+          word_(static_cast<std::atomic<std::int64_t>*>(segment_.payload()))
+    {
+    }
+
+    /// The same on segment `name` with the default segment_options.
+    gcra(std::string_view name, sluice::rate r, std::uint64_t burst, std::chrono::nanoseconds slack = {})
+        : gcra(segment_options{std::string(name)}, r, burst, slack)
+    {
+    }
+
+    gcra(const gcra&) = delete;
+    gcra& operator=(const gcra&) = delete;
+
+    /// Grants n permits at `now` if the bucket holds them.
+    decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
+
+    /// The decision try_acquire would take, without consuming anything.
+    decision check(std::uint64_t n, std::int64_t now) const noexcept
+    {
+        return const_cast<gcra*>(this)->decide(n, now, false);
+    }
+
+    /// Commits n permits in the future when they become available within max_wait of now
+    /// (after every reservation of every process so far). Otherwise consumes nothing and
+    /// returns the predicted time with error::timed_out. `ahead` is ignored, as in
+    /// policy::gcra.
+    reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t /*ahead*/ = 0) noexcept
+    {
+        if (n == 0) return sluice::detail::invalid_reservation(error::invalid_count);
+        if (n > step_.burst) return sluice::detail::invalid_reservation(error::exceeds_limit);
+        std::int64_t w = word_->load(std::memory_order_acquire);
+        for (;;) {
+            int128 nz = step_.next_z(z_of(w), n, now);
+            reservation r;
+            if (nz >= sluice::detail::max_ns || nz - now > max_wait) {
+                r.at = sluice::detail::sat_narrow(nz);
+                r.error = make_error_code(error::timed_out);
+                return r;
+            }
+            std::int64_t stored = store_form(nz);
+            if (word_->compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire)) {
+                if (nz > now) last_reserved_.store(stored, std::memory_order_relaxed);
+                r.admitted = true;
+                r.at = nz < now ? now : static_cast<std::int64_t>(nz);
+                return r;
+            }
+        }
+    }
+
+    /// Earliest time at which `ahead` permits and then n more could be granted if nothing
+    /// else consumed (max_ns: never). Consumes nothing.
+    std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
+    {
+        std::uint64_t k;
+        if (__builtin_add_overflow(ahead, n, &k)) return sluice::detail::max_ns;
+        return sluice::detail::sat_narrow(step_.next_z(z_of(word_->load(std::memory_order_acquire)), k, now));
+    }
+
+    /// Gives back n permits of this process's last reservation(s) (a cancelled waiter)
+    /// when nothing was committed after them, by any process; see the class comment.
+    /// Returns how far z moved back, in ns: the waiters queued after the refunded one (of
+    /// this process) may start that much earlier. Never fuller than a full bucket.
+    std::int64_t refund(std::uint64_t n, std::int64_t now) noexcept
+    {
+        std::int64_t w = last_reserved_.load(std::memory_order_relaxed);
+        if (w == fresh || word_->load(std::memory_order_acquire) != w) return 0;
+        int128 z = z_of(w);
+        int128 nz = step_.refunded(z, n, now);
+        std::int64_t stored = store_form(nz);
+        if (stored >= w || !word_->compare_exchange_strong(w, stored, std::memory_order_acq_rel, std::memory_order_relaxed))
+            return 0;
+        last_reserved_.store(stored, std::memory_order_relaxed);
+        return sluice::detail::sat_narrow(z - int128(stored));
+    }
+
+    /// The earliest instant from which, if nothing more is consumed, the bucket decides
+    /// exactly as a new one.
+    std::int64_t idle_at(std::int64_t /*now*/) const noexcept
+    {
+        return sluice::detail::sat_narrow(step_.idle_at(z_of(word_->load(std::memory_order_acquire))));
+    }
+
+    /// How long until the bucket is full again if nothing is taken (0 when it is).
+    std::chrono::nanoseconds reset_after(std::int64_t now) const noexcept
+    {
+        return std::chrono::nanoseconds{step_.reset(z_of(word_->load(std::memory_order_acquire)), now)};
+    }
+
+    /// The rate the bucket refills at.
+    sluice::rate rate() const noexcept { return sluice::rate::every(std::chrono::nanoseconds{step_.interval}); }
+    /// The most permits the bucket holds.
+    std::uint64_t burst() const noexcept { return step_.burst; }
+    /// Nanoseconds between two permits: rate().interval().
+    std::int64_t interval_ns() const noexcept { return step_.interval; }
+    /// How far a caller late on its schedule may catch up (0 for a token bucket).
+    std::chrono::nanoseconds slack() const noexcept { return std::chrono::nanoseconds{step_.slack}; }
+
+    /// The raw state: the instant the bucket is empty (INT64_MIN for a new bucket).
+    std::int64_t empty_at() const noexcept { return word_->load(std::memory_order_acquire); }
+
+    /// The segment the state lives in.
+    const shm::segment& segment() const noexcept { return segment_; }
+
+private:
+    using int128 = sluice::detail::int128;
+
+    // A new bucket's word: empty long enough ago to be full at every instant (policy::gcra's
+    // -2^64). A stored z is never this: store_form keeps it above.
+    static constexpr std::int64_t fresh = sluice::detail::min_ns;
+
+    static shm::detail::segment_layout layout(const sluice::detail::gcra_step& s) noexcept
+    {
+        return {kind,
+                {s.interval, static_cast<std::int64_t>(s.burst), s.slack, 0},
+                sizeof(std::atomic<std::int64_t>),
+                [](void* p) noexcept { ::new (p) std::atomic<std::int64_t>(fresh); }};
+    }
+
+    static int128 z_of(std::int64_t w) noexcept { return w == fresh ? -(int128(1) << 64) : int128(w); }
+
+    // z as stored: below INT64_MIN + 1 only near the clock's beginning, where holding it
+    // higher consumes more, never less.
+    static std::int64_t store_form(int128 z) noexcept
+    {
+        return z <= sluice::detail::min_ns ? sluice::detail::min_ns + 1 : static_cast<std::int64_t>(z);
+    }
+
+    // |x| < 2^62 and tau < 2^61: every step fits 64 bits (as in policy::gcra).
+    static constexpr std::int64_t small_tau = std::int64_t{1} << 61;
+
+    static bool near_zero(std::int64_t x) noexcept
+    {
+        return static_cast<std::uint64_t>(x) + (std::uint64_t{1} << 62) < (std::uint64_t{1} << 63);
+    }
+
+    [[gnu::always_inline]] decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
+    {
+        decision d;
+        if (n == 0 || n > step_.burst) {
+            d = sluice::detail::invalid_decision(n == 0 ? error::invalid_count : error::exceeds_limit);
+            return d;
+        }
+        std::int64_t w = word_->load(std::memory_order_acquire);
+        for (;;) {
+            // Away from the ends of the clock the steps fit 64 bits; a new bucket decides
+            // as one whose z is now - tau (full, no catch-up: the same figures).
+            bool done;
+            if (near_zero(now) && (w == fresh || near_zero(w)) && step_.tau < small_tau)
+                done = decide_in<std::int64_t>(d, w, w == fresh ? now - step_.tau : w, n, now, consume);
+            else
+                done = decide_in<int128>(d, w, z_of(w), n, now, consume);
+            if (done) return d;
+        }
+    }
+
+    // Decides on word w (z in I); false when the commit lost a race (w is reloaded).
+    template <class I>
+    bool decide_in(decision& d, std::int64_t& w, I z, std::uint64_t n, std::int64_t now, bool consume) noexcept
+    {
+        I nz = step_.next_z(z, n, now);
+        if (nz > now) {
+            step_.refuse(d, z, nz, now);
+            return true;
+        }
+        if (consume &&
+            !word_->compare_exchange_weak(w, store_form(nz), std::memory_order_acq_rel, std::memory_order_acquire))
+            return false;
+        step_.admit(d, nz, now);
+        return true;
+    }
+
+    sluice::detail::gcra_step step_;
+    shm::segment segment_;
+    std::atomic<std::int64_t>* word_;
+    // What this process's last reservation left in the word (fresh: none yet): the word
+    // still holds it only when nothing was committed after it. Changed under the
+    // limiter's lock (reserve and refund are called there); atomic for the blocking path.
+    std::atomic<std::int64_t> last_reserved_{fresh};
+};
+
+} // namespace sluice::shm
