@@ -64,7 +64,6 @@
 
 namespace sluice_bench {
 
-
 namespace {
 
 namespace asio = boost::asio;
