@@ -768,7 +768,7 @@ TEST_CASE("leasing over a simulated fleet: equal demand gets equal shares whatev
     };
     // 1,000/s and 10,000/s (at 100,000/s a run of 64 slots is 0.64 ms of the key, less than
     // a stall: shares there are measured by the benchmark, not promised).
-    for (auto sc : {scenario{1000, 10'000, 10 * us}, scenario{100, 2'000, 2 * us}}) {
+    for (auto sc : {scenario{1000, 10'000, 20 * us}, scenario{100, 2'000, 4 * us}}) {
         for (std::uint32_t seed : {1u, 2u, 3u}) {
             fleet fl{sc.interval_us, 4, sc.ms_long, 64, seed, sc.step_ns};
             fl.rtt_ns = {100 * us, 200 * us, 400 * us, 800 * us};
