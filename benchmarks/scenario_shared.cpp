@@ -37,6 +37,7 @@
 // against an equal share of them: what the CPUs let it ask), timeouts (acquires that gave up). --trace FILE: each process's admissions per 100 ms, one line
 // `process,interval,admitted` each, for plots.
 #include "bench_common.hpp"
+#include "bench_redis.hpp"
 
 #include <sluice/redis/connection.hpp>
 #include <sluice/redis/sliding_window.hpp>
@@ -44,7 +45,6 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include <hiredis/hiredis.h>
 
 #include <malloc.h>
 
@@ -75,71 +75,6 @@ namespace {
 namespace asio = boost::asio;
 namespace redis = sluice::redis;
 using steady = std::chrono::steady_clock;
-
-bool ping(int port)
-{
-    timeval tv{0, 200'000};
-    redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c) return false;
-    bool ok = false;
-    if (!c->err) {
-        redisSetTimeout(c, tv);
-        if (auto* r = static_cast<redisReply*>(redisCommand(c, "PING"))) {
-            ok = r->type == REDIS_REPLY_STATUS;
-            freeReplyObject(r);
-        }
-    }
-    redisFree(c);
-    return ok;
-}
-
-// redis-server on 127.0.0.1:port, no persistence; stopped by its pid.
-class server {
-public:
-    explicit server(int port) : port_(port)
-    {
-        if (ping(port))
-            throw std::runtime_error("something already answers on 127.0.0.1:" + std::to_string(port));
-        std::string p = std::to_string(port);
-        pid_ = ::fork();
-        if (pid_ < 0) throw std::runtime_error("fork failed");
-        if (pid_ == 0) {
-            if (!std::freopen("/dev/null", "w", stdout)) ::_exit(126);
-            ::execlp("redis-server", "redis-server", "--port", p.c_str(), "--bind", "127.0.0.1", "--save", "",
-                     "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", static_cast<char*>(nullptr));
-            ::_exit(127);
-        }
-        auto end = steady::now() + std::chrono::seconds(10);
-        while (!ping(port)) {
-            int status = 0;
-            if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-                pid_ = -1;
-                throw std::runtime_error("redis-server exited (port " + p + " taken?)");
-            }
-            if (steady::now() > end) {
-                stop();
-                throw std::runtime_error("redis-server did not answer in 10 s");
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-    }
-    server(const server&) = delete;
-    server& operator=(const server&) = delete;
-    ~server() { stop(); }
-
-    void stop()
-    {
-        if (pid_ <= 0) return;
-        ::kill(pid_, SIGTERM);
-        int status = 0;
-        ::waitpid(pid_, &status, 0);
-        pid_ = -1;
-    }
-
-private:
-    int port_;
-    pid_t pid_ = -1;
-};
 
 struct child_result {
     std::int64_t admitted = 0;
@@ -259,17 +194,6 @@ child_result run_child_on(const options& o, Limiter& tb, asio::io_context& io, s
     return res;
 }
 
-// Current resident set size, KiB (/proc/self/statm, second field in pages).
-long rss_now_kib()
-{
-    long size = 0, resident = 0;
-    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
-        if (std::fscanf(f, "%ld %ld", &size, &resident) != 2) resident = 0;
-        std::fclose(f);
-    }
-    return resident * (::sysconf(_SC_PAGESIZE) / 1024);
-}
-
 struct wait_result {
     std::int64_t ok = 0;
     std::int64_t done = 0;
@@ -384,7 +308,7 @@ int run_shared_wait(const options& o)
                              "positive; --limiter bucket only\n");
         return 2;
     }
-    server srv(o.port);
+    redis_process srv(o.port);
     int fds[2];
     if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
     pid_t pid = ::fork();
@@ -450,7 +374,7 @@ int run_shared(const options& o)
         std::fprintf(stderr, "sluice-bench: shared: --procs, --concurrency, --rate, --seconds and --port must be positive, --lease >= 0\n");
         return 2;
     }
-    server srv(o.port);
+    redis_process srv(o.port);
     auto start_at = std::chrono::system_clock::now() + std::chrono::milliseconds(500 + 50 * o.procs);
     std::vector<pid_t> kids;
     std::vector<int> pipes;

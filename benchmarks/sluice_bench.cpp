@@ -34,6 +34,10 @@ int run_shared(const options& o);   // scenario_shared.cpp
 extern std::int64_t shared_lease;   // scenario_shared.cpp: --lease N
 extern std::string shared_mode;     // scenario_shared.cpp: --mode try|acquire|wait
 extern std::string shared_limiter;  // scenario_shared.cpp: --limiter bucket|window
+int run_soak(const options& o);     // scenario_soak.cpp
+extern double soak_fault_every;     // scenario_soak.cpp: --fault-every S
+extern std::int64_t soak_seed;      // scenario_soak.cpp: --seed N
+extern std::string soak_faults;     // scenario_soak.cpp: --faults a,b,c
 #endif
 
 namespace {
@@ -55,6 +59,7 @@ constexpr scenario_entry scenarios[] = {
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
 #ifdef SLUICE_BENCH_REDIS
     {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window] [--waiters W]"},
+    {"soak", run_soak, "--seconds D --rate R (decisions/s) --port PORT [--fault-every S] [--faults a,b,...|all] [--seed N]"},
 #endif
 };
 
@@ -207,6 +212,9 @@ options parse(int argc, char** argv)
         else if (key == "lease") parse_int(key, value, shared_lease);
         else if (key == "mode") shared_mode = value;
         else if (key == "limiter") shared_limiter = value;
+        else if (key == "fault-every") parse_double(key, value, soak_fault_every);
+        else if (key == "seed") parse_int(key, value, soak_seed);
+        else if (key == "faults") soak_faults = value;
 #endif
         else usage_error("unknown flag --" + std::string(key));
     }

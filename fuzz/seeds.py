@@ -239,3 +239,25 @@ write("limiter_core", [
     number(0) + u8(1) + number(0) + u8(2) + number(200 * MS) + u8(2) + on_reply(0, refused(3000)) +
     number(0) + u8(3) + u8(0) + number(0) + u8(3) + u8(1) + u16(5000),
 ])
+
+# server_request: a mode byte (bit 0: the peer is a trusted proxy; bits 1-7: ms between two
+# requests), then one connection's bytes (the example server's tests send the same).
+GET = "GET /api/items?id=7 HTTP/1.1\r\nHost: example.test\r\n\r\n"
+write("server_request", [
+    u8(2 * 50) + GET.encode(),
+    u8(2 * 20) + (GET * 8).encode(),
+    u8(1 + 2 * 5) + b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 203.0.113.9, 198.51.100.4\r\n\r\n" * 3,
+    u8(1) + b"GET /x HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: ::ffff:10.0.0.1\r\n\r\n",
+    u8(0) + b"HEAD http://example.test/p?q=1 HTTP/1.1\r\nHost: example.test\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.0\r\n\r\n",
+    u8(0) + b"POST /submit HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello" + GET.encode(),
+    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    u8(0) + b"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nX-Long: " + b"x" * 9000 + b"\r\n\r\n",
+    u8(0) + b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n" + GET.encode(),
+    u8(0) + b"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+])

@@ -13,13 +13,16 @@
 #include <boost/asio/write.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <array>
 #include <atomic>
 #include <deque>
 #include <future>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 // GCC 12 inlines the coroutine frames' allocation (Asio's recycling allocator,
@@ -61,6 +64,7 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
         lane up, down;
         bool dead = false;
         bool black_hole = false;
+        bool lossy = false;   // bytes of it were dropped: it never forwards again
 
         void close()
         {
@@ -92,15 +96,50 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
 
     explicit impl(std::uint16_t up) : upstream_port(up) {}
 
+    // Listens on `port`, first on one outside the kernel's range of ephemeral ports: while
+    // refusing, a client's connect to a port in that range can be given that very port as
+    // its own and connect to itself (TCP simultaneous open), and the proxy could then not
+    // listen there again.
     void listen()
     {
-        tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), port);
-        acceptor.open(ep.protocol());
-        acceptor.set_option(tcp::acceptor::reuse_address(true));
-        acceptor.bind(ep);
+        if (port == 0) {
+            const auto [lo, hi] = ephemeral_ports();
+            std::mt19937 rng(std::random_device{}());
+            const bool below = lo > 11024;   // room below the range, else above it
+            for (int tries = 0; port == 0 && tries < 500; ++tries) {
+                const auto p = static_cast<std::uint16_t>(below ? std::uniform_int_distribution<int>(10000, lo - 1)(rng)
+                                                                : std::uniform_int_distribution<int>(hi + 1, 65535)(rng));
+                if (!bind_at(p)) port = p;
+            }
+            if (port == 0) throw std::runtime_error("fault_proxy: no free port outside the ephemeral range");
+        } else if (auto ec = bind_at(port)) {
+            throw std::runtime_error("fault_proxy: cannot listen again on port " + std::to_string(port) + ": " + ec.message());
+        }
         acceptor.listen();
-        port = acceptor.local_endpoint().port();
         asio::co_spawn(io, accept_loop(shared_from_this()), asio::detached);
+    }
+
+    // Opens the acceptor bound to 127.0.0.1:p, or closed with the error.
+    error_code bind_at(std::uint16_t p)
+    {
+        error_code ec, ignored;
+        tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), p);
+        acceptor.open(ep.protocol(), ec);
+        if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+        if (!ec) acceptor.bind(ep, ec);
+        if (ec) acceptor.close(ignored);
+        return ec;
+    }
+
+    // The kernel's ephemeral port range (Linux's default when it cannot be read).
+    static std::pair<int, int> ephemeral_ports()
+    {
+        int lo = 32768, hi = 60999;
+        if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+            if (std::fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768, hi = 60999;
+            std::fclose(f);
+        }
+        return {lo, hi};
     }
 
     static asio::awaitable<void> accept_loop(std::shared_ptr<impl> self)
@@ -161,7 +200,10 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
                 s->close();
                 co_return;
             }
-            if (s->black_hole || self->drop) {
+            // A stream with a gap is not TCP: once a session lost bytes, it loses the rest
+            // (delivered after the gap, they would desynchronise any RESP client).
+            if (self->drop) s->lossy = true;
+            if (s->black_hole || s->lossy) {
                 self->dropped += n;
                 continue;
             }

@@ -52,7 +52,10 @@ public:
     void set_latency(std::chrono::milliseconds fixed, std::chrono::milliseconds jitter = {});
     /// At most this many bytes a second each way (0: unlimited).
     void set_bandwidth(std::uint64_t bytes_per_second);
-    /// Drop: connections stay open, every byte read either way is discarded.
+    /// Drop: connections stay open, every byte read either way is discarded. A connection
+    /// that lost bytes keeps losing them after drop is off (a TCP stream is delivered
+    /// whole, however late, or not at all: bytes after a gap would be misread, by any
+    /// pipelined RESP client); new connections forward again.
     void set_drop(bool on);
     /// Black hole: every open connection and every new one (accepted) stops forwarding for
     /// good; nothing is answered, nothing is closed: a half-open peer. Off: new connections

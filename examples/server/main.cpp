@@ -705,21 +705,9 @@ private:
         c->stream.close();
     }
 
-    // The client a limit applies to: the peer, or the last X-Forwarded-For entry (the one
-    // the trusted proxy itself appended) when the peer is a trusted proxy. Entries further
-    // left were written by the client and could be anything.
     std::string client_of(const request& req, const std::string& peer) const
     {
-        if (!opt_.trusted.contains(peer)) return peer;
-        auto it = req.find("X-Forwarded-For");
-        if (it == req.end()) return peer;
-        std::string_view v = it->value();
-        if (auto comma = v.rfind(','); comma != std::string_view::npos) v.remove_prefix(comma + 1);
-        while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-        boost::system::error_code ec;
-        auto addr = asio::ip::make_address(v, ec);
-        return ec ? peer : addr.to_string();   // garbage in the header: fall back to the peer
+        return server_check::client_of(req.base(), peer, opt_.trusted);
     }
 
     void set_ratelimit_headers(response& res, std::uint64_t remaining, std::chrono::nanoseconds reset_after) const

@@ -5,6 +5,7 @@
 // whether the connection must close after it.
 #pragma once
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/message.hpp>
@@ -140,6 +141,25 @@ std::optional<verdict> check_header(const http::request_header<Fields>& h)
     if (h.method() != http::verb::get && h.method() != http::verb::head)
         return verdict{http::status::method_not_allowed, "GET and HEAD only", false};   // RFC 9110 15.5.6
     return std::nullopt;
+}
+
+/// The client a limit applies to: the peer, or the last X-Forwarded-For entry (the one
+/// the trusted proxy itself appended) when the peer is one of `trusted`. Entries further
+/// left were written by the client and could be anything; an entry that is no IP address
+/// leaves the peer. What it returns is the peer or an address in its canonical text.
+template <class Fields, class Set>
+std::string client_of(const http::request_header<Fields>& h, const std::string& peer, const Set& trusted)
+{
+    if (!trusted.contains(peer)) return peer;
+    auto it = h.find("X-Forwarded-For");
+    if (it == h.end()) return peer;
+    std::string_view v(it->value().data(), it->value().size());
+    if (auto comma = v.rfind(','); comma != std::string_view::npos) v.remove_prefix(comma + 1);
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    boost::system::error_code ec;
+    auto addr = boost::asio::ip::make_address(v, ec);
+    return ec ? peer : addr.to_string();   // garbage in the header: fall back to the peer
 }
 
 } // namespace server_check

@@ -99,7 +99,9 @@ public:
         if constexpr (std::is_void_v<decltype(f(now))>) {
             f(now);
         } else {
-            auto [num, den] = f(now);
+            // Not a structured binding: clang before 16 cannot capture one in a lambda.
+            const auto factor = f(now);
+            const auto num = factor.first, den = factor.second;
             if (num != den) {
                 pending_shift_ = 0;
                 list_.for_each([&](waiter* w) {
