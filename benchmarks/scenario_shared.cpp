@@ -33,7 +33,8 @@
 // allowed = Q*D + 1, over_admission = (admitted - allowed) / allowed, decisions_per_s,
 // attempts, redis_errors, fallback_decisions, round_trip_us (the median of the processes'
 // last round trips), mode, limiter, share_min and share_max (each process's admissions
-// against an equal share of the total), timeouts (acquires that gave up). --trace FILE: each process's admissions per 100 ms, one line
+// against an equal share of the total), demand_min and demand_max (each process's attempts
+// against an equal share of them: what the CPUs let it ask), timeouts (acquires that gave up). --trace FILE: each process's admissions per 100 ms, one line
 // `process,interval,admitted` each, for plots.
 #include "bench_redis.hpp"
 #include "shared_fleet.hpp"

@@ -45,7 +45,7 @@ int run_fleet(const options& o, const fleet_child& child, const char* backend)
         pipes.push_back(fds[0]);
     }
     child_result sum;
-    std::vector<std::int64_t> rtts, per_proc;
+    std::vector<std::int64_t> rtts, per_proc, per_proc_attempts;
     std::vector<std::vector<std::int64_t>> traces(static_cast<std::size_t>(o.procs));
     int failed = 0;
     for (int p = 0; p < o.procs; ++p) {
@@ -77,6 +77,7 @@ int run_fleet(const options& o, const fleet_child& child, const char* backend)
         sum.lease_expired += r.lease_expired;
         rtts.push_back(r.rtt_us);
         per_proc.push_back(r.admitted);
+        per_proc_attempts.push_back(r.attempts);
     }
     if (!o.trace.empty()) {
         std::FILE* f = std::fopen(o.trace.c_str(), "w");
@@ -95,6 +96,12 @@ int run_fleet(const options& o, const fleet_child& child, const char* backend)
     const auto [lo_it, hi_it] = std::minmax_element(per_proc.begin(), per_proc.end());
     const double share_min = equal > 0 ? static_cast<double>(*lo_it) / equal : 0;
     const double share_max = equal > 0 ? static_cast<double>(*hi_it) / equal : 0;
+    // Each process's attempts against an equal share of them: its demand, which its share
+    // follows (a process that gets less of the CPUs asks less).
+    const double equal_attempts = static_cast<double>(sum.attempts) / o.procs;
+    const auto [alo, ahi] = std::minmax_element(per_proc_attempts.begin(), per_proc_attempts.end());
+    const double demand_min = equal_attempts > 0 ? static_cast<double>(*alo) / equal_attempts : 0;
+    const double demand_max = equal_attempts > 0 ? static_cast<double>(*ahi) / equal_attempts : 0;
     json_line()
         .add("scenario", "shared")
         .add("backend", backend)
@@ -116,6 +123,8 @@ int run_fleet(const options& o, const fleet_child& child, const char* backend)
         .add("limiter", shared_limiter)
         .add("share_min", share_min)
         .add("share_max", share_max)
+        .add("demand_min", demand_min)
+        .add("demand_max", demand_max)
         .add("commands", static_cast<long long>(sum.commands))
         .add("commands_per_decision", sum.attempts > 0 ? static_cast<double>(sum.commands) / static_cast<double>(sum.attempts) : 0.0)
         .add("commands_per_admitted", sum.admitted > 0 ? static_cast<double>(sum.commands) / static_cast<double>(sum.admitted) : 0.0)

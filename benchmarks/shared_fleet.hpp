@@ -53,7 +53,11 @@ child_result run_child_on(const options& o, Limiter& tb, boost::asio::io_context
     child_result res;
     const bool acquire = shared_mode == "acquire";
     std::this_thread::sleep_until(start_at);
-    const auto begin = steady::now();
+    // Every process counts over the same window, from start_at: one that is ready late (a
+    // loaded machine) counts from start_at too, else the union of the windows is longer
+    // than --seconds and over_admission reads an excess that is not there.
+    const auto late = std::max(std::chrono::system_clock::now() - start_at, std::chrono::system_clock::duration::zero());
+    const auto begin = steady::now() - std::chrono::duration_cast<steady::duration>(late);
     auto end = begin + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
     bins.assign(static_cast<std::size_t>(std::ceil(o.seconds * 10)) + 1, 0);
     std::int64_t admitted = 0, attempts = 0, timeouts = 0;

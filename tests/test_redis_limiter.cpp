@@ -536,7 +536,7 @@ TEST_CASE("redis token bucket: leasing reserves runs of slots beyond the burst, 
     live l;
     redis::shared_options lo;
     lo.lease_size = 16;
-    // 50 us a slot: a run may span 1 ms (20 slots), capped by lease_size.
+    // 50 us a slot: a run may span lease_ttl / 8 (625 slots), capped by lease_size.
     const double rate = 20000;
     redis::token_bucket<redis::connection> leasing(l.conn, sluice::rate::per_second(rate), 1, lo);
 
@@ -565,7 +565,8 @@ TEST_CASE("redis token bucket: leasing reserves runs of slots beyond the burst, 
     // starves this loop); here, that it admits at all.
     CHECK(admitted >= 100);
     // Runs of several slots a round trip, though the burst is 1 (up to 16 here; 4 on
-    // average leaves room for the first runs, which start at one slot and double).
+    // average leaves room for the first runs, which cover only the permits asked for
+    // while the first round trip was on its way).
     CHECK(s.backend.commands * 4 <= static_cast<std::uint64_t>(admitted));
 
     // One more request: the process reserves ahead again and holds slots. The key lives

@@ -54,15 +54,18 @@ struct shared_options {
     /// future slots of a key in one round trip and hands them out locally, each no
     /// earlier than its slot on the server. lease_size is the longest run: a run may be
     /// longer than the burst (the slots are future ones, one interval apart). The length
-    /// follows the process's use: it covers what the process used over the last runs for
-    /// max(4 round trips, 1 ms), doubles when requests found the slots used up while the
-    /// next run was on its way, and halves when slots expired unused; it never spans more
-    /// than max(4 round trips, 1 ms) of the key's time, so the runs of several processes
-    /// interleave finely and their shares stay even. The next run is reserved in the
-    /// background while the slots held end within two round trips (plus one interval) of
-    /// now, or within 5 ms while the process asks more often than once an interval: a
-    /// process or a server that is not running cannot reserve, and with a small burst a
-    /// slot nobody reserved in time is lost to everyone.
+    /// follows the process's demand: it covers the permits the process asked for
+    /// (granted or not) over lease_ttl / 8, and halves when slots expired unused; it never
+    /// spans more than lease_ttl / 8 of the key's time (nor lease_size slots), the same
+    /// for every process whatever its round trip, so processes that ask for more than they
+    /// get take runs of one length in turn: equal demand, equal shares. The next run is
+    /// reserved in the background while the slots held end, as the server counts (from
+    /// the request, not from a reply read late by a busy event loop), within two round
+    /// trips (plus one interval) of now, or within 5 ms while the process asks more often
+    /// than once an interval; while other processes reserve slots of the key too, within
+    /// max(5 ms, 2 intervals) for every one of them (a process reserving earlier than the
+    /// others would take a larger share). A process or a server that is not running cannot
+    /// reserve, and with a small burst a slot nobody reserved in time is lost to everyone.
     /// While a reservation is in flight and no slot is due, tries are refused locally.
     ///
     /// Bounds, whatever the number of processes: no slot is handed out before its time on
@@ -70,8 +73,9 @@ struct shared_options {
     /// admits at most burst + elapsed / interval (the bucket's own bound), and in any
     /// window of length W at most burst + (W + lease_ttl) / interval (a slot may be handed
     /// out up to lease_ttl late). Slots reserved and not used are lost to the others: at
-    /// most one run (lease_size) a process, given back on close() where nothing later
-    /// depends on them. async_acquire is not affected. Each key used with leasing keeps a
+    /// most what a process holds when it stops asking (its last run, and the slots within
+    /// the lead above), the last run given back on close() where nothing later depends on
+    /// it. async_acquire is not affected. Each key used with leasing keeps a
     /// small entry in the limiter until close().
     std::uint64_t lease_size = 0;
 

@@ -48,7 +48,7 @@ public:
     {
         take_result r;
         expire(lim, now);
-        note_demand(now);
+        note_demand(n, now);
         if (dues_.size() >= n) {
             take_locally(n, now, r.d);
             r.prefetch = claim_prefetch(lim, now);
@@ -60,9 +60,7 @@ public:
             return r;
         }
         if (fetching_) {
-            // More demand than slots held: the next run is to be longer. One reservation
-            // per key in flight at a time.
-            dry_ = true;
+            // One reservation per key in flight at a time.
             r.d.retry_after = std::chrono::nanoseconds{spacing(lim)};
             return r;
         }
@@ -135,15 +133,23 @@ private:
             adapt(lim, now);
             return d;
         }
+        const auto k = static_cast<std::uint64_t>(v.taken);
+        note_contention(lim, v, k);
         // Each slot from the last one back, saturated: k spacings may reach past the int64
         // range (a long interval), and a slot is never due earlier than that.
-        const auto k = static_cast<std::uint64_t>(v.taken);
         const std::int64_t last = sluice::detail::sat_add(now, v.wait_us * 1000);
         for (std::uint64_t i = 0; i < k; ++i) {
             std::int64_t due = sluice::detail::sat_sub(last, sluice::detail::sat_mul(k - 1 - i, spacing(lim)));
             dues_.push_back(std::max({due, now, dues_.empty() ? now : dues_.back()}));
         }
+        // Where the run ends as the server counts: the server ran the script after the
+        // request left, maybe long before its reply was read (a busy event loop): from
+        // the request, less the round trip. Slots are handed out from the reply's
+        // conservative times; the next run is reserved from this one, so that a process
+        // that reads its replies late does not reserve late by as much, every run.
+        reach_ = sluice::detail::sat_sub(last, rtt_ns);
         state_ = v.state;
+        has_state_ = true;
         last_run_ = k;
         adapt(lim, now);
         decision d;
@@ -176,7 +182,6 @@ private:
         std::int64_t due = dues_[n - 1];
         if (due <= now) {
             dues_.erase(dues_.begin(), dues_.begin() + static_cast<std::ptrdiff_t>(n));
-            used_ += n;
             d.admitted = true;
             d.remaining = static_cast<std::uint64_t>(
                 std::upper_bound(dues_.begin(), dues_.end(), now) - dues_.begin());
@@ -186,9 +191,11 @@ private:
     }
 
     // The time between two requests, smoothed: a key asked for less often than slots
-    // are held is not prefetched (the slot would expire unused).
-    void note_demand(std::int64_t now) noexcept
+    // are held is not prefetched (the slot would expire unused). And the permits asked
+    // for, granted or not: the process's demand, which sets the run length.
+    void note_demand(std::uint64_t n, std::int64_t now) noexcept
     {
+        asked_n_ = sluice::detail::sat_add(asked_n_, n);
         if (asked_) {
             std::int64_t gap = std::max<std::int64_t>(0, now - last_ask_);
             gap_ns_ = gap_ns_ < 0 ? gap : (7 * gap_ns_ + gap) / 8;
@@ -203,77 +210,103 @@ private:
     {
         if (fetching_ || now < retry_at_ || gap_ns_ < 0 || gap_ns_ * 2 > lim.ttl_ns)
             return false;
-        std::int64_t frontier = dues_.empty() ? now : dues_.back();
+        std::int64_t frontier = dues_.empty() ? now : std::min(dues_.back(), reach_);
         if (frontier > now + lead(lim))
             return false;
         fetching_ = true;
         return true;
     }
 
+    // Whether other processes reserve slots of the key too: this run starts in the future,
+    // after slots that were not ours since our last run (an idle bucket's run starts now).
+    void note_contention(const lease_limits& lim, const verdict& v, std::uint64_t k) noexcept
+    {
+        const std::int64_t iv_us = std::max<std::int64_t>(1, spacing(lim) / 1000);
+        const std::int64_t before_first =
+            sluice::detail::sat_sub(v.state, sluice::detail::sat_mul(k, iv_us));   // our run starts one slot after
+        const std::int64_t first_wait = sluice::detail::sat_sub(v.wait_us, sluice::detail::sat_mul(k - 1, iv_us));
+        contended_ = has_state_ && before_first > state_ && first_wait > 0;
+    }
+
 public:
-    /// How far ahead of now the slots held reach before the next run is reserved: two
-    /// round trips plus one spacing, so that it arrives before this one is used up; and
-    /// while requests come more often than one a spacing (demand beyond the key's rate),
-    /// at least 5 ms, a scheduler's time slice or two: a process (or a server) that is not
+    /// How far ahead of now the slots held reach before the next run is reserved. While
+    /// other processes reserve too, the same for all of them: a process that reserved
+    /// earlier than the others (its round trip, inflated by a busy event loop, looking
+    /// longer) would take a larger share of the key. Alone, two round trips plus one
+    /// spacing, so that the next run arrives before this one is used up. And while
+    /// requests come more often than one a spacing (demand beyond the key's rate), at
+    /// least 5 ms, a scheduler's time slice or two: a process (or a server) that is not
     /// running cannot reserve, and with a small burst a slot nobody reserved in time is
     /// lost to everyone.
     std::int64_t lead(const lease_limits& lim) const noexcept
     {
-        std::int64_t l = 2 * rtt_ns_ + spacing(lim);
         bool hungry = gap_ns_ >= 0 && gap_ns_ < spacing(lim);
+        if (contended_)
+            return std::max<std::int64_t>(2 * spacing(lim), 5'000'000);
+        std::int64_t l = 2 * rtt_ns_ + spacing(lim);
         return hungry ? std::max<std::int64_t>(l, 5'000'000) : l;
     }
 
+    /// The most slots a run holds: lease_ttl / 8 of the key's time (at most lease_size).
+    /// The same for every process of the key, whatever its round trip: processes whose
+    /// demand exceeds what they get then each take one run of this length in turn, which
+    /// gives equal shares; and the runs of all of them stay within lease_ttl.
+    std::uint64_t longest_run(const lease_limits& lim) const noexcept
+    {
+        auto span_cap = static_cast<std::uint64_t>(std::max<std::int64_t>(1, run_span(lim) / spacing(lim)));
+        return std::max<std::uint64_t>(1, std::min(lim.max_run, span_cap));
+    }
+
 private:
-    // The next run covers what this process used over the last ones for max(4 round
-    // trips, 1 ms), so that one round trip serves many requests; twice as long after a run
-    // that ran dry while the next was on its way, half as long after slots expired unused.
+    static std::int64_t run_span(const lease_limits& lim) noexcept { return lim.ttl_ns / 8; }
+
+    // The next run covers the permits this process asked for (granted or not: its
+    // demand, not its share so far, which would feed back into itself) over
+    // run_span, at most longest_run(); half as long after slots expired unused.
     void adapt(const lease_limits& lim, std::int64_t now) noexcept
     {
-        if (filled_ && now > last_fill_) {
-            double sample = static_cast<double>(used_) * 1e9 / static_cast<double>(now - last_fill_);
-            use_per_s_ = use_per_s_ < 0 ? sample : 0.75 * use_per_s_ + 0.25 * sample;
-            used_ = 0;
-            last_fill_ = now;
-        } else if (!filled_) {
+        const std::uint64_t longest = longest_run(lim);
+        std::uint64_t want = run_;
+        if (!filled_) {
+            // No time measured yet: the permits asked for while the first run was on its way.
             filled_ = true;
+            want = asked_n_;
+            asked_n_ = 0;
+            last_fill_ = now;
+        } else if (now > last_fill_) {
+            double sample = static_cast<double>(asked_n_) * 1e9 / static_cast<double>(now - last_fill_);
+            demand_per_s_ = demand_per_s_ < 0 ? sample : 0.75 * demand_per_s_ + 0.25 * sample;
+            asked_n_ = 0;
             last_fill_ = now;
         }
-        if (expired_ > 0) {
-            run_ = std::max<std::uint64_t>(1, run_ / 2);
-        } else {
-            if (dry_)
-                run_ *= 2;
-            double cover_ns = static_cast<double>(std::max<std::int64_t>(4 * rtt_ns_, 1'000'000));
-            if (use_per_s_ > 0)
-                run_ = std::max(run_, static_cast<std::uint64_t>(use_per_s_ * cover_ns / 1e9 + 0.999));
+        if (demand_per_s_ >= 0) {
+            double cover = demand_per_s_ * static_cast<double>(run_span(lim)) / 1e9 + 0.999;
+            want = cover < static_cast<double>(longest) ? static_cast<std::uint64_t>(cover) : longest;
         }
-        // A run never spans more than max(4 round trips, 1 ms) of the key's time: runs of
-        // several processes then interleave finely, and no process holds the quota for
-        // long (shares stay even under saturation, at low rates too).
-        std::int64_t span = std::max<std::int64_t>(4 * rtt_ns_, 1'000'000);
-        auto span_cap = static_cast<std::uint64_t>(std::max<std::int64_t>(1, span / spacing(lim)));
-        run_ = std::clamp<std::uint64_t>(run_, 1, std::max<std::uint64_t>(1, std::min(lim.max_run, span_cap)));
-        dry_ = false;
+        if (expired_ > 0)
+            want = std::min(want, run_) / 2;
+        run_ = std::clamp<std::uint64_t>(want, 1, longest);
         expired_ = 0;
     }
 
     std::deque<std::int64_t> dues_;   // when each held slot may be used, in order
     std::int64_t retry_at_ = 0;       // refused locally until then
     std::int64_t state_ = 0;          // the key's state after our last reservation
+    std::int64_t reach_ = 0;          // the last slot held as the server counts (see record)
     std::int64_t rtt_ns_ = 0;
     std::int64_t spacing_ns_ = 0;     // from the last reply; 0: the limiter's own
     std::int64_t last_ask_ = 0;
     std::int64_t gap_ns_ = -1;        // no estimate yet
     std::int64_t last_fill_ = 0;
-    double use_per_s_ = -1;           // slots used a second, smoothed; no estimate yet
-    std::uint64_t used_ = 0;          // slots used since the last fill
+    double demand_per_s_ = -1;        // permits asked for a second, smoothed; no estimate yet
+    std::uint64_t asked_n_ = 0;       // permits asked for since the last fill
     std::uint64_t run_ = 1;
     std::uint64_t last_run_ = 0;      // slots the last reservation took (the tail of dues_)
     std::uint64_t expired_ = 0;
     std::uint64_t expired_total_ = 0;
     bool fetching_ = false;
-    bool dry_ = false;
+    bool contended_ = false;          // the last run came after other processes' slots
+    bool has_state_ = false;
     bool asked_ = false;
     bool filled_ = false;
 };
