@@ -11,6 +11,8 @@
 #include <sluice/sliding_window_counter.hpp>
 #include <sluice/token_bucket.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/system/error_code.hpp>
 
@@ -150,6 +152,16 @@ std::shared_ptr<outcome> request(Limiter& l, std::uint64_t n, std::chrono::nanos
 {
     auto [o, h] = make_recorder<Clock>();
     l.async_acquire(n, max_wait, h);
+    return o;
+}
+
+/// As request(), with `sig`'s slot bound to the handler: a request the test can cancel.
+template <class Clock, class Limiter>
+std::shared_ptr<outcome> cancellable(Limiter& l, boost::asio::cancellation_signal& sig, std::uint64_t n = 1,
+                                     std::chrono::nanoseconds max_wait = std::chrono::seconds(1000))
+{
+    auto [o, h] = make_recorder<Clock>();
+    l.async_acquire(n, max_wait, boost::asio::bind_cancellation_slot(sig.slot(), h));
     return o;
 }
 

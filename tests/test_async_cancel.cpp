@@ -15,6 +15,7 @@
 using namespace std::chrono_literals;
 using clk = sluice::basic_manual_clock<struct cancel_tag>;
 using sluice_test::advance;
+using sluice_test::cancellable;
 using sluice_test::drain;
 using sluice_test::ns;
 using sluice_test::outcome;
@@ -29,15 +30,6 @@ constexpr ct all_types[] = {ct::terminal, ct::partial, ct::total};
 const char* type_name(ct t)
 {
     return t == ct::terminal ? "terminal" : t == ct::partial ? "partial" : "total";
-}
-
-template <class L>
-std::shared_ptr<outcome> cancellable(L& l, boost::asio::cancellation_signal& sig, std::uint64_t n = 1,
-                                     std::chrono::nanoseconds max_wait = 1000s)
-{
-    auto [o, h] = sluice_test::make_recorder<clk>();
-    l.async_acquire(n, max_wait, boost::asio::bind_cancellation_slot(sig.slot(), h));
-    return o;
 }
 
 } // namespace
@@ -56,7 +48,7 @@ TEST_CASE_TEMPLATE("cancel: a GCRA waiter is aborted, its slot refunded, later w
             boost::asio::cancellation_signal sig[3];
             std::shared_ptr<outcome> q[3];
             for (int i = 0; i < 3; ++i)
-                q[i] = cancellable(l, sig[i]);   // slots +100, +200, +300
+                q[i] = cancellable<clk>(l, sig[i]);   // slots +100, +200, +300
             drain(io);
             advance<clk>(io, 50ms);
             sig[victim].emit(type);
@@ -97,7 +89,7 @@ TEST_CASE("cancel: 1000 waiters on a 1000/s bucket, every second one cancelled: 
         auto sig = std::make_unique<boost::asio::cancellation_signal[]>(count);
         std::vector<std::shared_ptr<outcome>> q;
         for (int i = 0; i < count; ++i)
-            q.push_back(cancellable(b, sig[i]));   // the first is granted at once, then 1 ms apart
+            q.push_back(cancellable<clk>(b, sig[i]));   // the first is granted at once, then 1 ms apart
         for (int i = 1; i < count; i += 2)
             sig[i].emit(type);
         drain(io);
@@ -131,7 +123,7 @@ TEST_CASE("cancel: cancelling waiters in reverse order or interleaved with grant
     boost::asio::cancellation_signal sig[count];
     std::shared_ptr<outcome> q[count];
     for (int i = 0; i < count; ++i)
-        q[i] = cancellable(b, sig[i]);   // +100 .. +800
+        q[i] = cancellable<clk>(b, sig[i]);   // +100 .. +800
     advance<clk>(io, 150ms);             // #0 granted
     CHECK(q[0]->ok());
     sig[5].emit(ct::terminal);           // then #3 and #1, tail first
@@ -167,7 +159,7 @@ std::vector<std::int64_t> window_cancel_scenario(int victim, ct type, bool ask_v
     std::shared_ptr<outcome> q[3];
     for (int i = 0; i < 3; ++i)
         if (ask_victim || i != victim)
-            q[i] = cancellable(l, sig[i]);
+            q[i] = cancellable<clk>(l, sig[i]);
     advance<clk>(io, 100ms);
     if (ask_victim && victim >= 0) {
         sig[victim].emit(type);
@@ -217,7 +209,7 @@ TEST_CASE("cancel: a cancelled fixed_window head lets the next waiter go in the 
     sluice::fixed_window<clk> l(io, 3, 1s);
     REQUIRE(l.try_acquire(2).admitted);
     boost::asio::cancellation_signal sig;
-    auto big = cancellable(l, sig, 2);   // does not fit (2 + 2 > 3)
+    auto big = cancellable<clk>(l, sig, 2);   // does not fit (2 + 2 > 3)
     auto small = request<clk>(l, 1, 10s);   // would fit, but FIFO keeps it behind
     drain(io);
     CHECK_FALSE(small->done());
@@ -237,11 +229,11 @@ TEST_CASE("cancel: after completion (handler run, or completion posted but not y
         clk::set(t0);
         sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 2);
         boost::asio::cancellation_signal s1, s2;
-        auto run = cancellable(b, s1);
+        auto run = cancellable<clk>(b, s1);
         drain(io);
         REQUIRE(run->ok());
         s1.emit(type);   // the slot was cleared: nothing happens
-        auto posted = cancellable(b, s2);   // granted at once, completion queued
+        auto posted = cancellable<clk>(b, s2);   // granted at once, completion queued
         s2.emit(type);   // before the handler runs: the grant stands
         drain(io);
         CHECK(posted->ok());
@@ -290,7 +282,7 @@ TEST_CASE("cancel: a cancellation type without terminal/partial/total bits is ig
     sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
     REQUIRE(b.try_acquire().admitted);
     boost::asio::cancellation_signal sig;
-    auto w = cancellable(b, sig);
+    auto w = cancellable<clk>(b, sig);
     sig.emit(ct::none);
     drain(io);
     CHECK_FALSE(w->done());
@@ -321,7 +313,7 @@ TEST_CASE("cancel: random cancellations never let a token bucket admit more than
             if (issued < count) {
                 int k = static_cast<int>(rng.in(0, 3));
                 for (int j = 0; j < k && issued < count; ++j, ++issued) {
-                    q.push_back(cancellable(b, sig[issued]));
+                    q.push_back(cancellable<clk>(b, sig[issued]));
                     cancel_at.push_back(rng.in(0, 2) == 0 ? step + static_cast<int>(rng.in(0, 400)) : -1);
                 }
             }

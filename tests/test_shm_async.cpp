@@ -20,6 +20,7 @@
 using namespace std::chrono_literals;
 using clk = sluice::basic_manual_clock<struct shm_async_tag>;
 using sluice_test::advance;
+using sluice_test::cancellable;
 using sluice_test::drain;
 using sluice_test::ns;
 using sluice_test::outcome;
@@ -31,15 +32,6 @@ namespace {
 constexpr auto t0 = std::chrono::seconds(1000);
 using ct = boost::asio::cancellation_type;
 using bucket = sluice::shm::token_bucket<clk>;
-
-template <class L>
-std::shared_ptr<outcome> cancellable(L& l, boost::asio::cancellation_signal& sig, std::uint64_t n = 1,
-                                     std::chrono::nanoseconds max_wait = 1000s)
-{
-    auto [o, h] = sluice_test::make_recorder<clk>();
-    l.async_acquire(n, max_wait, boost::asio::bind_cancellation_slot(sig.slot(), h));
-    return o;
-}
 
 void run_until(boost::asio::io_context& io, const std::shared_ptr<outcome>& o, std::chrono::nanoseconds limit)
 {
@@ -63,7 +55,7 @@ TEST_CASE("shm::token_bucket: waiters get their slots; a cancelled one gives its
             REQUIRE(l.try_acquire().admitted);
             boost::asio::cancellation_signal sig[3];
             std::shared_ptr<outcome> q[3];
-            for (int i = 0; i < 3; ++i) q[i] = cancellable(l, sig[i]);   // +100, +200, +300 ms
+            for (int i = 0; i < 3; ++i) q[i] = cancellable<clk>(l, sig[i]);   // +100, +200, +300 ms
             drain(io);
             CHECK(l.policy().empty_at() == ns(t0 + 300ms));
             advance<clk>(io, 50ms);
@@ -128,7 +120,7 @@ TEST_CASE("shm: a cancellation refunds only when no other engine reserved after 
     bucket b(io, name.str(), sluice::rate::per_second(10), 1);
     REQUIRE(a.try_acquire().admitted);
     boost::asio::cancellation_signal sig;
-    auto qa = cancellable(a, sig);           // +100 ms
+    auto qa = cancellable<clk>(a, sig);           // +100 ms
     auto qb = request<clk>(b, 1, 10s);       // +200 ms
     drain(io);
     sig.emit(ct::terminal);
@@ -141,7 +133,7 @@ TEST_CASE("shm: a cancellation refunds only when no other engine reserved after 
     CHECK(qb->at == ns(t0 + 200ms));
     // The last reservation of the segment is refunded exactly.
     boost::asio::cancellation_signal sig2;
-    auto qa2 = cancellable(a, sig2);         // +300 ms
+    auto qa2 = cancellable<clk>(a, sig2);         // +300 ms
     drain(io);
     CHECK(a.policy().empty_at() == ns(t0 + 300ms));
     sig2.emit(ct::total);
