@@ -176,7 +176,7 @@ void compare_with_model(const std::string& name, std::uint64_t seed, std::int64_
 {
     sluice_test::rng g(seed);
     sluice::shm::keyed_gcra t(name, rate::every(std::chrono::nanoseconds{interval}), burst,
-                              {.max_keys = max_keys, .shards = shards});
+                              {.max_keys = max_keys, .shards = shards, .hash_seed = seed});
     model m{interval, burst};
     auto keys = make_keys(nkeys, g);
     std::map<test_key, model_bucket> buckets;
@@ -357,6 +357,11 @@ TEST_CASE("shm::keyed_gcra: another configuration or another kind of segment is 
     auto code = [&](auto&& f) { return thrown_by(f); };
     CHECK(code([&] { sluice::shm::keyed_gcra x(name.str(), rate::per_second(10), 5, {.max_keys = 1000, .shards = 8}); }) ==
           boost::system::error_code());
+    // The hash seed is the creator's alone: another one attaches to the same table.
+    CHECK(code([&] {
+              sluice::shm::keyed_gcra x(name.str(), rate::per_second(10), 5, {.max_keys = 1000, .shards = 8, .hash_seed = 9});
+              CHECK(x.shard_of("abc") == t.shard_of("abc"));
+          }) == boost::system::error_code());
     CHECK(code([&] { sluice::shm::keyed_gcra x(name.str(), rate::per_second(11), 5, {.max_keys = 1000, .shards = 8}); }) ==
           error::shm_config_mismatch);
     CHECK(code([&] { sluice::shm::keyed_gcra x(name.str(), rate::per_second(10), 4, {.max_keys = 1000, .shards = 8}); }) ==
@@ -514,7 +519,7 @@ TEST_CASE("SIGKILL at random points while processes insert, evict and decide lea
     const std::int64_t interval = 1000;
     const std::uint64_t burst = 3;
     const auto r = rate::every(std::chrono::nanoseconds{interval});
-    const sluice::shm::table_options shape{.max_keys = 16, .shards = 2};
+    const sluice::shm::table_options shape{.max_keys = 16, .shards = 2, .hash_seed = 25};
     auto key_of = [](int i) { return "k" + std::to_string(i); };
 
     auto child = [&](int slot) {

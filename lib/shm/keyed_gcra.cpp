@@ -108,7 +108,7 @@ keyed_gcra::shape keyed_gcra::shape_of(const table_options& t)
     if (shards > std::min<std::size_t>(t.max_keys, most_shards))
         bad_option("shm::table_options::shards: 1 to min(max_keys, 65536)");
     std::size_t per = (t.max_keys + shards - 1) / shards;
-    return {t.max_keys, shards, 2 * per};
+    return {t.max_keys, shards, 2 * per, t.hash_seed};
 }
 
 shm::detail::segment_layout keyed_gcra::layout(const sluice::detail::gcra_step& step, const shape& s) noexcept
@@ -118,11 +118,12 @@ shm::detail::segment_layout keyed_gcra::layout(const sluice::detail::gcra_step& 
     return {kind,
             {step.interval, static_cast<std::int64_t>(step.burst), step.slack, table},
             header_bytes(s.shards) + s.shards * s.slots * sizeof(keyed_slot),
-            [](void* p, const std::array<std::int64_t, 4>& config) noexcept {
+            [](void* p, const shm::detail::segment_layout& l) noexcept {
                 // The slots are zero (the file is new): never used, generation 0.
-                auto shards = static_cast<std::size_t>(config[3] >> 40);
+                const auto* shp = static_cast<const shape*>(l.context);
+                auto shards = shp->shards;
                 auto* h = ::new (p) keyed_header{};
-                h->seed = random_seed();
+                h->seed = shp->seed ? shp->seed : random_seed();
                 auto* sh = reinterpret_cast<keyed_shard*>(static_cast<char*>(p) + sizeof(keyed_header));
                 pthread_mutexattr_t a;
                 ::pthread_mutexattr_init(&a);
@@ -134,7 +135,8 @@ shm::detail::segment_layout keyed_gcra::layout(const sluice::detail::gcra_step& 
                     s->idle_floor.store(sluice::detail::min_ns, std::memory_order_relaxed);
                 }
                 ::pthread_mutexattr_destroy(&a);
-            }};
+            },
+            &s};
 }
 
 keyed_gcra::keyed_gcra(const segment_options& where, sluice::rate r, std::uint64_t burst, const table_options& table,
@@ -148,7 +150,8 @@ keyed_gcra::keyed_gcra(const sluice::detail::gcra_step& step, const shape& s, co
       max_keys_(s.max_keys),
       shard_count_(s.shards),
       slots_(s.slots),
-      segment_(where, layout(step, s)),
+      shape_(s),
+      segment_(where, layout(step, shape_)),
       seed_(static_cast<const keyed_header*>(segment_.payload())->seed),
       shards_(reinterpret_cast<keyed_shard*>(static_cast<char*>(segment_.payload()) + sizeof(keyed_header))),
       slots_ptr_(reinterpret_cast<keyed_slot*>(static_cast<char*>(segment_.payload()) + header_bytes(s.shards)))

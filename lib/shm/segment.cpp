@@ -99,7 +99,7 @@ void fill_header(void* base, const detail::segment_layout& layout, std::size_t s
     h->size = size;
     h->config = layout.config;
     h->boot_id = boot;
-    layout.init(static_cast<char*>(base) + detail::payload_offset, layout.config);
+    layout.init(static_cast<char*>(base) + detail::payload_offset, layout);
 }
 
 // Creates the segment, initialised, and publishes it under `path` unless a file is already

@@ -177,7 +177,7 @@ private:
         return {kind,
                 {s.interval, static_cast<std::int64_t>(s.burst), s.slack, 0},
                 sizeof(std::atomic<std::int64_t>),
-                [](void* p, const std::array<std::int64_t, 4>&) noexcept { ::new (p) std::atomic<std::int64_t>(fresh); }};
+                [](void* p, const shm::detail::segment_layout&) noexcept { ::new (p) std::atomic<std::int64_t>(fresh); }};
     }
 
     static int128 z_of(std::int64_t w) noexcept { return word::z_of(w); }

@@ -34,6 +34,12 @@ struct table_options {
     /// on a tracked key takes no lock). 0 picks min(max_keys, 256); else 1 to
     /// min(max_keys, 65536).
     std::size_t shards = 0;
+
+    /// The seed of the key hash (which slot a key goes to): 0 draws one at random when the
+    /// table is created, so that nobody outside can aim keys at one shard; another value
+    /// makes the layout reproducible (tests). Used by the process that creates the table
+    /// only (not part of the configuration an attaching process must match).
+    std::uint64_t hash_seed = 0;
 };
 
 namespace detail {
@@ -239,6 +245,7 @@ private:
         std::size_t max_keys;
         std::size_t shards;
         std::size_t slots;   // per shard
+        std::uint64_t seed;  // 0: at random
     };
 
     keyed_gcra(const sluice::detail::gcra_step& step, const shape& s, const segment_options& where);
@@ -355,6 +362,7 @@ private:
     std::size_t max_keys_;
     std::size_t shard_count_;
     std::size_t slots_;
+    shape shape_;   // what the segment's init reads when this process creates it
     shm::segment segment_;
     std::uint64_t seed_;
     detail::keyed_shard* shards_;
