@@ -104,7 +104,9 @@ std::uint64_t random_seed() noexcept
 keyed_gcra::shape keyed_gcra::shape_of(const table_options& t)
 {
     if (t.max_keys == 0 || t.max_keys > most_keys) bad_option("shm::table_options::max_keys: 1 to 2^32");
-    std::size_t shards = t.shards ? t.shards : std::min(t.max_keys, default_shards);
+    // By default shards of 1,024 keys or more: a shard holds its share only, and small shares
+    // fill unevenly.
+    std::size_t shards = t.shards ? t.shards : std::clamp<std::size_t>(t.max_keys / 1024, 1, default_shards);
     if (shards > std::min<std::size_t>(t.max_keys, most_shards))
         bad_option("shm::table_options::shards: 1 to min(max_keys, 65536)");
     std::size_t per = (t.max_keys + shards - 1) / shards;

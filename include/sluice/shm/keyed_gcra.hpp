@@ -31,8 +31,9 @@ struct table_options {
     std::size_t max_keys = 100'000;
 
     /// Parts of the table, each with its own lock for inserting and evicting keys (deciding
-    /// on a tracked key takes no lock). 0 picks min(max_keys, 256); else 1 to
-    /// min(max_keys, 65536).
+    /// on a tracked key takes no lock), and its share of max_keys: a new key is refused
+    /// when its shard is full, so small shares fill unevenly. 0 picks max_keys / 1024,
+    /// between 1 and 256; else 1 to min(max_keys, 65536).
     std::size_t shards = 0;
 
     /// The seed of the key hash (which slot a key goes to): 0 draws one at random when the
