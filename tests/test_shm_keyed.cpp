@@ -159,18 +159,21 @@ std::vector<sluice::shm::keyed_gcra::tracked_key> check_table(const sluice::shm:
         REQUIRE(k.shard < t.shards());
         ++per[k.shard];
     }
-    for (std::size_t i = 0; i < t.shards(); ++i) CHECK(per[i] <= t.shard_capacity(i));
+    for (std::size_t i = 0; i < t.shards(); ++i) CHECK(per[i] <= t.shard_capacity());
     CHECK(t.size() == keys.size());
     CHECK(keys.size() <= t.max_keys());
     return keys;
 }
 
 // Random requests over `nkeys` keys on a table of `max_keys` in `shards`, against the
-// model: a key decides as its GCRA bucket; a key whose bucket is not idle is tracked (never
-// evicted); a key not tracked finds room unless its shard holds its share of keys that are
-// all busy, and then is refused with shm_table_full and a retry_after no later than the
-// first of them is idle. Time never goes back here (a key evicted at t is new at every
-// later instant; before t it would not be: the clock caveat of the class comment).
+// model: a key decides as its GCRA bucket. The table's choices are read back after every
+// request (which keys it tracks) and checked: a key whose bucket is not idle is never
+// evicted; a key is tracked only after a request of its own; an eviction removes one idle
+// key of the new key's shard, only for a new key that found the table (or its shard) full.
+// With the tracked set known, the model predicts exactly which new key is refused with
+// shm_table_full (and a retry_after no later than the first of its shard's keys is idle).
+// Time never goes back here (a key evicted at t is new at every later instant; before t it
+// would not be: the clock caveat of the class comment).
 void compare_with_model(const std::string& name, std::uint64_t seed, std::int64_t start, std::int64_t interval,
                         std::uint64_t burst, std::size_t max_keys, std::size_t shards, std::size_t nkeys, int ops)
 {
@@ -179,9 +182,12 @@ void compare_with_model(const std::string& name, std::uint64_t seed, std::int64_
                               {.max_keys = max_keys, .shards = shards, .hash_seed = seed});
     model m{interval, burst};
     auto keys = make_keys(nkeys, g);
-    std::map<test_key, model_bucket> buckets;
+    std::vector<std::size_t> shard(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) shard[i] = shard_of(t, keys[i]);
+    std::vector<model_bucket> buckets(keys.size());
+    std::vector<bool> tracked(keys.size());
     std::int64_t now = start;
-    int full = 0, admitted = 0, refused = 0;
+    int full = 0, admitted = 0, refused = 0, evictions = 0;
     for (int i = 0; i < ops; ++i) {
         CAPTURE(i);
         CAPTURE(now);
@@ -191,8 +197,9 @@ void compare_with_model(const std::string& name, std::uint64_t seed, std::int64_
         else if (step < 63)
             now += g.in(0, 4 * interval * static_cast<std::int64_t>(burst));
         // Most requests on a few hot keys, the others spread: hot keys run out, cold ones
-        // stay busy a while after each request, and the shards fill.
-        const test_key& k = keys[g.chance(60) ? g.below(8) : g.below(keys.size())];
+        // stay busy a while after each request, and the table fills.
+        const std::size_t ki = g.chance(60) ? g.below(8) : g.below(keys.size());
+        const test_key& k = keys[ki];
         CAPTURE(k.integer);
         CAPTURE(k.value);
         CAPTURE(k.text);
@@ -203,51 +210,79 @@ void compare_with_model(const std::string& name, std::uint64_t seed, std::int64_
             CHECK(d.error == (n == 0 ? error::invalid_count : error::exceeds_limit));
             continue;
         }
-        model_bucket& b = buckets[k];
-        std::size_t s = shard_of(t, k);
-        if (m.idle(b, now)) {
-            b = model_bucket{};   // idle decides as new; tracked or not
-            std::size_t busy = 0;
-            i128 first_idle = i128(1) << 100;
-            for (auto& [key, kb] : buckets)
-                if (!m.idle(kb, now) && shard_of(t, key) == s) {
-                    ++busy;
-                    first_idle = std::min(first_idle, m.idle_at(kb));
-                }
-            REQUIRE(busy <= t.shard_capacity(s));
-            if (busy == t.shard_capacity(s)) {
-                ++full;
-                CHECK_FALSE(d.admitted);
-                CHECK(d.error == error::shm_table_full);
-                CHECK(d.retry_after.count() > 0);
-                CHECK(d.retry_after.count() <= first_idle - now);
-                CHECK_FALSE(contains(t, k));
-                continue;
+        model_bucket& b = buckets[ki];
+        bool expect_full = false;
+        i128 first_idle = i128(1) << 100;
+        if (m.idle(b, now)) b = model_bucket{};   // idle decides as new, tracked or not
+        if (!tracked[ki]) {
+            std::size_t total = 0, here = 0;
+            bool idle_here = false;
+            for (std::size_t j = 0; j < keys.size(); ++j) {
+                if (!tracked[j]) continue;
+                ++total;
+                if (shard[j] != shard[ki]) continue;
+                ++here;
+                idle_here |= m.idle(buckets[j], now);
+                first_idle = std::min(first_idle, m.idle_at(buckets[j]));
             }
+            expect_full = (total >= max_keys || here >= t.shard_capacity()) && !idle_here;
         }
-        sluice::decision e = m.decide(b, n, now);
-        (e.admitted ? admitted : refused) += 1;
-        CHECK(d.error == boost::system::error_code());
-        CHECK(d.admitted == e.admitted);
-        CHECK(d.retry_after == e.retry_after);
-        CHECK(d.remaining == e.remaining);
-        CHECK(d.reset_after == e.reset_after);
-        if (d.admitted) CHECK(contains(t, k));
-        if (i % 500 == 0) {
-            auto tracked = check_table(t);
-            // Every busy key is tracked, with the model's state.
-            for (auto& [key, kb] : buckets)
-                if (!m.idle(kb, now)) CHECK(contains(t, key));
-            for (const auto& tk : tracked)
-                CHECK(tk.empty_at == static_cast<std::int64_t>(buckets[tk.integer ? test_key{true, tk.value, {}}
-                                                                                  : test_key{false, 0, tk.key}].z));
+        if (expect_full) {
+            ++full;
+            CHECK_FALSE(d.admitted);
+            CHECK(d.error == error::shm_table_full);
+            CHECK(d.retry_after.count() > 0);
+            CHECK(d.retry_after.count() <= first_idle - now);
+        } else {
+            sluice::decision e = m.decide(b, n, now);
+            (e.admitted ? admitted : refused) += 1;
+            CHECK(d.error == boost::system::error_code());
+            CHECK(d.admitted == e.admitted);
+            CHECK(d.retry_after == e.retry_after);
+            CHECK(d.remaining == e.remaining);
+            CHECK(d.reset_after == e.reset_after);
+        }
+        // What the table tracks now, against what it tracked before.
+        std::size_t gone = 0, total = 0;
+        const bool was_tracked = tracked[ki];
+        for (std::size_t j = 0; j < keys.size(); ++j) {
+            CAPTURE(j);
+            bool now_tracked = contains(t, keys[j]);
+            total += now_tracked;
+            if (j == ki) {
+                CHECK(now_tracked == (was_tracked || (!expect_full && d.admitted)));
+            } else if (tracked[j] && !now_tracked) {
+                ++gone;
+                CHECK(m.idle(buckets[j], now));
+                CHECK(shard[j] == shard[ki]);
+                CHECK_FALSE(was_tracked);
+            } else {
+                CHECK(now_tracked == tracked[j]);
+            }
+            tracked[j] = now_tracked;
+        }
+        CHECK(gone <= 1);
+        evictions += static_cast<int>(gone);
+        CHECK(total <= max_keys);
+        CHECK(t.size() == total);
+        if (i % 1000 == 0) {
+            auto listed = check_table(t);
+            CHECK(listed.size() == total);
+            for (const auto& tk : listed)
+                for (std::size_t j = 0; j < keys.size(); ++j)
+                    if (keys[j].integer == tk.integer && (tk.integer ? keys[j].value == tk.value : keys[j].text == tk.key))
+                        CHECK(tk.empty_at == static_cast<std::int64_t>(buckets[j].z));
         }
     }
     check_table(t);
-    MESSAGE("admitted " << admitted << ", refused " << refused << ", table full " << full << ", tracked " << t.size());
+    MESSAGE("admitted " << admitted << ", refused " << refused << ", table full " << full << ", evictions "
+                        << evictions << ", tracked " << t.size());
     CHECK(admitted > ops / 10);
     CHECK(refused > ops / 20);
-    if (nkeys > max_keys) CHECK(full > 0);
+    if (nkeys > max_keys) {
+        CHECK(full > 0);
+        CHECK(evictions > 0);
+    }
 }
 
 } // namespace
@@ -602,9 +637,10 @@ TEST_CASE("SIGKILL at random points while processes insert, evict and decide lea
         if (g.chance(5)) kill_one();   // between phases too (while idle or attaching)
         auto tracked = check_table(observer);
         std::map<std::string, i128> after;
-        std::vector<std::size_t> busy_in(observer.shards());
+        std::vector<std::size_t> busy_in(observer.shards()), count_in(observer.shards());
         for (const auto& tk : tracked) {
             after[tk.key] = tk.empty_at;
+            ++count_in[tk.shard];
             if (!(i128(tk.empty_at) + m.tau() <= now)) ++busy_in[tk.shard];
         }
         std::int64_t phase_recorded = 0;
@@ -630,11 +666,17 @@ TEST_CASE("SIGKILL at random points while processes insert, evict and decide lea
         total_recorded += phase_recorded;
         if (b->full[p].load() > 0) {
             ++full_phases;
-            // Refused for room: some shard held its share, all busy (now or at the end).
-            bool some_full = false;
+            // Refused for room: the table (or a shard) was full, and some shard had no idle
+            // key; both still hold at the end of the phase (keys consumed in it stay busy and
+            // tracked), unless a process killed between an eviction and its insert left one
+            // place free.
+            bool shard_all_busy = false;
             for (std::size_t s = 0; s < observer.shards(); ++s)
-                some_full |= busy_in[s] == observer.shard_capacity(s);
-            CHECK(some_full);
+                shard_all_busy |= busy_in[s] == count_in[s] && count_in[s] > 0;
+            CHECK(shard_all_busy);
+            bool at_cap = tracked.size() == observer.max_keys();
+            for (std::size_t s = 0; s < observer.shards(); ++s) at_cap |= count_in[s] == observer.shard_capacity();
+            CHECK((at_cap || phase_kills > 0));
         }
         z = after;
     }

@@ -28,35 +28,60 @@ std::size_t header_bytes(std::size_t shards) noexcept { return sizeof(keyed_head
 
 std::uint64_t generation(std::uint64_t meta) noexcept { return meta >> 8; }
 
-// Holds a shard's lock. A holder that died left the shard as its last step did: repair()
-// makes it whole before anyone reads it (see the class comment).
-class shard_lock {
+// Holds a robust lock. A holder that died left what it guarded as its last step did:
+// `repair` makes it whole before anyone reads it, and is repeated if the repairer dies too
+// (the lock stays inconsistent until it is marked consistent).
+class robust_lock {
 public:
-    shard_lock(keyed_shard& s, keyed_slot* slots, std::size_t n) noexcept : s_(s)
+    template <class Repair>
+    robust_lock(pthread_mutex_t& m, Repair&& repair) noexcept : m_(m)
     {
-        int r = ::pthread_mutex_lock(&s.mutex);
+        int r = ::pthread_mutex_lock(&m);
         if (r == EOWNERDEAD) {
-            repair(slots, n);
-            r = ::pthread_mutex_consistent(&s.mutex);
+            repair();
+            r = ::pthread_mutex_consistent(&m);
         }
         held_ = r == 0;
     }
-    ~shard_lock()
+    ~robust_lock()
     {
-        if (held_) ::pthread_mutex_unlock(&s_.mutex);
+        if (held_) ::pthread_mutex_unlock(&m_);
     }
-    shard_lock(const shard_lock&) = delete;
-    shard_lock& operator=(const shard_lock&) = delete;
+    robust_lock(const robust_lock&) = delete;
+    robust_lock& operator=(const robust_lock&) = delete;
 
     bool held() const noexcept { return held_; }
 
 private:
-    // Every step of an insert or an eviction left the shard in a state this undoes or
-    // finishes; repeated if the repairer dies too (the lock stays inconsistent until then).
-    void repair(keyed_slot* slots, std::size_t n) noexcept
-    {
+    pthread_mutex_t& m_;
+    bool held_ = false;
+};
+
+constexpr std::int64_t tomb_word = sluice::detail::min_ns + 1;
+
+// The table's count lock: a holder that died between a shard's count and the table's
+// leaves the sum to be taken again (every shard's count changes under this lock only).
+robust_lock table_lock(keyed_header& h, keyed_shard* shards, std::size_t n) noexcept
+{
+    return robust_lock(h.mutex, [&] {
+        std::uint64_t sum = 0;
+        for (std::size_t i = 0; i < n; ++i) sum += shards[i].count.load(std::memory_order_relaxed);
+        h.count.store(sum, std::memory_order_relaxed);
+        h.repairs.fetch_add(1, std::memory_order_relaxed);
+    });
+}
+
+// A shard's lock. Every step of an insert or an eviction left the shard in a state the
+// repair undoes or finishes: a half-written slot is free, an eviction that swapped the
+// state to the tombstone has its tag deleted, and the count is taken again from the slots
+// (the table's with it, by the difference).
+robust_lock shard_lock(keyed_header& h, keyed_shard* shards, std::size_t n, std::size_t si, keyed_slot* slots,
+                       std::size_t nslots) noexcept
+{
+    keyed_shard& s = shards[si];
+    return robust_lock(s.mutex, [&] {
         std::uint64_t count = 0;
-        for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t i = 0; i < nslots; ++i) {
             keyed_slot& e = slots[i];
             std::uint64_t m = e.meta.load(std::memory_order_relaxed);
             std::uint64_t t = e.tag.load(std::memory_order_relaxed);
@@ -66,24 +91,22 @@ private:
                 // is free; an even generation again for the readers' sequence check.
                 e.meta.store(((generation(m) + 1) << 8) | (m & 0xff), std::memory_order_release);
             }
-            if ((t & 1) && (half_written || e.state.load(std::memory_order_acquire) == tomb_word())) {
-                // An eviction that swapped the state to the tombstone and died before it
-                // deleted the tag.
+            if ((t & 1) && (half_written || e.state.load(std::memory_order_acquire) == tomb_word)) {
                 e.tag.store(slot_deleted, std::memory_order_release);
                 t = slot_deleted;
             }
             if (t & 1) ++count;
         }
-        s_.count.store(count, std::memory_order_relaxed);
-        s_.idle_floor.store(sluice::detail::min_ns, std::memory_order_relaxed);
-        s_.repairs.fetch_add(1, std::memory_order_relaxed);
-    }
-
-    static constexpr std::int64_t tomb_word() noexcept { return sluice::detail::min_ns + 1; }
-
-    keyed_shard& s_;
-    bool held_ = false;
-};
+        {
+            robust_lock g = table_lock(h, shards, n);
+            std::uint64_t was = s.count.load(std::memory_order_relaxed);
+            h.count.store(h.count.load(std::memory_order_relaxed) + count - was, std::memory_order_relaxed);
+            s.count.store(count, std::memory_order_relaxed);
+        }
+        s.idle_floor.store(sluice::detail::min_ns, std::memory_order_relaxed);
+        s.repairs.fetch_add(1, std::memory_order_relaxed);
+    });
+}
 
 std::uint64_t random_seed() noexcept
 {
@@ -131,6 +154,7 @@ shm::detail::segment_layout keyed_gcra::layout(const sluice::detail::gcra_step& 
                 ::pthread_mutexattr_init(&a);
                 ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
                 ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+                ::pthread_mutex_init(&h->mutex, &a);
                 for (std::size_t i = 0; i < shards; ++i) {
                     auto* s = ::new (&sh[i]) keyed_shard{};
                     ::pthread_mutex_init(&s->mutex, &a);
@@ -154,7 +178,8 @@ keyed_gcra::keyed_gcra(const sluice::detail::gcra_step& step, const shape& s, co
       slots_(s.slots),
       shape_(s),
       segment_(where, layout(step, shape_)),
-      seed_(static_cast<const keyed_header*>(segment_.payload())->seed),
+      header_(static_cast<keyed_header*>(segment_.payload())),
+      seed_(header_->seed),
       shards_(reinterpret_cast<keyed_shard*>(static_cast<char*>(segment_.payload()) + sizeof(keyed_header))),
       slots_ptr_(reinterpret_cast<keyed_slot*>(static_cast<char*>(segment_.payload()) + header_bytes(s.shards)))
 {
@@ -168,7 +193,7 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
     const std::size_t si = shard_index(h);
     keyed_shard& s = shards_[si];
     keyed_slot* base = slots_of(si);
-    shard_lock lock(s, base, slots_);
+    robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_);
     if (!lock.held()) return invalid(n, error::shm_unavailable);
     const std::uint64_t tag = h | 1;
 
@@ -209,19 +234,27 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
         return true;
     });
 
-    const std::size_t cap = shard_capacity(si);
-    std::uint64_t count = s.count.load(std::memory_order_relaxed);
-    if (count >= cap) {
+    // Room: counted in the table (and the shard), after evicting an idle key of this shard
+    // when the table is full; each eviction makes room for one, unless another process
+    // took it meanwhile.
+    for (;;) {
+        int room = count_in(si);
+        if (room < 0) return invalid(n, error::shm_unavailable);
+        if (room > 0) break;
         std::int64_t retry = 0;
         if (!evict_one(si, now, retry)) {
             decision full = invalid(n, error::shm_table_full);
             full.retry_after = std::chrono::nanoseconds{retry};
             return full;
         }
-        look(free);   // the eviction may have changed the probe sequence's free slots
-        count = s.count.load(std::memory_order_relaxed);
     }
-    if (free == slots_) return invalid(n, error::shm_table_full);   // not while count < cap <= slots / 2
+    look(free);   // evictions may have changed the probe sequence's free slots
+    if (free == slots_) {   // never: a shard holds at most three quarters of its slots
+        robust_lock g = table_lock(*header_, shards_, shard_count_);
+        s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        header_->count.store(header_->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        return invalid(n, error::shm_table_full);
+    }
 
     // Written whole before the tag publishes it: a reader that sees the tag sees the key
     // and its state; a holder killed before the tag leaves a free slot.
@@ -234,10 +267,22 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
     e.meta.store((g << 8) | k.size, std::memory_order_release);
     e.state.store(first, std::memory_order_release);
     e.tag.store(tag, std::memory_order_release);
-    s.count.store(count + 1, std::memory_order_relaxed);
     std::int64_t idle = sluice::detail::sat_narrow(step_.idle_at(word::z_of(first)));
     if (idle < s.idle_floor.load(std::memory_order_relaxed)) s.idle_floor.store(idle, std::memory_order_relaxed);
     return d;
+}
+
+int keyed_gcra::count_in(std::size_t si) noexcept
+{
+    keyed_shard& s = shards_[si];
+    robust_lock g = table_lock(*header_, shards_, shard_count_);
+    if (!g.held()) return -1;
+    std::uint64_t total = header_->count.load(std::memory_order_relaxed);
+    std::uint64_t here = s.count.load(std::memory_order_relaxed);
+    if (total >= max_keys_ || here >= shard_capacity()) return 0;
+    s.count.store(here + 1, std::memory_order_relaxed);
+    header_->count.store(total + 1, std::memory_order_relaxed);
+    return 1;
 }
 
 bool keyed_gcra::evict_one(std::size_t si, std::int64_t now, std::int64_t& retry) noexcept
@@ -266,7 +311,11 @@ bool keyed_gcra::evict_one(std::size_t si, std::int64_t now, std::int64_t& retry
             // The linearisation point: a decision that read w fails its swap from now on.
             if (e.state.compare_exchange_weak(w, tomb, std::memory_order_acq_rel, std::memory_order_acquire)) {
                 e.tag.store(slot_deleted, std::memory_order_release);
-                s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                {
+                    robust_lock g = table_lock(*header_, shards_, shard_count_);
+                    s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                    header_->count.store(header_->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                }
                 clean_after(base, i);
                 s.hand.store(i + 1, std::memory_order_relaxed);
                 return true;
@@ -329,16 +378,11 @@ std::size_t keyed_gcra::shard_of(std::uint64_t key) const noexcept
     return shard_index(hash(k));
 }
 
-std::size_t keyed_gcra::size() const noexcept
-{
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < shard_count_; ++i) n += shards_[i].count.load(std::memory_order_relaxed);
-    return n;
-}
+std::size_t keyed_gcra::size() const noexcept { return header_->count.load(std::memory_order_relaxed); }
 
 std::uint64_t keyed_gcra::repairs() const noexcept
 {
-    std::uint64_t n = 0;
+    std::uint64_t n = header_->repairs.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < shard_count_; ++i) n += shards_[i].repairs.load(std::memory_order_relaxed);
     return n;
 }
@@ -348,7 +392,7 @@ std::vector<keyed_gcra::tracked_key> keyed_gcra::keys() const
     std::vector<tracked_key> out;
     for (std::size_t si = 0; si < shard_count_; ++si) {
         keyed_slot* base = slots_of(si);
-        shard_lock lock(shards_[si], base, slots_);
+        robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_);
         if (!lock.held())
             throw boost::system::system_error(make_error_code(error::shm_unavailable), "shm::keyed_gcra shard lock");
         for (std::size_t i = 0; i < slots_; ++i) {

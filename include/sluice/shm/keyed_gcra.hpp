@@ -26,14 +26,14 @@ namespace sluice::shm {
 
 /// The shape of a shared-memory key table, fixed when the segment is created.
 struct table_options {
-    /// Hard cap on keys tracked at once, over all shards (each shard holds its share:
-    /// max_keys / shards, the first max_keys % shards one more). 1 to 2^32.
+    /// Hard cap on keys tracked at once, over the whole table. 1 to 2^32.
     std::size_t max_keys = 100'000;
 
     /// Parts of the table, each with its own lock for inserting and evicting keys (deciding
-    /// on a tracked key takes no lock), and its share of max_keys: a new key is refused
-    /// when its shard is full, so small shares fill unevenly. 0 picks max_keys / 1024,
-    /// between 1 and 256; else 1 to min(max_keys, 65536).
+    /// on a tracked key takes no lock) and room for 1.5 times its share of max_keys (a
+    /// shard fuller than that, beyond a dozen standard deviations of a random spread, refuses
+    /// new keys too). 0 picks max_keys / 1024, between 1 and 256; else 1 to
+    /// min(max_keys, 65536).
     std::size_t shards = 0;
 
     /// The seed of the key hash (which slot a key goes to): 0 draws one at random when the
@@ -80,9 +80,16 @@ struct alignas(64) keyed_shard {
 };
 static_assert(sizeof(keyed_shard) == 128);
 
+// The table's own: the hash seed, and the count of keys against max_keys with its lock
+// (taken after a shard's, never before; each shard's count changes with it, under it, so
+// that the count is always the sum of the shards').
 struct alignas(64) keyed_header {
     std::uint64_t seed;   // of the key hash, drawn when the segment is created
+    alignas(64) pthread_mutex_t mutex;
+    std::atomic<std::uint64_t> count;
+    std::atomic<std::uint64_t> repairs;
 };
+static_assert(sizeof(keyed_header) == 128);
 
 } // namespace detail
 
@@ -102,12 +109,14 @@ struct alignas(64) keyed_header {
 /// collisions are then yours). And 64-bit integers, a kind apart: the integer 7 and the
 /// string "7" are two keys. The table's hash (its buckets) is seeded per segment, at random.
 ///
-/// Bounds: at most max_keys keys, each shard its share; a key is evicted only when it is
-/// idle (its bucket is full again, so a new bucket decides the same), and only when a new
-/// key needs the room. A new key that finds its shard full with no key idle is refused
-/// with error::shm_table_full (retry_after: no key of the shard can be idle before then),
-/// never admitted unlimited. Memory: 64 bytes a slot, two slots a key of max_keys (so that
-/// look-ups stay short), plus 128 bytes a shard: about 130 MB at 1,000,000 keys.
+/// Bounds: at most max_keys keys in the table; a key is evicted only when it is idle (its
+/// bucket is full again, so a new bucket decides the same), and only when a new key needs
+/// the room: an idle key of the new key's own shard (a shard is 1 / shards() of the table).
+/// A new key that finds the table full (or its shard: shard_capacity()) with no key of its
+/// shard idle is refused with error::shm_table_full (retry_after: no key of the shard can
+/// be idle before then), never admitted unlimited. Memory: 64 bytes a slot, two slots a key
+/// of max_keys (so that look-ups stay short), plus 128 bytes a shard: 128 MB at 1,000,000
+/// keys.
 ///
 /// How processes share it without a lock a dead process could hold (why, not what):
 /// - A decision on a tracked key takes no lock: it finds the key's slot (open addressing,
@@ -116,8 +125,10 @@ struct alignas(64) keyed_header {
 ///   instruction of it leaves the word as before or after its swap.
 /// - Inserting and evicting take the shard's mutex, process-shared and robust: a holder
 ///   that dies makes the next one get EOWNERDEAD, repair the shard (finish or undo what the
-///   dead one left: a half-written slot is free, an evicted key's slot deleted, the count
-///   recounted) and mark it consistent. The steps are ordered so that every prefix is
+///   dead one left: a half-written slot is free, an evicted key's slot deleted, the counts
+///   recounted) and mark it consistent. The table's count has a robust lock of its own,
+///   taken inside a shard's for a moment: a holder that dies there leaves it to be summed
+///   again from the shards'. The steps are ordered so that every prefix is
 ///   repairable: a new key's slot is written whole (key, then its first decision's state)
 ///   before its tag publishes it; an eviction first swaps the state word from the idle
 ///   value it read to a tombstone, then deletes the tag.
@@ -193,13 +204,13 @@ public:
     /// Whether the integer `key` is tracked now.
     bool contains(std::uint64_t key) const noexcept;
 
-    /// The shard `key` belongs to (0 .. shards() - 1): its keys share shard_capacity().
+    /// The shard `key` belongs to (0 .. shards() - 1): a new key evicts in its own shard.
     std::size_t shard_of(std::string_view key) const noexcept;
     /// The same for an integer key.
     std::size_t shard_of(std::uint64_t key) const noexcept;
 
-    /// Keys tracked now, by the shards' counts (exact when no process is inside an insert
-    /// or an eviction).
+    /// Keys tracked now, by the table's count (exact when no process is inside an insert or
+    /// an eviction).
     std::size_t size() const noexcept;
 
     /// One tracked key, as keys() lists it.
@@ -219,12 +230,10 @@ public:
     std::size_t max_keys() const noexcept { return max_keys_; }
     /// Shards of the table.
     std::size_t shards() const noexcept { return shard_count_; }
-    /// Keys shard i may hold.
-    std::size_t shard_capacity(std::size_t i) const noexcept
-    {
-        return max_keys_ / shard_count_ + (i < max_keys_ % shard_count_ ? 1 : 0);
-    }
-    /// How many times a shard was repaired after a process died holding its lock.
+    /// Keys one shard may hold (three quarters of its slots: 1.5 times its share).
+    std::size_t shard_capacity() const noexcept { return slots_ * 3 / 4; }
+    /// How many times a shard or the table's count was repaired after a process died
+    /// holding its lock.
     std::uint64_t repairs() const noexcept;
 
     /// The rate each key's bucket refills at.
@@ -355,6 +364,10 @@ private:
     // Under shard si's lock: evicts one idle key, or says how long until one can be idle.
     bool evict_one(std::size_t si, std::int64_t now, std::int64_t& retry) noexcept;
 
+    // Under shard si's lock: counts one key more in the shard and the table (1), or says
+    // there is no room (0) or that the table's lock is broken (-1).
+    int count_in(std::size_t si) noexcept;
+
     // Under the lock, after slot i was deleted: turns deleted slots no look-up needs back
     // into never-used ones.
     void clean_after(detail::keyed_slot* base, std::size_t i) const noexcept;
@@ -365,6 +378,7 @@ private:
     std::size_t slots_;
     shape shape_;   // what the segment's init reads when this process creates it
     shm::segment segment_;
+    detail::keyed_header* header_;
     std::uint64_t seed_;
     detail::keyed_shard* shards_;
     detail::keyed_slot* slots_ptr_;
