@@ -185,7 +185,7 @@ keyed_gcra::keyed_gcra(const sluice::detail::gcra_step& step, const shape& s, co
 {
 }
 
-decision keyed_gcra::invalid(std::uint64_t /*n*/, error e) noexcept { return sluice::detail::invalid_decision(e); }
+decision keyed_gcra::invalid(error e) noexcept { return sluice::detail::invalid_decision(e); }
 
 decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, std::uint64_t n,
                                    std::int64_t now) noexcept
@@ -194,7 +194,7 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
     keyed_shard& s = shards_[si];
     keyed_slot* base = slots_of(si);
     robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_);
-    if (!lock.held()) return invalid(n, error::shm_unavailable);
+    if (!lock.held()) return invalid(error::shm_unavailable);
     const std::uint64_t tag = h | 1;
 
     // Finds the key, or the first free slot of its probe sequence (where it goes: every
@@ -239,11 +239,11 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
     // took it meanwhile.
     for (;;) {
         int room = count_in(si);
-        if (room < 0) return invalid(n, error::shm_unavailable);
+        if (room < 0) return invalid(error::shm_unavailable);
         if (room > 0) break;
         std::int64_t retry = 0;
         if (!evict_one(si, now, retry)) {
-            decision full = invalid(n, error::shm_table_full);
+            decision full = invalid(error::shm_table_full);
             full.retry_after = std::chrono::nanoseconds{retry};
             return full;
         }
@@ -253,7 +253,7 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
         robust_lock g = table_lock(*header_, shards_, shard_count_);
         s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
         header_->count.store(header_->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-        return invalid(n, error::shm_table_full);
+        return invalid(error::shm_table_full);
     }
 
     // Written whole before the tag publishes it: a reader that sees the tag sees the key

@@ -151,6 +151,9 @@ static_assert(sizeof(keyed_header) == 128);
 /// by d is new to one that reads behind, which admits at most d / interval permits early,
 /// the same bound as a clock ahead. Refunds and reservations are not offered: a key has no
 /// waiting queue (try_acquire only).
+///
+/// Thread-safety: one object may be used from any number of threads, as any number of
+/// processes use the table.
 class keyed_gcra {
 public:
     /// The segment's kind: this table's layout (slots of 64 bytes, keys of 40).
@@ -183,7 +186,7 @@ public:
     /// beyond repair (never by a process sluice manages).
     decision try_acquire(std::string_view key, std::uint64_t n, std::int64_t now) noexcept
     {
-        if (key.size() > max_key_size) return invalid(n, error::shm_key_too_long);
+        if (key.size() > max_key_size) return invalid(error::shm_key_too_long);
         detail::key_image k{};
         std::memcpy(k.words, key.data(), key.size());
         k.size = key.size();
@@ -263,7 +266,7 @@ private:
     static shape shape_of(const table_options& t);
     static shm::detail::segment_layout layout(const sluice::detail::gcra_step& step, const shape& s) noexcept;
 
-    static decision invalid(std::uint64_t n, error e) noexcept;
+    static decision invalid(error e) noexcept;
 
     static std::uint64_t rotl(std::uint64_t x, int r) noexcept { return (x << r) | (x >> (64 - r)); }
 
@@ -321,7 +324,7 @@ private:
 
     [[gnu::always_inline]] decision decide(const detail::key_image& k, std::uint64_t n, std::int64_t now) noexcept
     {
-        if (n == 0 || n > step_.burst) return invalid(n, n == 0 ? error::invalid_count : error::exceeds_limit);
+        if (n == 0 || n > step_.burst) return invalid(n == 0 ? error::invalid_count : error::exceeds_limit);
         const std::uint64_t h = hash(k);
         for (bool again = true; again;) {
             again = false;
