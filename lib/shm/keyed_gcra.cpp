@@ -261,9 +261,11 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
     keyed_slot& e = base[free];
     std::uint64_t g = generation(e.meta.load(std::memory_order_relaxed));
     g += (g & 1) ? 1 : 2;   // from even to even, through odd while the key is written
+    // The odd generation first: a reader that reads any of the new key's words (acquire,
+    // from these release stores) then reads an odd or later generation, and discards what
+    // it read (no fence: ThreadSanitizer does not follow fences).
     e.meta.store((g - 1) << 8, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    for (std::size_t i = 0; i < 5; ++i) e.key[i].store(k.words[i], std::memory_order_relaxed);
+    for (std::size_t i = 0; i < 5; ++i) e.key[i].store(k.words[i], std::memory_order_release);
     e.meta.store((g << 8) | k.size, std::memory_order_release);
     e.state.store(first, std::memory_order_release);
     e.tag.store(tag, std::memory_order_release);

@@ -107,7 +107,8 @@ static_assert(sizeof(keyed_header) == 128);
 /// compared byte for byte, so two keys never share a bucket; a longer key is refused at the
 /// call with error::shm_key_too_long (hash a longer key yourself and pass the digest, whose
 /// collisions are then yours). And 64-bit integers, a kind apart: the integer 7 and the
-/// string "7" are two keys. The table's hash (its buckets) is seeded per segment, at random.
+/// string "7" are two keys. The hash only places keys (the shard, the slot): it is seeded per
+/// segment, at random unless table_options::hash_seed fixes it.
 ///
 /// Bounds: at most max_keys keys in the table; a key is evicted only when it is idle (its
 /// bucket is full again, so a new bucket decides the same), and only when a new key needs
@@ -136,7 +137,8 @@ static_assert(sizeof(keyed_header) == 128);
 ///   point. A decision that read the idle state before it fails its swap (the word is the
 ///   tombstone now), finds the key gone and inserts it again under the lock: whatever it
 ///   admits is on a new full bucket, which is what the idle one held. A decision that
-///   committed first made the key not idle, so the eviction's swap fails and the key stays.
+///   committed first changed the word, so the eviction's swap fails and it looks again:
+///   the key is busy now, or idle with that decision's permits refilled by then.
 /// - No decision on another key's bucket: a slot is reused only for a key inserted later;
 ///   a decision that found its key checks the slot's generation after reading the state and
 ///   again after its swap. If the slot was reused meanwhile it decides again; in the
@@ -295,7 +297,7 @@ private:
     static bool same_key(const detail::keyed_slot& e, const detail::key_image& k) noexcept
     {
         bool same = true;
-        for (std::size_t i = 0; i < 5; ++i) same &= e.key[i].load(std::memory_order_relaxed) == k.words[i];
+        for (std::size_t i = 0; i < 5; ++i) same &= e.key[i].load(std::memory_order_acquire) == k.words[i];
         return same;
     }
 
