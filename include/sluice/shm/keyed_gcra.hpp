@@ -220,11 +220,11 @@ public:
 
     /// One tracked key, as keys() lists it.
     struct tracked_key {
-        std::string key;         // the string key's bytes (empty for an integer key)
-        bool integer = false;    // an integer key
-        std::uint64_t value = 0; // the integer key
-        std::size_t shard = 0;
-        std::int64_t empty_at = 0;   // its state: the instant its bucket is empty
+        std::string key;         ///< The string key's bytes (empty for an integer key).
+        bool integer = false;    ///< Whether it is an integer key.
+        std::uint64_t value = 0; ///< The integer key.
+        std::size_t shard = 0;   ///< Its shard.
+        std::int64_t empty_at = 0;   ///< Its state: the instant its bucket is empty.
     };
 
     /// Every key tracked now, shard by shard, each read under its shard's lock (for
