@@ -383,6 +383,13 @@ TEST_CASE("shm::keyed_gcra: a full table refuses a new key until one is idle; ke
           }) == error::invalid_option);
     CHECK(thrown_by([&] { sluice::shm::keyed_gcra x(bad.str(), rate::per_second(1), 0); }) == error::invalid_limit);
     CHECK(::access(bad.path().c_str(), F_OK) != 0);
+    // A table larger than /dev/shm can hold (2^32 keys: 512 GiB) is refused when created,
+    // not a SIGBUS when a page is first touched.
+    CHECK(thrown_by([&] {
+              sluice::shm::keyed_gcra x(bad.str(), rate::per_second(1), 1,
+                                        {.max_keys = std::size_t{1} << 32, .shards = 256});
+          }) == error::shm_unavailable);
+    CHECK(::access(bad.path().c_str(), F_OK) != 0);
 }
 
 TEST_CASE("shm::keyed_gcra: another configuration or another kind of segment is refused")
