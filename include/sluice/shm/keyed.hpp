@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 namespace sluice::shm {
 
@@ -31,6 +33,7 @@ public:
     /// Attaches to (or creates) the table of `where` (a segment name or segment_options);
     /// throws as shm::keyed_gcra.
     template <class Where>
+        requires std::is_convertible_v<Where, std::string_view> || std::is_convertible_v<Where, const segment_options&>
     keyed(Where&& where, sluice::rate r, std::uint64_t burst, const table_options& table = {},
           std::chrono::nanoseconds slack = {})
         : table_(std::forward<Where>(where), r, burst, table, slack)
