@@ -149,7 +149,8 @@ static_assert(sizeof(keyed_header) == 128);
 ///   see each key's bucket as it was before or after, never in between.
 ///
 /// Time: as shm::gcra (one time line for every process: steady_clock, or tsc_clock within
-/// its drift). Eviction adds one case: a key evicted by a process whose clock reads ahead
+/// its drift; instants within burst x interval + slack of the int64 clock's beginning
+/// decide conservatively). Eviction adds one case: a key evicted by a process whose clock reads ahead
 /// by d is new to one that reads behind, which admits at most d / interval permits early,
 /// the same bound as a clock ahead. Refunds and reservations are not offered: a key has no
 /// waiting queue (try_acquire only).
