@@ -164,6 +164,13 @@ shm over in-process, line by line of the same round (goal: within 1.15). The las
 `std::chrono::steady_clock` as both limiters' Clock: what the shared bucket would cost on the
 clock that every process reads exactly alike."""
 
+SHM_KEYED_TEXT = """\
+`--scenario keyed --backend shm`: the keyed scenario (one thread, uniform keys, admitting)
+on `shm::keyed<>`, one table of 1,000,000 keys in a shared-memory segment, beside the
+in-process `keyed<token_bucket<>>` of the same size in the same process and round. Ratio:
+shm over in-process, round by round (goal: within 1.5). Bytes per key: resident memory
+after filling, over the keys (the table's slots are fixed: two a key of its cap)."""
+
 SHM_FLEET_TEXT = """\
 `--scenario shared --backend shm`: the fleet of the Redis section (P processes x 32 callers,
 burst 1, the same JSON keys) on one `shm::token_bucket` in a shared-memory segment: no server.
@@ -245,6 +252,7 @@ SHM_ROWS = (("t1 admitting", ["--threads", "1", "--admitting=true"]),
             ("2 processes rejecting", ["--procs", "2", "--admitting=false"]),
             ("t1 rejecting, steady_clock", ["--threads", "1", "--admitting=false", "--clock", "steady"]))
 SHM_FLEET = (("try", []), ("acquire", ["--mode", "acquire"]))
+SHM_KEYED = (("1,000,000 string keys", ["--key", "string"]), ("1,000,000 u64 keys", ["--key", "u64"]))
 FLEET_RATES = ("1000", "10000", "100000")
 FLEET_COLS = ("sluice try, lease 64", "sluice acquire, bucket", "sluice acquire, window", "rate-limiter-flexible")
 
@@ -311,6 +319,9 @@ def plan(a, B, peers):
     jobs.append(("shared", "redis-benchmark", None))   # redis_benchmark() below
     for row, extra in SHM_ROWS:
         jobs.append(("shm", "shm/try/" + row, [B, "--scenario", "try", "--backend", "shm", "--ops", ops] + extra))
+    for row, extra in SHM_KEYED:
+        jobs.append(("shm", "shm/keyed/" + row, [B, "--scenario", "keyed", "--backend", "shm", "--keys", "1000000",
+                                                 "--dist", "uniform", "--ops", keyed_ops] + extra))
     for col, extra in SHM_FLEET:
         jobs.append(("shm", "shm/fleet/" + col, [B, "--scenario", "shared", "--backend", "shm", "--procs", procs,
                                                  "--concurrency", "32", "--rate", "100000", "--seconds", secs] + extra))
@@ -663,6 +674,20 @@ def render(res):
         rows.append([row, res.cell(job, "ns_per_op", "%.1f", backend="local"), res.cell(job, "ns_per_op", "%.1f", backend="shm"),
                      res.span(ratios, "%.2f")])
     md += table(["try, ns per check", "in-process `token_bucket<>`", "`shm::token_bucket<>`", "shm / in-process"], rows)
+    md += ["", SHM_KEYED_TEXT, ""]
+    rows = []
+    for row, _ in SHM_KEYED:
+        job = "shm/keyed/" + row
+        ratios = []
+        for rnd in sorted({l["round"] for l in res.lines if l["job"] == job}):
+            by = {l.get("backend"): l for l in res.lines if l["job"] == job and l["round"] == rnd}
+            if "local" in by and "shm" in by and by["local"].get("ns_per_op"):
+                ratios.append(by["shm"]["ns_per_op"] / by["local"]["ns_per_op"])
+        rows.append([row, res.cell(job, "ns_per_op", "%.0f", backend="local"), res.cell(job, "ns_per_op", "%.0f", backend="shm"),
+                     res.span(ratios, "%.2f"), res.cell(job, "bytes_per_key", "%.0f", backend="local"),
+                     res.cell(job, "bytes_per_key", "%.0f", backend="shm"), res.cell(job, "insert_ns_per_key", "%.0f", backend="shm")])
+    md += table(["keyed, one thread, ns per check", "in-process `keyed<token_bucket<>>`", "`shm::keyed<>`", "shm / in-process",
+                 "bytes per key, in-process", "bytes per key, shm", "new key, shm, ns"], rows)
     md += ["", SHM_FLEET_TEXT, ""]
     shm_fleet = [l for l in res.lines if l["job"].startswith("shm/fleet/") and "procs" in l]
     sp, ss = (str(shm_fleet[0]["procs"]), str(shm_fleet[0]["seconds"])) if shm_fleet else ("P", "D")

@@ -23,6 +23,11 @@
 // --clock default|steady|tsc|coarse: the Clock of the limiters (and of the naive version's
 // reads), default sluice::default_clock.
 //
+// --backend shm (keys string or u64): the same run on sluice::shm::keyed<Clock>, one table of
+// max_keys = --keys in a shared-memory segment (removed after), beside the in-process
+// keyed<token_bucket<Clock>> in the same process: two lines, "backend": "local" then
+// "shm" (created and evicted: 0 on the shm line, which does not count them).
+//
 // The reference: chase_ns, one hop of a dependent random pointer chase over 128 MB (a
 // cache miss and most often a TLB miss), measured in the same run; misses_per_check =
 // ns_per_op / chase_ns.
@@ -35,6 +40,7 @@
 
 #include <sluice/keyed.hpp>
 #include <sluice/policy/gcra.hpp>
+#include <sluice/shm/keyed.hpp>
 #include <sluice/token_bucket.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -216,7 +222,7 @@ struct result {
 
 template <class Keys, class Clock>
 result measure(const options& o, std::size_t keys, const std::vector<std::vector<std::uint32_t>>& seqs, sluice::rate r,
-               std::uint64_t burst, bool naive)
+               std::uint64_t burst, bool naive, bool shm = false)
 {
     using key_type = typename Keys::stored;
     result res;
@@ -228,7 +234,20 @@ result measure(const options& o, std::size_t keys, const std::vector<std::vector
         res.insert_ns = static_cast<double>((steady::now() - fill_start).count()) / static_cast<double>(keys);
         res.after = resident_bytes();
     };
-    if (naive) {
+    if (shm) {
+        if constexpr (std::is_same_v<key_type, std::string> || std::is_same_v<key_type, std::uint64_t>) {
+            const std::string name = "/sluice-bench-keyed-" + std::to_string(::getpid());
+            sluice::shm::remove(name);
+            {
+                sluice::shm::keyed<Clock> k(name, r, burst, sluice::shm::table_options{.max_keys = keys});
+                sluice::shm::remove(name);   // the mapping stays; nothing is left behind
+                fill(k);
+                auto [wall, adm] = run<Keys>(o, seqs, [&](const auto& key) { return k.try_acquire(key).admitted; });
+                res.ns_per_op = wall / static_cast<double>(o.ops);
+                res.admitted = adm;
+            }
+        }
+    } else if (naive) {
         naive_keyed<Clock, key_type> k(r, burst);
         fill(k);
         auto [wall, adm] = run<Keys>(o, seqs, [&](const auto& key) { return k.try_acquire(key); });
@@ -284,38 +303,50 @@ int run_keyed(const options& o)
     sluice::rate r = o.admitting ? sluice::rate::every(std::chrono::nanoseconds(interval)) : sluice::rate::per_second(1);
     bool naive = o.policy == "naive";
     std::string policy = naive ? "naive" : "keyed";
-
-    result res = with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
-        if (keyed_key == "u64") return measure<u64_keys, Clock>(o, keys, seqs, r, burst, naive);
-        if (keyed_key == "ipv4") return measure<ipv4_keys, Clock>(o, keys, seqs, r, burst, naive);
-        if constexpr (std::is_invocable_v<const sluice::key_hash<u128>&, const u128&>)
-            if (keyed_key == "ipv6") return measure<ipv6_keys, Clock>(o, keys, seqs, r, burst, naive);
-        return measure<string_keys, Clock>(o, keys, seqs, r, burst, naive);
-    });
-    seqs.clear();
-    double chase = pointer_chase_ns();
-    json_line j;
-    j.add("scenario", "keyed")
-        .add("policy", policy)
-        .add("key", keyed_key)
-        .add("keys", static_cast<long long>(keys))
-        .add("dist", keyed_dist)
-        .add("threads", o.threads)
-        .add("admitting", o.admitting)
-        .add("ops", static_cast<long long>(o.ops))
-        .add("clock", clock_read(o.clock))
-        .add("clock_type", clock_type(o.clock))
-        .add("clock_ns", clock_read_ns(o.clock))
-        .add("ns_per_op", res.ns_per_op)
-        .add("chase_ns", chase)
-        .add("misses_per_check", res.ns_per_op / chase)
-        .add("insert_ns_per_key", res.insert_ns)
-        .add("bytes_per_key", static_cast<double>(res.after - res.before) / static_cast<double>(keys))
-        .add("max_rss_kib", max_rss_kib())
-        .add("admitted", static_cast<unsigned long long>(res.admitted))
-        .add("created", static_cast<unsigned long long>(res.created))
-        .add("evicted", static_cast<unsigned long long>(res.evicted));
-    j.emit();
+    bool shm = o.backend == "shm";
+    if ((shm && (naive || (keyed_key != "string" && keyed_key != "u64"))) || (!shm && !o.backend.empty() && o.backend != "local")) {
+        std::fprintf(stderr, "sluice-bench: keyed --backend wants local or shm (shm: --policy keyed, --key string|u64)\n");
+        return 2;
+    }
+    // With --backend shm: the in-process line, then the shared-memory one.
+    for (bool on_shm : {false, true}) {
+        if (on_shm && !shm) break;
+        result res = with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
+            if (on_shm) {
+                if (keyed_key == "u64") return measure<u64_keys, Clock>(o, keys, seqs, r, burst, false, true);
+                return measure<string_keys, Clock>(o, keys, seqs, r, burst, false, true);
+            }
+            if (keyed_key == "u64") return measure<u64_keys, Clock>(o, keys, seqs, r, burst, naive);
+            if (keyed_key == "ipv4") return measure<ipv4_keys, Clock>(o, keys, seqs, r, burst, naive);
+            if constexpr (std::is_invocable_v<const sluice::key_hash<u128>&, const u128&>)
+                if (keyed_key == "ipv6") return measure<ipv6_keys, Clock>(o, keys, seqs, r, burst, naive);
+            return measure<string_keys, Clock>(o, keys, seqs, r, burst, naive);
+        });
+        double chase = pointer_chase_ns();
+        json_line j;
+        j.add("scenario", "keyed")
+            .add("policy", policy);
+        if (shm) j.add("backend", on_shm ? "shm" : "local");
+        j.add("key", keyed_key)
+            .add("keys", static_cast<long long>(keys))
+            .add("dist", keyed_dist)
+            .add("threads", o.threads)
+            .add("admitting", o.admitting)
+            .add("ops", static_cast<long long>(o.ops))
+            .add("clock", clock_read(o.clock))
+            .add("clock_type", clock_type(o.clock))
+            .add("clock_ns", clock_read_ns(o.clock))
+            .add("ns_per_op", res.ns_per_op)
+            .add("chase_ns", chase)
+            .add("misses_per_check", res.ns_per_op / chase)
+            .add("insert_ns_per_key", res.insert_ns)
+            .add("bytes_per_key", static_cast<double>(res.after - res.before) / static_cast<double>(keys))
+            .add("max_rss_kib", max_rss_kib())
+            .add("admitted", static_cast<unsigned long long>(res.admitted))
+            .add("created", static_cast<unsigned long long>(res.created))
+            .add("evicted", static_cast<unsigned long long>(res.evicted));
+        j.emit();
+    }
     return 0;
 }
 

@@ -24,6 +24,8 @@ const char* describe(error e) noexcept
     case error::shm_incompatible: return "the shared-memory segment has another layout or version";
     case error::shm_permission: return "no permission to open the shared-memory segment";
     case error::shm_unavailable: return "the shared-memory segment could not be created or mapped";
+    case error::shm_table_full: return "the shared-memory key table is full and no key is idle";
+    case error::shm_key_too_long: return "the key is longer than the shared-memory key table stores";
     }
     return nullptr;
 }

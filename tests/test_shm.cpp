@@ -32,7 +32,11 @@
 using namespace std::chrono_literals;
 using sluice::error;
 using sluice::rate;
+using sluice_test::free_board;
+using sluice_test::shared_board;
 using sluice_test::shm_name;
+using sluice_test::spawn;
+using sluice_test::wait_exit;
 
 namespace {
 
@@ -120,47 +124,6 @@ void compare_with_gcra(const std::string& name, std::uint64_t seed, std::int64_t
         CHECK(shared.reset_after(now) == model.reset_after(now));
         CHECK(shared.idle_at(now) == model.idle_at(now));
     }
-}
-
-// Memory every process of a test sees (mapped before fork).
-template <class T>
-T* shared_board()
-{
-    void* p = ::mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(p != MAP_FAILED);
-    return ::new (p) T{};
-}
-
-template <class T>
-void free_board(T* b)
-{
-    b->~T();
-    ::munmap(b, sizeof(T));
-}
-
-// Runs f in a child process; returns its pid. The child never returns to the test.
-template <class F>
-pid_t spawn(F&& f)
-{
-    pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        int rc = 0;
-        try {
-            rc = f();
-        } catch (...) {
-            rc = 3;
-        }
-        ::_exit(rc);
-    }
-    return pid;
-}
-
-int wait_exit(pid_t pid)
-{
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 } // namespace

@@ -79,6 +79,15 @@ enum class error {
     /// The operating system refused to create or map the segment (no /dev/shm, out of
     /// memory or file descriptors); the exception's message says which call failed.
     shm_unavailable,
+
+    /// A shared-memory keyed table (shm::keyed_gcra) has no room for a new key: its shard
+    /// holds its share of max_keys and none of them is idle. Nothing was admitted; the
+    /// decision's retry_after says when the first of them can be idle at the earliest.
+    shm_table_full,
+
+    /// A key longer than a shared-memory keyed table stores (shm::keyed_gcra::max_key_size
+    /// bytes). Nothing was admitted or stored.
+    shm_key_too_long,
 };
 
 /// The category of sluice::error; its name() is "sluice".

@@ -99,7 +99,7 @@ void fill_header(void* base, const detail::segment_layout& layout, std::size_t s
     h->size = size;
     h->config = layout.config;
     h->boot_id = boot;
-    layout.init(static_cast<char*>(base) + detail::payload_offset);
+    layout.init(static_cast<char*>(base) + detail::payload_offset, layout);
 }
 
 // Creates the segment, initialised, and publishes it under `path` unless a file is already
@@ -114,6 +114,11 @@ bool create(const std::string& path, const std::string& name, unsigned mode, std
     // The umask must not narrow (or the caller widen) what was asked.
     if (::fchmod(f.fd, mode) != 0) fail_errno("fchmod", name, errno);
     if (::ftruncate(f.fd, static_cast<off_t>(size)) != 0) fail_errno("ftruncate", name, errno);
+    // The pages, reserved now: a segment larger than /dev/shm has room for (a key table of
+    // many keys) is an error here, not a SIGBUS in whichever process first touches a page
+    // the file system cannot give.
+    if (int e = ::posix_fallocate(f.fd, 0, static_cast<off_t>(size)); e != 0 && e != EOPNOTSUPP && e != EINVAL)
+        fail_errno("posix_fallocate", name, e);
     map_guard m;
     m.size = size;
     m.p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0);

@@ -6,6 +6,7 @@
 #include <sluice/detail/arith.hpp>
 #include <sluice/detail/gcra_step.hpp>
 #include <sluice/rate.hpp>
+#include <sluice/shm/detail/gcra_word.hpp>
 #include <sluice/shm/segment.hpp>
 
 #include <atomic>
@@ -165,34 +166,22 @@ public:
 private:
     using int128 = sluice::detail::int128;
 
+    using word = shm::detail::gcra_word<sluice::detail::min_ns + 1>;
+
     // A new bucket's word: empty long enough ago to be full at every instant (policy::gcra's
     // -2^64). A stored z is never this: store_form keeps it above.
-    static constexpr std::int64_t fresh = sluice::detail::min_ns;
+    static constexpr std::int64_t fresh = word::fresh;
 
     static shm::detail::segment_layout layout(const sluice::detail::gcra_step& s) noexcept
     {
         return {kind,
                 {s.interval, static_cast<std::int64_t>(s.burst), s.slack, 0},
                 sizeof(std::atomic<std::int64_t>),
-                [](void* p) noexcept { ::new (p) std::atomic<std::int64_t>(fresh); }};
+                [](void* p, const shm::detail::segment_layout&) noexcept { ::new (p) std::atomic<std::int64_t>(fresh); }};
     }
 
-    static int128 z_of(std::int64_t w) noexcept { return w == fresh ? -(int128(1) << 64) : int128(w); }
-
-    // z as stored: below INT64_MIN + 1 only near the clock's beginning, where holding it
-    // higher consumes more, never less.
-    static std::int64_t store_form(int128 z) noexcept
-    {
-        return z <= sluice::detail::min_ns ? sluice::detail::min_ns + 1 : static_cast<std::int64_t>(z);
-    }
-
-    // |x| < 2^62 and tau < 2^61: every step fits 64 bits (as in policy::gcra).
-    static constexpr std::int64_t small_tau = std::int64_t{1} << 61;
-
-    static bool near_zero(std::int64_t x) noexcept
-    {
-        return static_cast<std::uint64_t>(x) + (std::uint64_t{1} << 62) < (std::uint64_t{1} << 63);
-    }
+    static int128 z_of(std::int64_t w) noexcept { return word::z_of(w); }
+    static std::int64_t store_form(int128 z) noexcept { return word::store_form(z); }
 
     [[gnu::always_inline]] decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
@@ -202,32 +191,12 @@ private:
             return d;
         }
         std::int64_t w = word_->load(std::memory_order_acquire);
-        for (;;) {
-            // Away from the ends of the clock the steps fit 64 bits; a new bucket decides
-            // as one whose z is now - tau (full, no catch-up: the same figures).
-            bool done;
-            if (near_zero(now) && (w == fresh || near_zero(w)) && step_.tau < small_tau)
-                done = decide_in<std::int64_t>(d, w, w == fresh ? now - step_.tau : w, n, now, consume);
-            else
-                done = decide_in<int128>(d, w, z_of(w), n, now, consume);
-            if (done) return d;
+        while (!word::decide(step_, w, n, now, d, [&](std::int64_t stored) {
+            return !consume ||
+                   word_->compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire);
+        })) {
         }
-    }
-
-    // Decides on word w (z in I); false when the commit lost a race (w is reloaded).
-    template <class I>
-    bool decide_in(decision& d, std::int64_t& w, I z, std::uint64_t n, std::int64_t now, bool consume) noexcept
-    {
-        I nz = step_.next_z(z, n, now);
-        if (nz > now) {
-            step_.refuse(d, z, nz, now);
-            return true;
-        }
-        if (consume &&
-            !word_->compare_exchange_weak(w, store_form(nz), std::memory_order_acq_rel, std::memory_order_acquire))
-            return false;
-        step_.admit(d, nz, now);
-        return true;
+        return d;
     }
 
     sluice::detail::gcra_step step_;

@@ -62,12 +62,15 @@ static_assert(sizeof(segment_header) <= payload_offset);
 static_assert(std::atomic<std::int64_t>::is_always_lock_free, "a shared word must be lock-free to be address-free");
 
 /// What a limiter asks of its segment: its kind, its configuration and the payload's size.
-/// `init` fills a new segment's payload, before anyone else can see it.
+/// `init` fills a new segment's payload, before anyone else can see it, from the layout
+/// (a table's shape is in its configuration; `context` is the limiter's own, for what the
+/// creator alone decides, such as a seed).
 struct segment_layout {
     std::uint64_t kind;
     std::array<std::int64_t, 4> config;
     std::size_t payload;
-    void (*init)(void* payload) noexcept;
+    void (*init)(void* payload, const segment_layout& layout) noexcept;
+    const void* context = nullptr;
 };
 
 } // namespace detail

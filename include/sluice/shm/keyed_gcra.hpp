@@ -1,0 +1,393 @@
+// One GCRA bucket per key (client, host, API key) in a table in a named shared-memory
+// segment: the keyed limiter of every process of a host.
+#pragma once
+
+#include <sluice/decision.hpp>
+#include <sluice/detail/arith.hpp>
+#include <sluice/detail/gcra_step.hpp>
+#include <sluice/error.hpp>
+#include <sluice/rate.hpp>
+#include <sluice/shm/detail/gcra_word.hpp>
+#include <sluice/shm/segment.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <pthread.h>
+
+namespace sluice::shm {
+
+/// The shape of a shared-memory key table, fixed when the segment is created.
+struct table_options {
+    /// Hard cap on keys tracked at once, over the whole table. 1 to 2^32.
+    std::size_t max_keys = 100'000;
+
+    /// Parts of the table, each with its own lock for inserting and evicting keys (deciding
+    /// on a tracked key takes no lock) and room for 1.5 times its share of max_keys (a
+    /// shard fuller than that, beyond a dozen standard deviations of a random spread, refuses
+    /// new keys too). 0 picks max_keys / 1024, between 1 and 256; else 1 to
+    /// min(max_keys, 65536).
+    std::size_t shards = 0;
+
+    /// The seed of the key hash (which slot a key goes to): 0 draws one at random when the
+    /// table is created, so that nobody outside can aim keys at one shard; another value
+    /// makes the layout reproducible (tests). Used by the process that creates the table
+    /// only (not part of the configuration an attaching process must match).
+    std::uint64_t hash_seed = 0;
+};
+
+namespace detail {
+
+// A key as the table holds it: up to 40 bytes, zero-padded to five words, and its size
+// (0 to 40, or integer_key for a 64-bit integer in the first word).
+struct key_image {
+    std::uint64_t words[5];
+    std::uint64_t size;
+};
+
+inline constexpr std::uint64_t integer_key = 0xff;
+
+// One key: a cache line. `tag`: 0 never used (a look-up stops here), deleted (a look-up
+// goes on), or the key's hash with its low bit set. `meta`: generation << 8 | key size;
+// the generation is odd while the key is being written (a sequence lock for the readers
+// that take no lock).
+struct alignas(64) keyed_slot {
+    std::atomic<std::uint64_t> tag;
+    std::atomic<std::int64_t> state;
+    std::atomic<std::uint64_t> meta;
+    std::atomic<std::uint64_t> key[5];
+};
+static_assert(sizeof(keyed_slot) == 64);
+
+inline constexpr std::uint64_t slot_deleted = 2;
+
+// A shard's lock (process-shared and robust) and what its holder keeps: keys tracked, the
+// earliest instant any of them can be idle (a lower bound: no eviction is tried before it)
+// and where the last search for an idle key stopped.
+struct alignas(64) keyed_shard {
+    pthread_mutex_t mutex;
+    alignas(64) std::atomic<std::uint64_t> count;
+    std::atomic<std::int64_t> idle_floor;
+    std::atomic<std::uint64_t> hand;
+    std::atomic<std::uint64_t> repairs;
+};
+static_assert(sizeof(keyed_shard) == 128);
+
+// The table's own: the hash seed, and the count of keys against max_keys with its lock
+// (taken after a shard's, never before; each shard's count changes with it, under it, so
+// that the count is always the sum of the shards').
+struct alignas(64) keyed_header {
+    std::uint64_t seed;   // of the key hash, drawn when the segment is created
+    alignas(64) pthread_mutex_t mutex;
+    std::atomic<std::uint64_t> count;
+    std::atomic<std::uint64_t> repairs;
+};
+static_assert(sizeof(keyed_header) == 128);
+
+} // namespace detail
+
+/// GCRA (token bucket, or leaky bucket with slack) per key, in a table in a named
+/// shared-memory segment (see shm::segment): every process that constructs one on the same
+/// name decides on the same buckets, as every thread of one process does on one
+/// sluice::keyed<token_bucket<>>. Each key decides as policy::gcra with the table's
+/// configuration (tests/test_shm_keyed.cpp checks it against a model).
+///
+///     sluice::shm::keyed_gcra per_client("/myapp-clients", sluice::rate::per_second(10), 20,
+///                                        {.max_keys = 1'000'000});
+///     if (!per_client.try_acquire(peer_address, 1, now).admitted) return too_many_requests();
+///
+/// Keys: strings (any std::string_view) of up to max_key_size (40) bytes, held whole and
+/// compared byte for byte, so two keys never share a bucket; a longer key is refused at the
+/// call with error::shm_key_too_long (hash a longer key yourself and pass the digest, whose
+/// collisions are then yours). And 64-bit integers, a kind apart: the integer 7 and the
+/// string "7" are two keys. The hash only places keys (the shard, the slot): it is seeded per
+/// segment, at random unless table_options::hash_seed fixes it.
+///
+/// Bounds: at most max_keys keys in the table; a key is evicted only when it is idle (its
+/// bucket is full again, so a new bucket decides the same), and only when a new key needs
+/// the room: an idle key of the new key's own shard (a shard is 1 / shards() of the table).
+/// A new key that finds the table full (or its shard: shard_capacity()) with no key of its
+/// shard idle is refused with error::shm_table_full (retry_after: no key of the shard can
+/// be idle before then), never admitted unlimited. Memory: 64 bytes a slot, two slots a key
+/// of max_keys (so that look-ups stay short), plus 128 bytes a shard: 128 MB at 1,000,000
+/// keys.
+///
+/// How processes share it without a lock a dead process could hold (why, not what):
+/// - A decision on a tracked key takes no lock: it finds the key's slot (open addressing,
+///   linear probing within the shard; slots never move), reads the state word and commits
+///   with one compare-and-swap on it, as shm::gcra does. A process killed at any
+///   instruction of it leaves the word as before or after its swap.
+/// - Inserting and evicting take the shard's mutex, process-shared and robust: a holder
+///   that dies makes the next one get EOWNERDEAD, repair the shard (finish or undo what the
+///   dead one left: a half-written slot is free, an evicted key's slot deleted, the counts
+///   recounted) and mark it consistent. The table's count has a robust lock of its own,
+///   taken inside a shard's for a moment: a holder that dies there leaves it to be summed
+///   again from the shards'. The steps are ordered so that every prefix is
+///   repairable: a new key's slot is written whole (key, then its first decision's state)
+///   before its tag publishes it; an eviction first swaps the state word from the idle
+///   value it read to a tombstone, then deletes the tag.
+/// - No over-admission at eviction: the tombstone swap is the eviction's linearisation
+///   point. A decision that read the idle state before it fails its swap (the word is the
+///   tombstone now), finds the key gone and inserts it again under the lock: whatever it
+///   admits is on a new full bucket, which is what the idle one held. A decision that
+///   committed first changed the word, so the eviction's swap fails and it looks again:
+///   the key is busy now, or idle with that decision's permits refilled by then.
+/// - No decision on another key's bucket: a slot is reused only for a key inserted later;
+///   a decision that found its key checks the slot's generation after reading the state and
+///   again after its swap. If the slot was reused meanwhile it decides again; in the
+///   unlikely case its swap landed on the new key's word (the same value: a lagging clock
+///   at the nanosecond), that key is charged a permit it did not take (less admission,
+///   never more) and the decision is taken again on the right key.
+/// - A process killed at any point either committed its admission or did not: the others
+///   see each key's bucket as it was before or after, never in between.
+///
+/// Time: as shm::gcra (one time line for every process: steady_clock, or tsc_clock within
+/// its drift; instants within burst x interval + slack of the int64 clock's beginning
+/// decide conservatively). Eviction adds one case: a key evicted by a process whose clock reads ahead
+/// by d is new to one that reads behind, which admits at most d / interval permits early,
+/// the same bound as a clock ahead. Refunds and reservations are not offered: a key has no
+/// waiting queue (try_acquire only).
+///
+/// Thread-safety: one object may be used from any number of threads, as any number of
+/// processes use the table.
+class keyed_gcra {
+public:
+    /// The segment's kind: this table's layout (slots of 64 bytes, keys of 40).
+    static constexpr std::uint64_t kind = 2;
+
+    /// The longest string key held, in bytes.
+    static constexpr std::size_t max_key_size = 40;
+
+    /// Attaches to (or creates) the table of `where`. Throws system_error like
+    /// policy::gcra for a bad configuration (error::invalid_rate, invalid_limit,
+    /// invalid_duration), error::invalid_option for bad table_options, and like
+    /// shm::segment (shm_invalid_name, shm_config_mismatch for another rate, burst, slack,
+    /// max_keys or shards, shm_incompatible, shm_permission, shm_unavailable).
+    keyed_gcra(const segment_options& where, sluice::rate r, std::uint64_t burst, const table_options& table = {},
+               std::chrono::nanoseconds slack = {});
+
+    /// The same on segment `name` with the default segment_options.
+    keyed_gcra(std::string_view name, sluice::rate r, std::uint64_t burst, const table_options& table = {},
+               std::chrono::nanoseconds slack = {})
+        : keyed_gcra(segment_options{std::string(name)}, r, burst, table, slack)
+    {
+    }
+
+    keyed_gcra(const keyed_gcra&) = delete;
+    keyed_gcra& operator=(const keyed_gcra&) = delete;
+
+    /// Grants n permits of `key` at `now` if its bucket holds them (a new key starts with a
+    /// full bucket). Errors in the decision: invalid_count, exceeds_limit,
+    /// shm_key_too_long, shm_table_full, and shm_unavailable if a shard's lock is broken
+    /// beyond repair (never by a process sluice manages).
+    decision try_acquire(std::string_view key, std::uint64_t n, std::int64_t now) noexcept
+    {
+        if (key.size() > max_key_size) return invalid(error::shm_key_too_long);
+        detail::key_image k{};
+        std::memcpy(k.words, key.data(), key.size());
+        k.size = key.size();
+        return decide(k, n, now);
+    }
+
+    /// The same for an integer key.
+    decision try_acquire(std::uint64_t key, std::uint64_t n, std::int64_t now) noexcept
+    {
+        detail::key_image k{};
+        k.words[0] = key;
+        k.size = detail::integer_key;
+        return decide(k, n, now);
+    }
+
+    /// Whether `key` is tracked now.
+    bool contains(std::string_view key) const noexcept;
+    /// Whether the integer `key` is tracked now.
+    bool contains(std::uint64_t key) const noexcept;
+
+    /// The shard `key` belongs to (0 .. shards() - 1): a new key evicts in its own shard.
+    std::size_t shard_of(std::string_view key) const noexcept;
+    /// The same for an integer key.
+    std::size_t shard_of(std::uint64_t key) const noexcept;
+
+    /// Keys tracked now, by the table's count (exact when no process is inside an insert or
+    /// an eviction).
+    std::size_t size() const noexcept;
+
+    /// One tracked key, as keys() lists it.
+    struct tracked_key {
+        std::string key;         ///< The string key's bytes (empty for an integer key).
+        bool integer = false;    ///< Whether it is an integer key.
+        std::uint64_t value = 0; ///< The integer key.
+        std::size_t shard = 0;   ///< Its shard.
+        std::int64_t empty_at = 0;   ///< Its state: the instant its bucket is empty.
+    };
+
+    /// Every key tracked now, shard by shard, each read under its shard's lock (for
+    /// diagnostics: it visits every slot).
+    std::vector<tracked_key> keys() const;
+
+    /// The hard cap on keys (table_options::max_keys).
+    std::size_t max_keys() const noexcept { return max_keys_; }
+    /// Shards of the table.
+    std::size_t shards() const noexcept { return shard_count_; }
+    /// Keys one shard may hold (three quarters of its slots: 1.5 times its share).
+    std::size_t shard_capacity() const noexcept { return slots_ * 3 / 4; }
+    /// How many times a shard or the table's count was repaired after a process died
+    /// holding its lock.
+    std::uint64_t repairs() const noexcept;
+
+    /// The rate each key's bucket refills at.
+    sluice::rate rate() const noexcept { return sluice::rate::every(std::chrono::nanoseconds{step_.interval}); }
+    /// The most permits a key's bucket holds.
+    std::uint64_t burst() const noexcept { return step_.burst; }
+    /// How far a caller late on its schedule may catch up (0 for a token bucket).
+    std::chrono::nanoseconds slack() const noexcept { return std::chrono::nanoseconds{step_.slack}; }
+
+    /// The segment the table lives in.
+    const shm::segment& segment() const noexcept { return segment_; }
+
+private:
+    using word = shm::detail::gcra_word<sluice::detail::min_ns + 2>;
+    // An evicted key's state word, until its slot is reused: no stored z is this.
+    static constexpr std::int64_t tomb = sluice::detail::min_ns + 1;
+
+    struct shape {
+        std::size_t max_keys;
+        std::size_t shards;
+        std::size_t slots;   // per shard
+        std::uint64_t seed;  // 0: at random
+    };
+
+    keyed_gcra(const sluice::detail::gcra_step& step, const shape& s, const segment_options& where);
+
+    static shape shape_of(const table_options& t);
+    static shm::detail::segment_layout layout(const sluice::detail::gcra_step& step, const shape& s) noexcept;
+
+    static decision invalid(error e) noexcept;
+
+    static std::uint64_t rotl(std::uint64_t x, int r) noexcept { return (x << r) | (x >> (64 - r)); }
+
+    std::uint64_t hash(const detail::key_image& k) const noexcept
+    {
+        std::uint64_t h = seed_ ^ (k.size * 0x9E3779B97F4A7C15ull);
+        std::size_t n = k.size == detail::integer_key ? 1 : (k.size + 7) / 8;
+        for (std::size_t i = 0; i < n; ++i) h = rotl((h ^ k.words[i]) * 0xbf58476d1ce4e5b9ull, 31) * 0x94d049bb133111ebull;
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+        h *= 0xc4ceb9fe1a85ec53ull;
+        h ^= h >> 33;
+        return h;
+    }
+
+    static std::size_t scale(std::uint64_t x, std::size_t n) noexcept
+    {
+        return static_cast<std::size_t>((static_cast<sluice::detail::uint128>(x) * n) >> 64);
+    }
+
+    std::size_t shard_index(std::uint64_t h) const noexcept { return scale(h, shard_count_); }
+    std::size_t home(std::uint64_t h) const noexcept { return scale(rotl(h, 32), slots_); }
+    detail::keyed_slot* slots_of(std::size_t shard) const noexcept { return slots_ptr_ + shard * slots_; }
+
+    static bool same_key(const detail::keyed_slot& e, const detail::key_image& k) noexcept
+    {
+        bool same = true;
+        for (std::size_t i = 0; i < 5; ++i) same &= e.key[i].load(std::memory_order_acquire) == k.words[i];
+        return same;
+    }
+
+    // The slot holding `k` with its meta word as read, or nullptr: no lock, so a hit is
+    // to be confirmed by the meta word after the state is read.
+    detail::keyed_slot* find(const detail::key_image& k, std::uint64_t h, std::uint64_t& meta) const noexcept
+    {
+        detail::keyed_slot* base = slots_of(shard_index(h));
+        const std::uint64_t tag = h | 1;
+        std::size_t i = home(h);
+        for (std::size_t probes = 0; probes < slots_; ++probes) {
+            detail::keyed_slot& e = base[i];
+            std::uint64_t t = e.tag.load(std::memory_order_acquire);
+            if (t == 0) return nullptr;
+            if (t == tag) {
+                std::uint64_t m = e.meta.load(std::memory_order_acquire);
+                if ((m & 0x100) == 0 && (m & 0xff) == k.size && same_key(e, k)) {
+                    meta = m;
+                    return &e;
+                }
+            }
+            if (++i == slots_) i = 0;
+        }
+        return nullptr;
+    }
+
+    [[gnu::always_inline]] decision decide(const detail::key_image& k, std::uint64_t n, std::int64_t now) noexcept
+    {
+        if (n == 0 || n > step_.burst) return invalid(n == 0 ? error::invalid_count : error::exceeds_limit);
+        const std::uint64_t h = hash(k);
+        for (bool again = true; again;) {
+            again = false;
+            std::uint64_t m;
+            detail::keyed_slot* e = find(k, h, m);
+            if (!e) break;
+            std::int64_t w = e->state.load(std::memory_order_acquire);
+            decision d;
+            bool reused = false;
+            // The state read is the key's only if the slot kept its generation around it
+            // (the read is ordered before this one by its acquire); a swap that landed on a
+            // slot reused meanwhile is noticed after it (see the class comment). A
+            // tombstone: the key is being evicted, and the lock orders us after that.
+            while (w != tomb) {
+                if (e->meta.load(std::memory_order_acquire) != m) {
+                    again = true;
+                    break;
+                }
+                if (word::decide(step_, w, n, now, d, [&](std::int64_t stored) {
+                        if (!e->state.compare_exchange_weak(w, stored, std::memory_order_acq_rel,
+                                                            std::memory_order_acquire))
+                            return false;
+                        reused = e->meta.load(std::memory_order_acquire) != m;
+                        return !reused;
+                    }))
+                    return d;
+                if (reused) {
+                    again = true;
+                    break;
+                }
+            }
+        }
+        return decide_locked(k, h, n, now);
+    }
+
+    // Under the shard's lock: the key again (another process may have inserted it), else
+    // a new slot for it with its first decision, after an eviction when the shard is full.
+    decision decide_locked(const detail::key_image& k, std::uint64_t h, std::uint64_t n, std::int64_t now) noexcept;
+
+    // Under shard si's lock: evicts one idle key, or says how long until one can be idle.
+    bool evict_one(std::size_t si, std::int64_t now, std::int64_t& retry) noexcept;
+
+    // Under shard si's lock: counts one key more in the shard and the table (1), or says
+    // there is no room (0) or that the table's lock is broken (-1).
+    int count_in(std::size_t si) noexcept;
+
+    // Under the lock, after slot i was deleted: turns deleted slots no look-up needs back
+    // into never-used ones.
+    void clean_after(detail::keyed_slot* base, std::size_t i) const noexcept;
+
+    sluice::detail::gcra_step step_;
+    std::size_t max_keys_;
+    std::size_t shard_count_;
+    std::size_t slots_;
+    shape shape_;   // what the segment's init reads when this process creates it
+    shm::segment segment_;
+    detail::keyed_header* header_;
+    std::uint64_t seed_;
+    detail::keyed_shard* shards_;
+    detail::keyed_slot* slots_ptr_;
+};
+
+} // namespace sluice::shm

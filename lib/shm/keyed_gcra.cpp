@@ -1,0 +1,421 @@
+// The slow paths of shm::keyed_gcra (see include/sluice/shm/keyed_gcra.hpp): creating the
+// table, inserting and evicting keys under a shard's robust mutex, and repairing a shard
+// whose last holder died.
+#include <sluice/shm/keyed_gcra.hpp>
+
+#include <boost/system/system_error.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include <sys/random.h>
+#include <unistd.h>
+
+namespace sluice::shm {
+namespace {
+
+using detail::keyed_header;
+using detail::keyed_shard;
+using detail::keyed_slot;
+using detail::slot_deleted;
+
+constexpr std::size_t default_shards = 256;
+constexpr std::size_t most_shards = 65536;
+constexpr std::uint64_t most_keys = std::uint64_t{1} << 32;
+
+std::size_t header_bytes(std::size_t shards) noexcept { return sizeof(keyed_header) + shards * sizeof(keyed_shard); }
+
+std::uint64_t generation(std::uint64_t meta) noexcept { return meta >> 8; }
+
+// Holds a robust lock. A holder that died left what it guarded as its last step did:
+// `repair` makes it whole before anyone reads it, and is repeated if the repairer dies too
+// (the lock stays inconsistent until it is marked consistent).
+class robust_lock {
+public:
+    template <class Repair>
+    robust_lock(pthread_mutex_t& m, Repair&& repair) noexcept : m_(m)
+    {
+        int r = ::pthread_mutex_lock(&m);
+        if (r == EOWNERDEAD) {
+            repair();
+            r = ::pthread_mutex_consistent(&m);
+        }
+        held_ = r == 0;
+    }
+    ~robust_lock()
+    {
+        if (held_) ::pthread_mutex_unlock(&m_);
+    }
+    robust_lock(const robust_lock&) = delete;
+    robust_lock& operator=(const robust_lock&) = delete;
+
+    bool held() const noexcept { return held_; }
+
+private:
+    pthread_mutex_t& m_;
+    bool held_ = false;
+};
+
+constexpr std::int64_t tomb_word = sluice::detail::min_ns + 1;
+
+// The table's count lock: a holder that died between a shard's count and the table's
+// leaves the sum to be taken again (every shard's count changes under this lock only).
+robust_lock table_lock(keyed_header& h, keyed_shard* shards, std::size_t n) noexcept
+{
+    return robust_lock(h.mutex, [&] {
+        std::uint64_t sum = 0;
+        for (std::size_t i = 0; i < n; ++i) sum += shards[i].count.load(std::memory_order_relaxed);
+        h.count.store(sum, std::memory_order_relaxed);
+        h.repairs.fetch_add(1, std::memory_order_relaxed);
+    });
+}
+
+// A shard's lock. Every step of an insert or an eviction left the shard in a state the
+// repair undoes or finishes: a half-written slot is free, an eviction that swapped the
+// state to the tombstone has its tag deleted, and the count is taken again from the slots
+// (the table's with it, by the difference).
+robust_lock shard_lock(keyed_header& h, keyed_shard* shards, std::size_t n, std::size_t si, keyed_slot* slots,
+                       std::size_t nslots) noexcept
+{
+    keyed_shard& s = shards[si];
+    return robust_lock(s.mutex, [&] {
+        std::uint64_t count = 0;
+        for (std::size_t i = 0; i < nslots; ++i) {
+            keyed_slot& e = slots[i];
+            std::uint64_t m = e.meta.load(std::memory_order_relaxed);
+            std::uint64_t t = e.tag.load(std::memory_order_relaxed);
+            bool half_written = generation(m) & 1;
+            if (half_written) {
+                // A key being written: never published (its tag comes last), so the slot
+                // is free; an even generation again for the readers' sequence check.
+                e.meta.store(((generation(m) + 1) << 8) | (m & 0xff), std::memory_order_release);
+            }
+            if ((t & 1) && (half_written || e.state.load(std::memory_order_acquire) == tomb_word)) {
+                e.tag.store(slot_deleted, std::memory_order_release);
+                t = slot_deleted;
+            }
+            if (t & 1) ++count;
+        }
+        {
+            robust_lock g = table_lock(h, shards, n);
+            std::uint64_t was = s.count.load(std::memory_order_relaxed);
+            h.count.store(h.count.load(std::memory_order_relaxed) + count - was, std::memory_order_relaxed);
+            s.count.store(count, std::memory_order_relaxed);
+        }
+        s.idle_floor.store(sluice::detail::min_ns, std::memory_order_relaxed);
+        s.repairs.fetch_add(1, std::memory_order_relaxed);
+    });
+}
+
+std::uint64_t random_seed() noexcept
+{
+    std::uint64_t seed = 0;
+    if (::getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed))
+        seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+               (static_cast<std::uint64_t>(::getpid()) << 32);
+    return seed;
+}
+
+[[noreturn]] void bad_option(const char* what)
+{
+    throw boost::system::system_error(make_error_code(error::invalid_option), what);
+}
+
+} // namespace
+
+keyed_gcra::shape keyed_gcra::shape_of(const table_options& t)
+{
+    if (t.max_keys == 0 || t.max_keys > most_keys) bad_option("shm::table_options::max_keys: 1 to 2^32");
+    // By default shards of 1,024 keys or more: a shard holds its share only, and small shares
+    // fill unevenly.
+    std::size_t shards = t.shards ? t.shards : std::clamp<std::size_t>(t.max_keys / 1024, 1, default_shards);
+    if (shards > std::min<std::size_t>(t.max_keys, most_shards))
+        bad_option("shm::table_options::shards: 1 to min(max_keys, 65536)");
+    std::size_t per = (t.max_keys + shards - 1) / shards;
+    return {t.max_keys, shards, 2 * per, t.hash_seed};
+}
+
+shm::detail::segment_layout keyed_gcra::layout(const sluice::detail::gcra_step& step, const shape& s) noexcept
+{
+    // max_keys < 2^33 and shards <= 2^16: one configuration word holds both.
+    std::int64_t table = static_cast<std::int64_t>(s.max_keys) | (static_cast<std::int64_t>(s.shards) << 40);
+    return {kind,
+            {step.interval, static_cast<std::int64_t>(step.burst), step.slack, table},
+            header_bytes(s.shards) + s.shards * s.slots * sizeof(keyed_slot),
+            [](void* p, const shm::detail::segment_layout& l) noexcept {
+                // The slots are zero (the file is new): never used, generation 0.
+                const auto* shp = static_cast<const shape*>(l.context);
+                auto shards = shp->shards;
+                auto* h = ::new (p) keyed_header{};
+                h->seed = shp->seed ? shp->seed : random_seed();
+                auto* sh = reinterpret_cast<keyed_shard*>(static_cast<char*>(p) + sizeof(keyed_header));
+                pthread_mutexattr_t a;
+                ::pthread_mutexattr_init(&a);
+                ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+                ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+                ::pthread_mutex_init(&h->mutex, &a);
+                for (std::size_t i = 0; i < shards; ++i) {
+                    auto* s = ::new (&sh[i]) keyed_shard{};
+                    ::pthread_mutex_init(&s->mutex, &a);
+                    s->idle_floor.store(sluice::detail::min_ns, std::memory_order_relaxed);
+                }
+                ::pthread_mutexattr_destroy(&a);
+            },
+            &s};
+}
+
+keyed_gcra::keyed_gcra(const segment_options& where, sluice::rate r, std::uint64_t burst, const table_options& table,
+                       std::chrono::nanoseconds slack)
+    : keyed_gcra(sluice::detail::gcra_step::make(r.interval().count(), burst, slack.count()), shape_of(table), where)
+{
+}
+
+keyed_gcra::keyed_gcra(const sluice::detail::gcra_step& step, const shape& s, const segment_options& where)
+    : step_(step),
+      max_keys_(s.max_keys),
+      shard_count_(s.shards),
+      slots_(s.slots),
+      shape_(s),
+      segment_(where, layout(step, shape_)),
+      header_(static_cast<keyed_header*>(segment_.payload())),
+      seed_(header_->seed),
+      shards_(reinterpret_cast<keyed_shard*>(static_cast<char*>(segment_.payload()) + sizeof(keyed_header))),
+      slots_ptr_(reinterpret_cast<keyed_slot*>(static_cast<char*>(segment_.payload()) + header_bytes(s.shards)))
+{
+}
+
+decision keyed_gcra::invalid(error e) noexcept { return sluice::detail::invalid_decision(e); }
+
+decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, std::uint64_t n,
+                                   std::int64_t now) noexcept
+{
+    const std::size_t si = shard_index(h);
+    keyed_shard& s = shards_[si];
+    keyed_slot* base = slots_of(si);
+    robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_);
+    if (!lock.held()) return invalid(error::shm_unavailable);
+    const std::uint64_t tag = h | 1;
+
+    // Finds the key, or the first free slot of its probe sequence (where it goes: every
+    // slot between its home and there is taken, so look-ups reach it).
+    auto look = [&](std::size_t& free) -> keyed_slot* {
+        free = slots_;
+        std::size_t i = home(h);
+        for (std::size_t probes = 0; probes < slots_; ++probes) {
+            keyed_slot& e = base[i];
+            std::uint64_t t = e.tag.load(std::memory_order_acquire);
+            if (t == tag && (e.meta.load(std::memory_order_relaxed) & 0xff) == k.size && same_key(e, k)) return &e;
+            if (!(t & 1) && free == slots_) free = i;
+            if (t == 0) break;
+            if (++i == slots_) i = 0;
+        }
+        return nullptr;
+    };
+
+    std::size_t free;
+    if (keyed_slot* e = look(free)) {
+        // Inserted by another process since our look-up. Slots do not change hands under
+        // the lock: only decisions race with us here.
+        std::int64_t w = e->state.load(std::memory_order_acquire);
+        decision d;
+        while (!word::decide(step_, w, n, now, d, [&](std::int64_t stored) {
+            return e->state.compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire);
+        })) {
+        }
+        return d;
+    }
+
+    // A new key: a full bucket, so n (at most the burst) is granted.
+    decision d;
+    std::int64_t first = word::fresh;
+    word::decide(step_, word::fresh, n, now, d, [&](std::int64_t stored) {
+        first = stored;
+        return true;
+    });
+
+    // Room: counted in the table (and the shard), after evicting an idle key of this shard
+    // when the table is full; each eviction makes room for one, unless another process
+    // took it meanwhile.
+    for (;;) {
+        int room = count_in(si);
+        if (room < 0) return invalid(error::shm_unavailable);
+        if (room > 0) break;
+        std::int64_t retry = 0;
+        if (!evict_one(si, now, retry)) {
+            decision full = invalid(error::shm_table_full);
+            full.retry_after = std::chrono::nanoseconds{retry};
+            return full;
+        }
+    }
+    look(free);   // evictions may have changed the probe sequence's free slots
+    if (free == slots_) {   // never: a shard holds at most three quarters of its slots
+        robust_lock g = table_lock(*header_, shards_, shard_count_);
+        s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        header_->count.store(header_->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        return invalid(error::shm_table_full);
+    }
+
+    // Written whole before the tag publishes it: a reader that sees the tag sees the key
+    // and its state; a holder killed before the tag leaves a free slot.
+    keyed_slot& e = base[free];
+    std::uint64_t g = generation(e.meta.load(std::memory_order_relaxed));
+    g += (g & 1) ? 1 : 2;   // from even to even, through odd while the key is written
+    // The odd generation first: a reader that reads any of the new key's words (acquire,
+    // from these release stores) then reads an odd or later generation, and discards what
+    // it read (no fence: ThreadSanitizer does not follow fences).
+    e.meta.store((g - 1) << 8, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < 5; ++i) e.key[i].store(k.words[i], std::memory_order_release);
+    e.meta.store((g << 8) | k.size, std::memory_order_release);
+    e.state.store(first, std::memory_order_release);
+    e.tag.store(tag, std::memory_order_release);
+    std::int64_t idle = sluice::detail::sat_narrow(step_.idle_at(word::z_of(first)));
+    if (idle < s.idle_floor.load(std::memory_order_relaxed)) s.idle_floor.store(idle, std::memory_order_relaxed);
+    return d;
+}
+
+int keyed_gcra::count_in(std::size_t si) noexcept
+{
+    keyed_shard& s = shards_[si];
+    robust_lock g = table_lock(*header_, shards_, shard_count_);
+    if (!g.held()) return -1;
+    std::uint64_t total = header_->count.load(std::memory_order_relaxed);
+    std::uint64_t here = s.count.load(std::memory_order_relaxed);
+    if (total >= max_keys_ || here >= shard_capacity()) return 0;
+    s.count.store(here + 1, std::memory_order_relaxed);
+    header_->count.store(total + 1, std::memory_order_relaxed);
+    return 1;
+}
+
+bool keyed_gcra::evict_one(std::size_t si, std::int64_t now, std::int64_t& retry) noexcept
+{
+    keyed_shard& s = shards_[si];
+    keyed_slot* base = slots_of(si);
+    // No key of the shard is idle before the floor: every key's idle instant only moves
+    // later (decisions consume), and a new key lowers the floor to its own.
+    std::int64_t floor = s.idle_floor.load(std::memory_order_relaxed);
+    if (now < floor) {
+        retry = floor - now;
+        return false;
+    }
+    sluice::detail::int128 earliest = sluice::detail::max_ns;
+    std::size_t i = static_cast<std::size_t>(s.hand.load(std::memory_order_relaxed) % slots_);
+    for (std::size_t seen = 0; seen < slots_; ++seen, i = i + 1 == slots_ ? 0 : i + 1) {
+        keyed_slot& e = base[i];
+        if (!(e.tag.load(std::memory_order_relaxed) & 1)) continue;
+        std::int64_t w = e.state.load(std::memory_order_acquire);
+        for (;;) {
+            sluice::detail::int128 idle = step_.idle_at(word::z_of(w));
+            if (idle > now) {
+                earliest = std::min(earliest, idle);
+                break;
+            }
+            // The linearisation point: a decision that read w fails its swap from now on.
+            if (e.state.compare_exchange_weak(w, tomb, std::memory_order_acq_rel, std::memory_order_acquire)) {
+                e.tag.store(slot_deleted, std::memory_order_release);
+                {
+                    robust_lock g = table_lock(*header_, shards_, shard_count_);
+                    s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                    header_->count.store(header_->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                }
+                clean_after(base, i);
+                s.hand.store(i + 1, std::memory_order_relaxed);
+                return true;
+            }
+        }
+    }
+    std::int64_t e = sluice::detail::sat_narrow(earliest);
+    s.idle_floor.store(e, std::memory_order_relaxed);
+    retry = e - now;
+    return false;
+}
+
+void keyed_gcra::clean_after(detail::keyed_slot* base, std::size_t i) const noexcept
+{
+    // A deleted slot followed by a never-used one is on no tracked key's probe sequence
+    // (each runs from its home to its key over taken slots, and a never-used slot stops
+    // it): it becomes never used, and so may the deleted ones before it. Look-ups of
+    // absent keys stay short.
+    if (base[i + 1 == slots_ ? 0 : i + 1].tag.load(std::memory_order_relaxed) != 0) return;
+    for (std::size_t n = 0; n < slots_ && base[i].tag.load(std::memory_order_relaxed) == slot_deleted; ++n) {
+        base[i].tag.store(0, std::memory_order_release);
+        i = i == 0 ? slots_ - 1 : i - 1;
+    }
+}
+
+bool keyed_gcra::contains(std::string_view key) const noexcept
+{
+    if (key.size() > max_key_size) return false;
+    detail::key_image k{};
+    std::memcpy(k.words, key.data(), key.size());
+    k.size = key.size();
+    std::uint64_t m;
+    keyed_slot* e = find(k, hash(k), m);
+    return e && e->state.load(std::memory_order_acquire) != tomb;
+}
+
+bool keyed_gcra::contains(std::uint64_t key) const noexcept
+{
+    detail::key_image k{};
+    k.words[0] = key;
+    k.size = detail::integer_key;
+    std::uint64_t m;
+    keyed_slot* e = find(k, hash(k), m);
+    return e && e->state.load(std::memory_order_acquire) != tomb;
+}
+
+std::size_t keyed_gcra::shard_of(std::string_view key) const noexcept
+{
+    detail::key_image k{};
+    std::memcpy(k.words, key.data(), std::min(key.size(), max_key_size));
+    k.size = std::min(key.size(), max_key_size);
+    return shard_index(hash(k));
+}
+
+std::size_t keyed_gcra::shard_of(std::uint64_t key) const noexcept
+{
+    detail::key_image k{};
+    k.words[0] = key;
+    k.size = detail::integer_key;
+    return shard_index(hash(k));
+}
+
+std::size_t keyed_gcra::size() const noexcept { return header_->count.load(std::memory_order_relaxed); }
+
+std::uint64_t keyed_gcra::repairs() const noexcept
+{
+    std::uint64_t n = header_->repairs.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < shard_count_; ++i) n += shards_[i].repairs.load(std::memory_order_relaxed);
+    return n;
+}
+
+std::vector<keyed_gcra::tracked_key> keyed_gcra::keys() const
+{
+    std::vector<tracked_key> out;
+    for (std::size_t si = 0; si < shard_count_; ++si) {
+        keyed_slot* base = slots_of(si);
+        robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_);
+        if (!lock.held())
+            throw boost::system::system_error(make_error_code(error::shm_unavailable), "shm::keyed_gcra shard lock");
+        for (std::size_t i = 0; i < slots_; ++i) {
+            keyed_slot& e = base[i];
+            if (!(e.tag.load(std::memory_order_acquire) & 1)) continue;
+            tracked_key t;
+            std::uint64_t size = e.meta.load(std::memory_order_relaxed) & 0xff;
+            std::uint64_t words[5];
+            for (std::size_t j = 0; j < 5; ++j) words[j] = e.key[j].load(std::memory_order_relaxed);
+            if (size == detail::integer_key) {
+                t.integer = true;
+                t.value = words[0];
+            } else {
+                t.key.assign(reinterpret_cast<const char*>(words), static_cast<std::size_t>(size));
+            }
+            t.shard = si;
+            t.empty_at = e.state.load(std::memory_order_acquire);
+            out.push_back(std::move(t));
+        }
+    }
+    return out;
+}
+
+} // namespace sluice::shm
