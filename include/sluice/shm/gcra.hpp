@@ -226,7 +226,7 @@ private:
         if (consume &&
             !word_->compare_exchange_weak(w, store_form(nz), std::memory_order_acq_rel, std::memory_order_acquire))
             return false;
-        step_.admit(d, nz, now);
+        step_.admit(d, z, nz, n, now);
         return true;
     }
 
