@@ -88,7 +88,8 @@ struct gcra_step {
     /// the high half of room x recip is the quotient or one less (room < 2^63 makes the
     /// error of recip, less than 1 per 2^64 / interval, worth less than half a unit), and
     /// one comparison of the remainder corrects it. Exact for every such room and interval.
-    [[gnu::always_inline]] static std::int64_t quotient(std::int64_t room, std::int64_t interval, std::uint64_t recip) noexcept
+    [[gnu::always_inline]] static std::int64_t quotient(std::int64_t room, std::int64_t interval,
+                                                        std::uint64_t recip) noexcept
     {
         const auto r = static_cast<std::uint64_t>(room), i = static_cast<std::uint64_t>(interval);
         auto q = static_cast<std::uint64_t>((uint128(r) * recip) >> 64);
@@ -135,10 +136,10 @@ struct gcra_step {
         d.admitted = true;
         d.retry_after = std::chrono::nanoseconds{0};
         if (z <= I(now) - tau) {
-            // The grant restarted a full bucket (next_z: nz = now - burst * interval +
-            // n * interval), as every grant of a bucket used below its rate does: it holds
-            // burst - n, and is full again n intervals from now. The same figures as
-            // below, without the multiplication of quotient() on the path of a decision.
+            // The grant found the bucket full (next_z restarted it: nz = now - burst x
+            // interval + n x interval), as most grants of a limiter used well below its
+            // rate do: it holds burst - n, and is full again n intervals from now. The
+            // same figures as below, without quotient()'s multiplication.
             d.remaining = burst - n;
             d.reset_after = std::chrono::nanoseconds{static_cast<std::int64_t>(n) * interval};
             return;

@@ -64,7 +64,10 @@ public:
     gcra& operator=(const gcra&) = delete;
 
     /// Grants n permits at `now` if the bucket holds them.
-    [[gnu::always_inline]] decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
+    [[gnu::always_inline]] decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
+    {
+        return decide(n, now, true);
+    }
 
     /// The decision try_acquire would take, without consuming anything.
     decision check(std::uint64_t n, std::int64_t now) const noexcept
@@ -312,7 +315,8 @@ private:
     // very sequence number of the snapshot (so neither configuration nor base changed),
     // and publish the word and the base together. Out of line, and given the snapshot's
     // words by value (by reference, the caller would store them on every decision).
-    [[gnu::noinline]] bool commit_flip(std::uint64_t seq, std::int64_t old_base, std::int64_t expected, int128 nz) noexcept
+    [[gnu::noinline]] bool commit_flip(std::uint64_t seq, std::int64_t old_base, std::int64_t expected,
+                                       int128 nz) noexcept
     {
         if (!seq_.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire, std::memory_order_relaxed))
             return false;
