@@ -96,6 +96,72 @@ TEST_CASE("gcra leaky bucket never exceeds 1 + slack / interval + elapsed / inte
     report(r, 1 + 5 + static_cast<std::uint64_t>((r.t1 - r.t0) / T));
 }
 
+// Whether d is a decision of try_acquire(1) by a token bucket of `interval` and `burst`
+// (no slack): with full = burst x interval, a grant leaves reset_after t with
+// interval <= t <= full and remaining = burst - ceil(t / interval); a refusal has
+// reset_after = retry_after + full - interval, and remaining = burst - ceil(t / interval)
+// below full, 0 from it. A decision computed from a mix of two configurations (an
+// interval read before a writer, a burst or tau after) breaks these relations.
+static bool decided_by(const decision& d, std::int64_t interval, std::int64_t burst)
+{
+    const std::int64_t full = burst * interval;
+    const std::int64_t t = d.reset_after.count();
+    const std::int64_t ceil_t = (t + interval - 1) / interval;
+    if (d.admitted)
+        return d.retry_after.count() == 0 && t >= interval && t <= full &&
+               static_cast<std::int64_t>(d.remaining) == burst - ceil_t;
+    return d.retry_after.count() > 0 && t == d.retry_after.count() + full - interval &&
+           static_cast<std::int64_t>(d.remaining) == (t >= full ? 0 : burst - ceil_t);
+}
+
+TEST_CASE("gcra: decisions racing with set_rate and set_burst each see one whole configuration")
+{
+    // Four threads decide while a fifth switches the interval and the burst, each change
+    // alone (so four configurations, every pair of interval and burst). Every decision's
+    // figures must be those of one of them, whole.
+    const std::int64_t intervals[] = {1'000, 3'001};
+    const std::int64_t bursts[] = {20, 7};
+    gcra g(rate::every(std::chrono::nanoseconds{intervals[0]}), bursts[0]);
+    std::atomic<int> running{threads};
+    std::atomic<bool> go{false};
+    std::atomic<std::uint64_t> admitted{0}, refused{0}, mixed{0};
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) {
+        pool.emplace_back([&] {
+            while (!go.load(std::memory_order_acquire)) {}
+            std::uint64_t yes = 0, no = 0, bad = 0;
+            for (std::uint64_t k = 0; k < calls_per_thread / 4; ++k) {
+                const decision d = g.try_acquire(1, steady_ns());
+                (d.admitted ? yes : no) += 1;
+                bool whole = false;
+                for (std::int64_t iv : intervals)
+                    for (std::int64_t b : bursts)
+                        whole = whole || decided_by(d, iv, b);
+                bad += whole ? 0 : 1;
+            }
+            admitted.fetch_add(yes);
+            refused.fetch_add(no);
+            mixed.fetch_add(bad);
+            running.fetch_sub(1, std::memory_order_release);
+        });
+    }
+    std::uint64_t changes = 0;
+    go.store(true, std::memory_order_release);
+    while (running.load(std::memory_order_acquire) > 0) {
+        if (changes % 2 == 0)
+            g.set_rate(rate::every(std::chrono::nanoseconds{intervals[(changes / 2) % 2 == 0 ? 1 : 0]}), steady_ns());
+        else
+            g.set_burst(static_cast<std::uint64_t>(bursts[(changes / 2) % 2 == 0 ? 1 : 0]), steady_ns());
+        ++changes;
+    }
+    for (auto& t : pool) t.join();
+    INFO("admitted ", admitted.load(), " refused ", refused.load(), " changes ", changes);
+    CHECK(mixed.load() == 0);
+    CHECK(admitted.load() > 0);
+    CHECK(refused.load() > 0);
+    CHECK(changes > 100);
+}
+
 TEST_CASE("fixed_counter never exceeds limit per window touched")
 {
     const std::int64_t w = 1'000'000;

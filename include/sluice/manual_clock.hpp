@@ -49,7 +49,7 @@ namespace detail {
 
 /// Nanoseconds since the clock's epoch: the time unit of every policy.
 template <class Clock>
-std::int64_t now_ns() noexcept
+[[gnu::always_inline]] inline std::int64_t now_ns() noexcept
 {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }

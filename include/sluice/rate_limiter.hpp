@@ -176,7 +176,7 @@ public:
 
     /// Admits n permits now if possible, without waiting. Lock-free for lock-free policies;
     /// it answers by the policy alone, also after close().
-    decision try_acquire(std::uint64_t n = 1) noexcept { return state_->try_acquire(n); }
+    [[gnu::always_inline]] decision try_acquire(std::uint64_t n = 1) noexcept { return state_->try_acquire(n); }
 
     /// try_acquire as an asynchronous operation, for code written against the contract of
     /// every limiter (sluice::limiter), where a shared limiter needs a round trip.

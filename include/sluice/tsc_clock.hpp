@@ -108,7 +108,7 @@ public:
 
     /// The counter scaled to nanoseconds (steady_clock::now() on the fallback, and while
     /// the counter is being calibrated). Never blocks for the calibration.
-    static time_point now() noexcept
+    [[gnu::always_inline]] static time_point now() noexcept
     {
 #ifdef SLUICE_DETAIL_TSC
         auto& s = detail::tsc_state;

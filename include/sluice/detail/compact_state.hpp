@@ -54,7 +54,7 @@ struct compact_state<policy::gcra> {
         }
         if (nz <= store_words_end) return std::nullopt;
         word = static_cast<std::uint64_t>(static_cast<std::int64_t>(nz));
-        step.admit(d, nz, now);
+        step.admit(d, z, nz, n, now);
         return d;
     }
 

@@ -26,6 +26,7 @@ struct gcra_step {
     std::int64_t tau;   // how far z may lag behind now: burst * interval + slack
     std::uint64_t burst;
     std::int64_t slack;
+    std::uint64_t recip;   // reciprocal(interval): divides by the interval with a multiplication
 
     /// Throws system_error(error::invalid_rate) for an interval <= 0,
     /// error::invalid_limit when burst is 0 or burst * interval exceeds the int64
@@ -42,7 +43,7 @@ struct gcra_step {
             throw boost::system::system_error(make_error_code(error::invalid_limit));
         if (sat_add(tau, slack) == max_ns)
             throw boost::system::system_error(make_error_code(error::invalid_duration));
-        return {interval, tau + slack, burst, slack};
+        return {interval, tau + slack, burst, slack, reciprocal(interval)};
     }
 
     /// The state after granting k permits at `now` from state z (granted when it is <= now).
@@ -53,7 +54,7 @@ struct gcra_step {
     /// textbook GCRA. In int128 the operands keep it within range: z >= -2^64,
     /// k * interval < 2^127 - 2^64.
     template <class I>
-    I next_z(I z, std::uint64_t k, std::int64_t now) const noexcept
+    [[gnu::always_inline]] I next_z(I z, std::uint64_t k, std::int64_t now) const noexcept
     {
         I start = I(now) - tau;
         start = z > start ? z : start + slack;
@@ -63,35 +64,48 @@ struct gcra_step {
     /// Permits the bucket holds at `now` (capped by the burst: slack is catch-up, not
     /// capacity).
     template <class I>
-    std::uint64_t available(I z, std::int64_t now) const noexcept
+    [[gnu::always_inline]] std::uint64_t available(I z, std::int64_t now) const noexcept
     {
         if (z >= now) return 0;
         I lag = I(now) - z;
-        // Divide in 64 bits: the capped lag fits, and a 128-bit division is a library call.
+        // Less than one interval (every refusal of one permit): none, without quotient().
+        if (lag < interval) return 0;
+        // The capped lag fits 64 bits: no 128-bit division (a library call), and no
+        // division at all (quotient).
         std::int64_t full = tau - slack;
         std::int64_t room = lag < full ? static_cast<std::int64_t>(lag) : full;
-        return static_cast<std::uint64_t>(quotient(room, interval));
+        return static_cast<std::uint64_t>(quotient(room, interval, recip));
+    }
+
+    /// The multiplier of quotient(): floor((2^64 - 1) / interval), for interval >= 1.
+    static constexpr std::uint64_t reciprocal(std::int64_t interval) noexcept
+    {
+        return ~std::uint64_t{0} / static_cast<std::uint64_t>(interval);
     }
 
     /// room / interval (room >= 0, interval >= 1) without the integer divider, which is not
-    /// pipelined (tens of cycles a division). Below 2^53 both convert to double exactly and
-    /// the correctly rounded quotient is off by at most one.
+    /// pipelined (tens of cycles a division, on the path of every decision's `remaining`):
+    /// the high half of room x recip is the quotient or one less (room < 2^63 makes the
+    /// error of recip, less than 1 per 2^64 / interval, worth less than half a unit), and
+    /// one comparison of the remainder corrects it. Exact for every such room and interval.
+    [[gnu::always_inline]] static std::int64_t quotient(std::int64_t room, std::int64_t interval,
+                                                        std::uint64_t recip) noexcept
+    {
+        const auto r = static_cast<std::uint64_t>(room), i = static_cast<std::uint64_t>(interval);
+        auto q = static_cast<std::uint64_t>((uint128(r) * recip) >> 64);
+        if (r - q * i >= i) ++q;
+        return static_cast<std::int64_t>(q);
+    }
+
+    /// quotient() with the interval's reciprocal computed here (one division).
     static std::int64_t quotient(std::int64_t room, std::int64_t interval) noexcept
     {
-        constexpr std::int64_t exact = std::int64_t{1} << 53;
-        if (room >= exact || interval >= exact)
-            return room / interval;
-        auto q = static_cast<std::int64_t>(static_cast<double>(room) / static_cast<double>(interval));
-        if (q * interval > room)
-            --q;
-        else if ((q + 1) * interval <= room)
-            ++q;
-        return q;
+        return quotient(room, interval, reciprocal(interval));
     }
 
     /// Nanoseconds until the bucket holds its burst again (0 when it does).
     template <class I>
-    std::int64_t reset(I z, std::int64_t now) const noexcept
+    [[gnu::always_inline]] std::int64_t reset(I z, std::int64_t now) const noexcept
     {
         I t = z + (tau - slack) - now;
         return t > 0 ? narrow(t) : 0;
@@ -105,7 +119,7 @@ struct gcra_step {
 
     /// Sets d to a refusal: n permits asked at `now` in state z are due at nz (> now).
     template <class I>
-    void refuse(decision& d, I z, I nz, std::int64_t now) const noexcept
+    [[gnu::always_inline]] void refuse(decision& d, I z, I nz, std::int64_t now) const noexcept
     {
         d.admitted = false;
         // Ready only at or past the clock's end: never. A wait longer than int64 holds
@@ -115,12 +129,21 @@ struct gcra_step {
         d.reset_after = std::chrono::nanoseconds{reset(z, now)};
     }
 
-    /// Sets d to a grant at `now` that left state nz.
+    /// Sets d to a grant of n permits at `now` that took state z to nz.
     template <class I>
-    void admit(decision& d, I nz, std::int64_t now) const noexcept
+    [[gnu::always_inline]] void admit(decision& d, I z, I nz, std::uint64_t n, std::int64_t now) const noexcept
     {
         d.admitted = true;
         d.retry_after = std::chrono::nanoseconds{0};
+        if (z <= I(now) - tau) {
+            // The grant found the bucket full (next_z restarted it: nz = now - burst x
+            // interval + n x interval), as most grants of a limiter used well below its
+            // rate do: it holds burst - n, and is full again n intervals from now. The
+            // same figures as below, without quotient()'s multiplication.
+            d.remaining = burst - n;
+            d.reset_after = std::chrono::nanoseconds{static_cast<std::int64_t>(n) * interval};
+            return;
+        }
         d.remaining = available(nz, now);
         d.reset_after = std::chrono::nanoseconds{reset(nz, now)};
     }

@@ -46,7 +46,10 @@ public:
 
     /// Admits n permits at `now` if the policy holds them. Safe without the lock; never
     /// passes a waiter, whose slot is committed.
-    decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return policy().try_acquire(n, now); }
+    [[gnu::always_inline]] decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
+    {
+        return policy().try_acquire(n, now);
+    }
 
     /// Asks for n permits within max_wait (>= 0) of now. Returns false when answered at
     /// once (w->result: empty when admitted), true when `w` waits for its slot.

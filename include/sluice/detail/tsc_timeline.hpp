@@ -126,7 +126,7 @@ public:
     /// The hot path, mode on_counter: true and `ns` when the line in use serves the
     /// reading of counter() (called after the line is loaded, as one read would).
     template <class Counter>
-    bool read_line(Counter&& counter, std::int64_t& ns) const noexcept
+    [[gnu::always_inline]] bool read_line(Counter&& counter, std::int64_t& ns) const noexcept
     {
         const std::uint64_t c = current_.load(std::memory_order_acquire);
         const line& l = lines_[c & 3];

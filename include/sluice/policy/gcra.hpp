@@ -43,8 +43,10 @@ namespace sluice::policy {
 /// for set_burst and set_slack; for set_rate its permits keep the old interval, off by at
 /// most n x the change of interval).
 ///
-/// 48 bytes and no padding, so that keyed limiters can hold one per key; the asynchronous
-/// limiters give their policy a cache line of its own.
+/// Two cache lines: the configuration (read by every decision, written by the setters) on
+/// one, z (written by every grant) alone on the other, so that threads deciding at once
+/// contend only for z, as they would for a bare atomic word. Keyed limiters keep one word
+/// per key (detail::compact_state) and a whole policy only for a key that waits.
 class gcra {
 public:
     /// This policy commits permits in the future: reserve() can grant a later slot.
@@ -62,7 +64,10 @@ public:
     gcra& operator=(const gcra&) = delete;
 
     /// Grants n permits at `now` if the bucket holds them.
-    decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
+    [[gnu::always_inline]] decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
+    {
+        return decide(n, now, true);
+    }
 
     /// The decision try_acquire would take, without consuming anything.
     decision check(std::uint64_t n, std::int64_t now) const noexcept
@@ -198,26 +203,46 @@ private:
     // state); this class holds z and publishes the configuration.
     using config = detail::gcra_step;
 
-    // Always inlined: out of line (as GCC 12 leaves it under a limiter's few layers) it
-    // fills every field of the decision through memory and costs a limiter's try_acquire
-    // about 30 instructions more than the policy's own.
+    // Always inlined, and with no loop: one attempt, on the snapshot read once, decides
+    // away from the ends of the clock (every step in 64 bits) unless the snapshot raced
+    // with a writer or the compare-and-swap with another decision; decide_again() takes
+    // every other case. Out of line, a decision fills every field through memory (as GCC
+    // 12 leaves it under a limiter's few layers); in a loop, GCC keeps the address of
+    // each configuration word in a register, or on the stack when they run out, and the
+    // attempt loads each word through it.
     [[gnu::always_inline]] decision decide(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
-        // One object returned on every path (built in the caller's slot, not copied).
         decision d;
+        snap s = read();
+        if (!(s.seq & 1) && n != 0 && n <= s.c.burst && in_64_bits(s, now) &&
+            decide_in<std::int64_t>(d, s, s.word, n, now, consume))
+            return d;
+        d = decide_again(n, now, consume).d;
+        return d;
+    }
+
+    // Every case decide() leaves, until one attempt stands. Out of line, so that the hot
+    // path keeps a small frame, and taking nothing by reference: handing it the caller's
+    // snapshot or decision would make the caller keep them in memory, and store them
+    // there on every decision. Its answer is wrapped for the same reason: returned as a
+    // decision, GCC builds it in the caller's decision, which then lives in memory.
+    struct answer {
+        decision d;
+    };
+
+    [[gnu::noinline]] answer decide_again(std::uint64_t n, std::int64_t now, bool consume) noexcept
+    {
+        answer a;
         for (;;) {
             snap s = snapshot();
             if (n == 0 || n > s.c.burst) {
-                d = detail::invalid_decision(n == 0 ? error::invalid_count : error::exceeds_limit);
-                return d;
+                a.d = detail::invalid_decision(n == 0 ? error::invalid_count : error::exceeds_limit);
+                return a;
             }
-            // Away from the ends of the clock every step fits 64 bits: the same decision,
-            // without 128-bit arithmetic on the hot path.
-            if (s.base == 0 && near_zero(now) && near_zero(s.word) && s.c.tau < small_tau) {
-                if (decide_in<std::int64_t>(d, s, s.word, n, now, consume))
-                    return d;
-            } else if (decide_wide(d, n, now, consume)) {
-                return d;
+            if (in_64_bits(s, now)) {
+                if (decide_in<std::int64_t>(a.d, s, s.word, n, now, consume)) return a;
+            } else if (decide_in<int128>(a.d, s, s.z(), n, now, consume)) {
+                return a;
             }
         }
     }
@@ -254,50 +279,48 @@ private:
         return static_cast<std::uint64_t>(x) + (std::uint64_t{1} << 62) < (std::uint64_t{1} << 63);
     }
 
+    // Away from the ends of the clock every step fits 64 bits: the same decision, without
+    // 128-bit arithmetic.
+    static bool in_64_bits(const snap& s, std::int64_t now) noexcept
+    {
+        return s.base == 0 && near_zero(now) && near_zero(s.word) && s.c.tau < small_tau;
+    }
+
     // Decides on the state read in s, with z = s.z() in I; false when the commit lost a race.
     template <class I>
-    bool decide_in(decision& d, const snap& s, I z, std::uint64_t n, std::int64_t now, bool consume) noexcept
+    [[gnu::always_inline]] bool decide_in(decision& d, const snap& s, I z, std::uint64_t n, std::int64_t now,
+                                          bool consume) noexcept
     {
         I nz = s.c.next_z(z, n, now);
         if (nz > now) {
             s.c.refuse(d, z, nz, now);
             return true;
         }
-        if (!consume || commit(s, nz)) {
-            s.c.admit(d, nz, now);
-            return true;
-        }
-        return false;
-    }
-
-    // Out of line, so that the common 64-bit path keeps a small frame. It reads its own
-    // snapshot: handing over the caller's by reference would make the caller store it to
-    // memory on every decision (six stores on the hot path), for a path taken only near
-    // the ends of the clock. Its snapshot is as good as the caller's: commit validates it.
-    [[gnu::noinline]] bool decide_wide(decision& d, std::uint64_t n, std::int64_t now, bool consume) noexcept
-    {
-        snap s = snapshot();
-        if (n > s.c.burst) {
-            d = detail::invalid_decision(error::exceeds_limit);
-            return true;
-        }
-        return decide_in<int128>(d, s, s.z(), n, now, consume);
+        if (consume && !commit(s, nz)) return false;
+        s.c.admit(d, z, nz, n, now);
+        return true;
     }
 
     // Commits nz on the state read in s. False when the state changed: decide again.
-    bool commit(const snap& s, int128 nz) noexcept
+    [[gnu::always_inline]] bool commit(const snap& s, int128 nz) noexcept
     {
         std::int64_t expected = s.word;
         if (fits(nz, s.base))
             return z_.compare_exchange_weak(expected, static_cast<std::int64_t>(nz - s.base), std::memory_order_acq_rel,
                                             std::memory_order_acquire);
-        // The state crosses to the other half of its range: take the sequence lock from the
-        // very sequence number of the snapshot (so neither configuration nor base changed),
-        // and publish the word and the base together.
-        std::uint64_t seq = s.seq;
+        return commit_flip(s.seq, s.base, s.word, nz);
+    }
+
+    // The state crosses to the other half of its range: take the sequence lock from the
+    // very sequence number of the snapshot (so neither configuration nor base changed),
+    // and publish the word and the base together. Out of line, and given the snapshot's
+    // words by value (by reference, the caller would store them on every decision).
+    [[gnu::noinline]] bool commit_flip(std::uint64_t seq, std::int64_t old_base, std::int64_t expected,
+                                       int128 nz) noexcept
+    {
         if (!seq_.compare_exchange_strong(seq, seq + 1, std::memory_order_acquire, std::memory_order_relaxed))
             return false;
-        std::int64_t base = base_for(nz, s.base);
+        std::int64_t base = base_for(nz, old_base);
         bool ok = z_.compare_exchange_strong(expected, static_cast<std::int64_t>(nz - base), std::memory_order_acq_rel,
                                              std::memory_order_acquire);
         if (ok) base_.store(base, std::memory_order_release);
@@ -331,27 +354,30 @@ private:
     snap snapshot() const noexcept
     {
         for (;;) {
-            std::uint64_t s = seq_.load(std::memory_order_acquire);
-            if (s & 1) continue;
-            std::int64_t interval = interval_.load(std::memory_order_acquire);
-            std::uint64_t burst = burst_.load(std::memory_order_acquire);
-            std::int64_t slack = slack_.load(std::memory_order_acquire);
-            std::int64_t base = base_.load(std::memory_order_acquire);
-            std::int64_t word = z_.load(std::memory_order_acquire);
-            if (seq_.load(std::memory_order_relaxed) == s) {
-                // Validated when stored: burst * interval + slack fits in int64.
-                std::int64_t tau = static_cast<std::int64_t>(burst) * interval + slack;
-                return {{interval, tau, burst, slack}, base, word, s};
-            }
+            snap s = read();
+            if (!(s.seq & 1)) return s;
         }
+    }
+
+    // One attempt, whose sequence number is odd when a writer held the lock or came in
+    // between (and the words may be a mix).
+    [[gnu::always_inline]] snap read() const noexcept
+    {
+        std::uint64_t seq = seq_.load(std::memory_order_acquire);
+        config c{interval_.load(std::memory_order_acquire), tau_.load(std::memory_order_acquire),
+                 burst_.load(std::memory_order_acquire), slack_.load(std::memory_order_acquire),
+                 recip_.load(std::memory_order_acquire)};
+        std::int64_t base = base_.load(std::memory_order_acquire);
+        std::int64_t word = z_.load(std::memory_order_acquire);
+        if (seq_.load(std::memory_order_relaxed) != seq) seq |= 1;
+        return {c, base, word, seq};
     }
 
     config current() const noexcept
     {
-        std::int64_t interval = interval_.load(std::memory_order_relaxed);
-        std::uint64_t burst = burst_.load(std::memory_order_relaxed);
-        std::int64_t slack = slack_.load(std::memory_order_relaxed);
-        return {interval, static_cast<std::int64_t>(burst) * interval + slack, burst, slack};
+        return {interval_.load(std::memory_order_relaxed), tau_.load(std::memory_order_relaxed),
+                burst_.load(std::memory_order_relaxed), slack_.load(std::memory_order_relaxed),
+                recip_.load(std::memory_order_relaxed)};
     }
 
     // A writer owns the sequence while it is odd: it makes it odd with a CAS from an even
@@ -387,17 +413,26 @@ private:
     void store(const config& c) noexcept
     {
         interval_.store(c.interval, std::memory_order_release);
+        tau_.store(c.tau, std::memory_order_release);
         burst_.store(c.burst, std::memory_order_release);
         slack_.store(c.slack, std::memory_order_release);
+        recip_.store(c.recip, std::memory_order_release);
     }
 
-    // A new bucket: z = -2^64, full at every instant.
-    std::atomic<std::int64_t> z_{detail::min_ns};
+    // The configuration and the base, which every decision reads and only the setters (and
+    // a flip of the base) write, on a cache line apart from z, which every grant writes:
+    // threads deciding at once then share this line without misses, and the line they
+    // contend for holds z alone, loaded once before the compare-and-swap as in the least a
+    // one-word limiter does.
     std::atomic<std::uint64_t> seq_{0};
     std::atomic<std::int64_t> base_{low_base};
     std::atomic<std::int64_t> interval_{1};
+    std::atomic<std::int64_t> tau_{1};
     std::atomic<std::uint64_t> burst_{1};
     std::atomic<std::int64_t> slack_{0};
+    std::atomic<std::uint64_t> recip_{config::reciprocal(1)};
+    // A new bucket: z = -2^64, full at every instant.
+    alignas(64) std::atomic<std::int64_t> z_{detail::min_ns};
 };
 
 } // namespace sluice::policy

@@ -62,7 +62,7 @@ private:
             return true;
         }
         if (!commit(store_form(nz))) return false;
-        s.admit(d, nz, now);
+        s.admit(d, z, nz, n, now);
         return true;
     }
 };
