@@ -440,32 +440,9 @@ TEST_CASE("SIGKILL at random points of 10,000 decisions leaves the segment exact
         });
     };
 
-    // Whatever happens to the test, no child outlives it.
-    struct reaper {
-        board* b;
-        std::vector<pid_t> pids;
-        ~reaper()
-        {
-            b->stop.store(1);
-            for (pid_t pid : pids) ::kill(pid, SIGKILL);
-            for (pid_t pid : pids) ::waitpid(pid, nullptr, 0);
-            free_board(b);
-        }
-    } children{b, {}};
-
+    sluice_test::killed_children children(b, [&](int) { return child(); }, procs);
     sluice_test::rng g(25);
-    auto& pids = children.pids;
-    for (int i = 0; i < procs; ++i) pids.push_back(child());
-    int kills = 0;
-    auto kill_one = [&] {
-        // At a random point: after a random spin.
-        for (std::uint64_t spin = g.below(20000); spin > 0; --spin) asm volatile("");
-        std::size_t k = g.below(pids.size());
-        ::kill(pids[k], SIGKILL);
-        CHECK(wait_exit(pids[k]) == 128 + SIGKILL);
-        ++kills;
-        pids[k] = child();
-    };
+    auto kill_one = [&] { children.kill_one(g); };
     // Some die while they create or attach to the segment.
     kill_one();
     kill_one();
@@ -497,9 +474,8 @@ TEST_CASE("SIGKILL at random points of 10,000 decisions leaves the segment exact
         }
         if (g.chance(10)) kill_one();
     }
-    b->stop.store(1);
-    for (pid_t pid : pids) CHECK(wait_exit(pid) == 0);
-    pids.clear();
+    children.finish();
+    const int kills = children.kills();
     // Nothing moved after the last phase closed (decisions at older instants are refused).
     CHECK(observer.empty_at() == model.empty_at());
     std::int64_t recorded = 0;

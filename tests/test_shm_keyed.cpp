@@ -639,31 +639,12 @@ TEST_CASE("SIGKILL at random points while processes insert, evict and decide lea
         });
     };
 
-    struct reaper {
-        board* b;
-        std::vector<pid_t> pids;
-        ~reaper()
-        {
-            b->stop.store(1);
-            for (pid_t pid : pids) ::kill(pid, SIGKILL);
-            for (pid_t pid : pids) ::waitpid(pid, nullptr, 0);
-            free_board(b);
-        }
-    } children{b, {}};
-
+    sluice_test::killed_children children(b, child, procs);
     sluice_test::rng g(2525);
-    auto& pids = children.pids;
-    for (int i = 0; i < procs; ++i) pids.push_back(child(i));
-    int kills = 0, phase_kills = 0;
+    int phase_kills = 0;
     auto kill_one = [&] {
-        for (std::uint64_t spin = g.below(20000); spin > 0; --spin) asm volatile("");
-        std::size_t k = g.below(pids.size());
-        ::kill(pids[k], SIGKILL);
-        CHECK(wait_exit(pids[k]) == 128 + SIGKILL);
-        ++kills;
+        children.kill_one(g, [&](std::size_t k) { b->active[k].store(0); });
         ++phase_kills;
-        b->active[k].store(0);
-        pids[k] = child(static_cast<int>(k));
     };
     kill_one();   // some die while they create or attach to the segment
     sluice::shm::keyed_gcra observer(name.str(), r, burst, shape);
@@ -738,9 +719,8 @@ TEST_CASE("SIGKILL at random points while processes insert, evict and decide lea
         }
         z = after;
     }
-    b->stop.store(1);
-    for (pid_t pid : pids) CHECK(wait_exit(pid) == 0);
-    pids.clear();
+    children.finish();
+    const int kills = children.kills();
     MESSAGE("phases " << phase << ", decisions " << b->decided.load() << ", kills " << kills << ", repairs "
                       << observer.repairs() << ", consumed " << total_consumed << ", recorded by survivors "
                       << total_recorded << ", phases with table_full " << full_phases);
