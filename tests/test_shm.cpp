@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "rng.hpp"
+#include "policy_support.hpp"
 #include "shm_support.hpp"
 
 using namespace std::chrono_literals;
@@ -34,32 +35,13 @@ using sluice::error;
 using sluice::rate;
 using sluice_test::free_board;
 using sluice_test::shared_board;
+using sluice_test::check_same;
+using sluice_test::thrown;
 using sluice_test::shm_name;
 using sluice_test::spawn;
 using sluice_test::wait_exit;
 
 namespace {
-
-// The error a construction throws, or none.
-template <class F>
-boost::system::error_code thrown_by(F&& f)
-{
-    try {
-        f();
-    } catch (const boost::system::system_error& e) {
-        return e.code();
-    }
-    return {};
-}
-
-void check_same(const sluice::decision& a, const sluice::decision& b)
-{
-    CHECK(a.admitted == b.admitted);
-    CHECK(a.retry_after == b.retry_after);
-    CHECK(a.remaining == b.remaining);
-    CHECK(a.reset_after == b.reset_after);
-    CHECK(a.error == b.error);
-}
 
 // Feeds shm::gcra and policy::gcra the same random requests from `start` on and checks
 // every answer and the state after it. Refunds are those of a waiting queue: of
@@ -163,16 +145,16 @@ TEST_CASE("segment: another configuration is refused, the configuration is the c
 {
     shm_name name("mismatch");
     sluice::shm::gcra a(name.str(), rate::per_second(1000), 3, 1ms);
-    CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(999), 3, 1ms); }) ==
+    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(999), 3, 1ms); }) ==
           error::shm_config_mismatch);
-    CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 4, 1ms); }) ==
+    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 4, 1ms); }) ==
           error::shm_config_mismatch);
-    CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) ==
+    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) ==
           error::shm_config_mismatch);
-    CHECK(thrown_by([&] {
+    CHECK(thrown([&] {
               sluice::shm::gcra b(sluice::shm::segment_options{name.str(), 0600, 8192}, rate::per_second(1000), 3, 1ms);
           }) == error::shm_config_mismatch);
-    CHECK_FALSE(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3, 1ms); }));
+    CHECK_FALSE(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3, 1ms); }));
 }
 
 TEST_CASE("segment: another layout, version or kind, or not a segment at all, is refused, never misread")
@@ -189,7 +171,7 @@ TEST_CASE("segment: another layout, version or kind, or not a segment at all, is
         change(*static_cast<segment_header*>(p));
         ::munmap(p, sizeof(segment_header));
         ::close(fd);
-        return thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); });
+        return thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); });
     };
     CHECK(patch([](segment_header& h) { h.layout_version += 1; }) == error::shm_incompatible);
     CHECK(patch([](segment_header& h) { h.magic ^= 1; }) == error::shm_incompatible);
@@ -203,13 +185,13 @@ TEST_CASE("segment: another layout, version or kind, or not a segment at all, is
     // Not a regular file: a FIFO (opening must not hang), a directory, a symbolic link.
     sluice::shm::remove(name.str());
     REQUIRE(::mkfifo(name.path().c_str(), 0600) == 0);
-    CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
     sluice::shm::remove(name.str());
     REQUIRE(::symlink("/dev/null", name.path().c_str()) == 0);
-    CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
     sluice::shm::remove(name.str());
     REQUIRE(::mkdir(name.path().c_str(), 0700) == 0);
-    CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
     ::rmdir(name.path().c_str());
 
     // Files that are no segment: empty, short, text.
@@ -219,7 +201,7 @@ TEST_CASE("segment: another layout, version or kind, or not a segment at all, is
         REQUIRE(fd >= 0);
         REQUIRE(::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()));
         ::close(fd);
-        CHECK(thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+        CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
     }
 }
 
@@ -243,13 +225,13 @@ TEST_CASE("segment: created 0600 whatever the umask, or with the mode asked; ano
     if (::geteuid() == 0) {
         pid_t pid = spawn([&] {
             if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 4;
-            auto ec = thrown_by([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); });
+            auto ec = thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); });
             return ec == error::shm_permission ? 0 : 5;
         });
         CHECK(wait_exit(pid) == 0);
     } else {
         { sluice::shm::gcra a(sluice::shm::segment_options{closed.str(), 0}, rate::per_second(1000), 3); }
-        CHECK(thrown_by([&] { sluice::shm::gcra b(closed.str(), rate::per_second(1000), 3); }) == error::shm_permission);
+        CHECK(thrown([&] { sluice::shm::gcra b(closed.str(), rate::per_second(1000), 3); }) == error::shm_permission);
     }
 }
 
@@ -303,19 +285,19 @@ TEST_CASE("segment: bad names, sizes, modes and configurations are errors at con
     for (std::string bad : {std::string(), std::string("noslash"), std::string("/"), std::string("/a/b"),
                             std::string("/."), std::string("/.."), long_name, std::string("/a\0b", 4)}) {
         CAPTURE(bad);
-        CHECK(thrown_by([&] { sluice::shm::gcra a(bad, rate::per_second(10), 1); }) == error::shm_invalid_name);
-        CHECK(thrown_by([&] { sluice::shm::remove(bad); }) == error::shm_invalid_name);
+        CHECK(thrown([&] { sluice::shm::gcra a(bad, rate::per_second(10), 1); }) == error::shm_invalid_name);
+        CHECK(thrown([&] { sluice::shm::remove(bad); }) == error::shm_invalid_name);
     }
     std::string longest = "/" + std::string(255, 'b');
-    CHECK_FALSE(thrown_by([&] { sluice::shm::gcra a(longest, rate::per_second(10), 1); }));
+    CHECK_FALSE(thrown([&] { sluice::shm::gcra a(longest, rate::per_second(10), 1); }));
     CHECK(sluice::shm::remove(longest));
     shm_name name("bad-input");
-    CHECK(thrown_by([&] { sluice::shm::gcra a(sluice::shm::segment_options{name.str(), 0600, 100}, rate::per_second(10), 1); }) ==
+    CHECK(thrown([&] { sluice::shm::gcra a(sluice::shm::segment_options{name.str(), 0600, 100}, rate::per_second(10), 1); }) ==
           error::invalid_option);
-    CHECK(thrown_by([&] { sluice::shm::gcra a(sluice::shm::segment_options{name.str(), 01777}, rate::per_second(10), 1); }) ==
+    CHECK(thrown([&] { sluice::shm::gcra a(sluice::shm::segment_options{name.str(), 01777}, rate::per_second(10), 1); }) ==
           error::invalid_option);
-    CHECK(thrown_by([&] { sluice::shm::gcra a(name.str(), rate::per_second(10), 0); }) == error::invalid_limit);
-    CHECK(thrown_by([&] { sluice::shm::gcra a(name.str(), rate::per_second(10), 1, -1ns); }) == error::invalid_duration);
+    CHECK(thrown([&] { sluice::shm::gcra a(name.str(), rate::per_second(10), 0); }) == error::invalid_limit);
+    CHECK(thrown([&] { sluice::shm::gcra a(name.str(), rate::per_second(10), 1, -1ns); }) == error::invalid_duration);
     struct stat st {};
     CHECK(::stat(name.path().c_str(), &st) != 0);
     // A size given is the segment's.

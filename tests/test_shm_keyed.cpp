@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "rng.hpp"
+#include "policy_support.hpp"
 #include "shm_support.hpp"
 
 using namespace std::chrono_literals;
@@ -34,6 +35,7 @@ using sluice::error;
 using sluice::rate;
 using sluice_test::free_board;
 using sluice_test::shared_board;
+using sluice_test::thrown;
 using sluice_test::shm_name;
 using sluice_test::spawn;
 using sluice_test::wait_exit;
@@ -41,17 +43,6 @@ using sluice_test::wait_exit;
 namespace {
 
 __extension__ typedef __int128 i128;
-
-template <class F>
-boost::system::error_code thrown_by(F&& f)
-{
-    try {
-        f();
-    } catch (const boost::system::system_error& e) {
-        return e.code();
-    }
-    return {};
-}
 
 // One key's bucket, GCRA written out again: z is the instant the bucket is empty (a new
 // bucket's is far in the past); n permits are due at max(z, now - tau) + n * interval
@@ -373,19 +364,19 @@ TEST_CASE("shm::keyed_gcra: a full table refuses a new key until one is idle; ke
 
     // Bad options: errors at construction, nothing created.
     shm_name bad("keyed-bad");
-    CHECK(thrown_by([&] { sluice::shm::keyed_gcra x(bad.str(), rate::per_second(1), 1, {.max_keys = 0}); }) ==
+    CHECK(thrown([&] { sluice::shm::keyed_gcra x(bad.str(), rate::per_second(1), 1, {.max_keys = 0}); }) ==
           error::invalid_option);
-    CHECK(thrown_by([&] {
+    CHECK(thrown([&] {
               sluice::shm::keyed_gcra x(bad.str(), rate::per_second(1), 1, {.max_keys = 4, .shards = 5});
           }) == error::invalid_option);
-    CHECK(thrown_by([&] {
+    CHECK(thrown([&] {
               sluice::shm::keyed_gcra x(bad.str(), rate::per_second(1), 1, {.max_keys = (std::size_t{1} << 32) + 1});
           }) == error::invalid_option);
-    CHECK(thrown_by([&] { sluice::shm::keyed_gcra x(bad.str(), rate::per_second(1), 0); }) == error::invalid_limit);
+    CHECK(thrown([&] { sluice::shm::keyed_gcra x(bad.str(), rate::per_second(1), 0); }) == error::invalid_limit);
     CHECK(::access(bad.path().c_str(), F_OK) != 0);
     // A table larger than /dev/shm can hold (2^32 keys: 512 GiB) is refused when created,
     // not a SIGBUS when a page is first touched.
-    CHECK(thrown_by([&] {
+    CHECK(thrown([&] {
               sluice::shm::keyed_gcra x(bad.str(), rate::per_second(1), 1,
                                         {.max_keys = std::size_t{1} << 32, .shards = 256});
           }) == error::shm_unavailable);
@@ -397,7 +388,7 @@ TEST_CASE("shm::keyed_gcra: another configuration or another kind of segment is 
     shm_name name("keyed-config");
     sluice::shm::keyed_gcra t(name.str(), rate::per_second(10), 5, {.max_keys = 1000, .shards = 8});
     CHECK(t.segment().created());
-    auto code = [&](auto&& f) { return thrown_by(f); };
+    auto code = [&](auto&& f) { return thrown(f); };
     CHECK(code([&] { sluice::shm::keyed_gcra x(name.str(), rate::per_second(10), 5, {.max_keys = 1000, .shards = 8}); }) ==
           boost::system::error_code());
     // The hash seed is the creator's alone: another one attaches to the same table.
