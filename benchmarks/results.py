@@ -568,6 +568,17 @@ def table(head, rows):
     return out
 
 
+
+def shm_ratios(res, job):
+    """shm over in-process ns per check, round by round, for one job."""
+    ratios = []
+    for rnd in sorted({l["round"] for l in res.lines if l["job"] == job}):
+        by = {l.get("backend"): l for l in res.lines if l["job"] == job and l["round"] == rnd}
+        if "local" in by and "shm" in by and by["local"].get("ns_per_op"):
+            ratios.append(by["shm"]["ns_per_op"] / by["local"]["ns_per_op"])
+    return ratios
+
+
 def render(res):
     m = res.meta
     md = [INTRO, ""]
@@ -666,11 +677,7 @@ def render(res):
     rows = []
     for row, _ in SHM_ROWS:
         job = "shm/try/" + row
-        ratios = []
-        for rnd in sorted({l["round"] for l in res.lines if l["job"] == job}):
-            by = {l.get("backend"): l for l in res.lines if l["job"] == job and l["round"] == rnd}
-            if "local" in by and "shm" in by and by["local"].get("ns_per_op"):
-                ratios.append(by["shm"]["ns_per_op"] / by["local"]["ns_per_op"])
+        ratios = shm_ratios(res, job)
         rows.append([row, res.cell(job, "ns_per_op", "%.1f", backend="local"), res.cell(job, "ns_per_op", "%.1f", backend="shm"),
                      res.span(ratios, "%.2f")])
     md += table(["try, ns per check", "in-process `token_bucket<>`", "`shm::token_bucket<>`", "shm / in-process"], rows)
@@ -678,11 +685,7 @@ def render(res):
     rows = []
     for row, _ in SHM_KEYED:
         job = "shm/keyed/" + row
-        ratios = []
-        for rnd in sorted({l["round"] for l in res.lines if l["job"] == job}):
-            by = {l.get("backend"): l for l in res.lines if l["job"] == job and l["round"] == rnd}
-            if "local" in by and "shm" in by and by["local"].get("ns_per_op"):
-                ratios.append(by["shm"]["ns_per_op"] / by["local"]["ns_per_op"])
+        ratios = shm_ratios(res, job)
         rows.append([row, res.cell(job, "ns_per_op", "%.0f", backend="local"), res.cell(job, "ns_per_op", "%.0f", backend="shm"),
                      res.span(ratios, "%.2f"), res.cell(job, "bytes_per_key", "%.0f", backend="local"),
                      res.cell(job, "bytes_per_key", "%.0f", backend="shm"), res.cell(job, "insert_ns_per_key", "%.0f", backend="shm")])
