@@ -138,11 +138,9 @@ keyed_gcra::shape keyed_gcra::shape_of(const table_options& t)
 
 shm::detail::segment_layout keyed_gcra::layout(const sluice::detail::gcra_step& step, const shape& s) noexcept
 {
-    // max_keys < 2^33 and shards <= 2^16: one configuration word holds both, and whether
-    // the keys are integers only (bit 60: the slots' size).
-    std::int64_t table = static_cast<std::int64_t>(s.max_keys) | (static_cast<std::int64_t>(s.shards) << 40) |
-                         (static_cast<std::int64_t>(s.integer) << 60);
-    return {kind,
+    // max_keys < 2^33 and shards <= 2^16: one configuration word holds both.
+    std::int64_t table = static_cast<std::int64_t>(s.max_keys) | (static_cast<std::int64_t>(s.shards) << 40);
+    return {s.integer ? integer_kind : kind,
             {step.interval, static_cast<std::int64_t>(step.burst), step.slack, table},
             header_bytes(s.shards) + s.shards * s.slots * (s.integer ? sizeof(keyed_slot) / 2 : sizeof(keyed_slot)),
             [](void* p, const shm::detail::segment_layout& l) noexcept {

@@ -45,9 +45,9 @@ struct table_options {
     /// Whether the table holds 64-bit integer keys only: slots of 32 bytes instead of 64
     /// (64 MB at 1,000,000 keys instead of 128), so that a look-up touches half the memory
     /// and half the page table, and two neighbouring slots share a cache line. A string key
-    /// is then refused with error::shm_key_too_long (the table holds no key bytes). Part of
-    /// the configuration: a process attaching with the other value gets
-    /// error::shm_config_mismatch.
+    /// is then refused with error::shm_key_too_long (the table holds no key bytes). Another
+    /// layout (keyed_gcra::integer_kind): a process attaching with the other value gets
+    /// error::shm_incompatible.
     bool integer_keys = false;
 };
 
@@ -169,9 +169,10 @@ static_assert(sizeof(keyed_header) == 128);
 /// processes use the table.
 class keyed_gcra {
 public:
-    /// The segment's kind: this table's layout (slots of 64 bytes, keys of 40; or slots of 32
-    /// bytes, integer keys only, as the configuration says).
+    /// The segment's kind: this table's layout (slots of 64 bytes, keys of 40).
     static constexpr std::uint64_t kind = 2;
+    /// The kind of a table of integer keys (table_options::integer_keys): slots of 32 bytes.
+    static constexpr std::uint64_t integer_kind = 3;
 
     /// The longest string key held, in bytes.
     static constexpr std::size_t max_key_size = 40;
