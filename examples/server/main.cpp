@@ -342,9 +342,8 @@ private:
 
 // What the parent of --workers N gives each worker process (prefork.hpp).
 struct worker_context {
-    std::size_t index;     // 0 .. N-1, said in the Sluice-Worker header
-    int listen_fd;         // its own listening socket, in the port's SO_REUSEPORT group
-    std::string segment;   // the shared-memory segment of the per-client table
+    server_prefork::worker_start* start;   // its index, listening socket, ready()
+    std::string segment;                   // the shared-memory segment of the per-client table
 };
 
 // The per-client table shared by the workers. On steady_clock, read by every process alike
@@ -416,7 +415,7 @@ public:
         tcp::endpoint ep(addr, opt_.port);
         if (worker_) {
             // The parent listens already, and said where.
-            acceptor_.assign(ep.protocol(), worker_->listen_fd, ec);
+            acceptor_.assign(ep.protocol(), worker_->start->listen_fd, ec);
         } else {
             acceptor_.open(ep.protocol(), ec);
             if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -728,7 +727,7 @@ private:
             res.version(req.version());
             res.keep_alive(req.keep_alive() && !stopping_);
             res.set(http::field::server, "sluice-example");
-            if (worker_) res.set("Sluice-Worker", std::to_string(worker_->index));
+            if (worker_) res.set("Sluice-Worker", std::to_string(worker_->start->index));
             res.prepare_payload();
             log_.write(std::chrono::duration_cast<std::chrono::nanoseconds>(arrived.time_since_epoch()).count(), client,
                        req.method_string(), req.target(), res.result_int(), wait_us);
@@ -1078,15 +1077,15 @@ private:
 };
 
 // One process serving: the server on an io_context of --threads threads. As a worker of
-// --workers N (`worker`), it restores the signal mask `mask` once it handles SIGINT and
-// SIGTERM itself (prefork.hpp blocks them across the fork).
-int serve(const options& opt, const worker_context* worker = nullptr, const sigset_t* mask = nullptr)
+// --workers N (`worker`), it tells the parent once it serves (and handles SIGINT and
+// SIGTERM itself: prefork.hpp blocks them across the fork).
+int serve(const options& opt, const worker_context* worker = nullptr)
 {
     try {
         asio::io_context io(static_cast<int>(opt.threads));
         server s(io, opt, worker);
         if (!s.start()) return 1;
-        if (mask) ::pthread_sigmask(SIG_SETMASK, mask, nullptr);
+        if (worker) worker->start->ready();
         std::vector<std::thread> pool;
         for (std::uint64_t i = 1; i < opt.threads; ++i) pool.emplace_back([&io] { io.run(); });
         io.run();
@@ -1098,8 +1097,9 @@ int serve(const options& opt, const worker_context* worker = nullptr, const sigs
     return 0;
 }
 
-// --workers N: the parent makes the N listening sockets and the shared table, says where
-// it listens, runs the workers (prefork.hpp) and removes the table once they have ended.
+// --workers N: the parent makes the N listening sockets and the shared table, runs the
+// workers (prefork.hpp), says where it listens once they all serve, and removes the table
+// once they have ended.
 int serve_workers(const options& opt)
 {
     boost::system::error_code ec;
@@ -1123,12 +1123,16 @@ int serve_workers(const options& opt)
         // Created here (0600, the default), before any worker: a segment that cannot be made
         // fails once, and the workers attach to this one.
         shared_table table(name, opt.rate, opt.burst, shared_table_options());
-        std::printf("listening on %s:%u\n", opt.listen.c_str(), port);
-        std::fflush(stdout);
-        rc = server_prefork::run(std::move(fds), [&opt, &name](std::size_t i, int fd, const sigset_t& mask) {
-            const worker_context w{i, fd, name};
-            return serve(opt, &w, &mask);
-        });
+        rc = server_prefork::run(
+            std::move(fds),
+            [&opt, &name](server_prefork::worker_start& start) {
+                const worker_context w{&start, name};
+                return serve(opt, &w);
+            },
+            [&opt, port] {   // every worker serves
+                std::printf("listening on %s:%u\n", opt.listen.c_str(), port);
+                std::fflush(stdout);
+            });
     } catch (const std::exception& e) {
         std::fprintf(stderr, "server: %s\n", e.what());
         for (int fd : fds) ::close(fd);

@@ -8,8 +8,9 @@
 // connection, or (EPOLLEXCLUSIVE) the one that waited last, so a busy worker keeps taking
 // most of them (why nginx has `listen ... reuseport`). The cost: the hash does not look at
 // load, and connections still in the queue of a worker that dies are reset. The parent
-// makes all N sockets before forking, so the port is taken and every queue accepts
-// connections before the first line says where to connect.
+// makes all N sockets before forking, so that the port is taken and every worker has its
+// queue from the start; it says where it listens once every worker has said (through a
+// pipe) that it serves, as the one-process server says it once it serves.
 //
 // The parent blocks SIGINT, SIGTERM and SIGCHLD and waits for them (sigtimedwait): it
 // passes SIGINT/SIGTERM on to the workers, reaps them, and stops the rest once one has
@@ -30,6 +31,8 @@
 #include <ctime>
 #include <vector>
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -94,6 +97,25 @@ private:
     bool failed_ = false;
 };
 
+/// What a worker process starts with.
+struct worker_start {
+    std::size_t index;   ///< 0 .. N-1
+    int listen_fd;       ///< its listening socket, in the port's SO_REUSEPORT group
+    sigset_t mask;       ///< the signal mask to restore (see ready())
+    int ready_fd;        ///< the pipe to the parent
+
+    /// Tells the parent that this worker serves, and lets in the signals blocked across the
+    /// fork: to be called once the worker handles SIGINT and SIGTERM itself, so that one
+    /// that came meanwhile reaches its handler, not the default action.
+    void ready() noexcept
+    {
+        ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+        const char c = 'r';
+        [[maybe_unused]] auto n = ::write(ready_fd, &c, 1);   // a parent gone: nobody to tell
+        ::close(ready_fd);
+    }
+};
+
 /// Opens n listening sockets on `ep` in one SO_REUSEPORT group (port 0: the kernel picks
 /// the first one's, the others take it); returns their descriptors and sets `port`.
 /// Throws system_error.
@@ -128,13 +150,13 @@ inline std::vector<int> listen_reuseport(const boost::asio::ip::tcp::endpoint& e
 }
 
 /// Forks one worker per socket of `fds` and supervises them until every one has ended;
-/// returns the parent's exit code (fleet::exit_code). In the child, `worker(i, fd, mask)`
-/// runs with SIGINT, SIGTERM and SIGCHLD blocked, and its result is the child's exit
-/// status: it sets up its own signal handling, then restores `mask` (so that a signal
-/// that came meanwhile is delivered to it, not to the default action). A worker not yet
-/// stopped `grace` after the server began stopping is killed (SIGKILL).
-template <class Worker>
-int run(std::vector<int> fds, Worker worker, std::chrono::seconds grace = std::chrono::seconds(10))
+/// returns the parent's exit code (fleet::exit_code). In the child, `worker(worker_start&)`
+/// runs with SIGINT, SIGTERM and SIGCHLD blocked, calls ready() once it serves, and its
+/// result is the child's exit status. The parent calls `on_ready()` once every worker is
+/// ready (not at all if one ended first). A worker not yet stopped `grace` after the
+/// server began stopping is killed (SIGKILL).
+template <class Worker, class OnReady>
+int run(std::vector<int> fds, Worker worker, OnReady on_ready, std::chrono::seconds grace = std::chrono::seconds(10))
 {
     sigset_t set, old;
     sigemptyset(&set);
@@ -143,6 +165,13 @@ int run(std::vector<int> fds, Worker worker, std::chrono::seconds grace = std::c
     sigaddset(&set, SIGCHLD);
     ::sigprocmask(SIG_BLOCK, &set, &old);
     std::fflush(nullptr);   // nothing buffered is written twice
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+        std::perror("server: pipe");
+        for (int fd : fds) ::close(fd);
+        ::sigprocmask(SIG_SETMASK, &old, nullptr);
+        return 1;
+    }
     const pid_t parent = ::getpid();
     std::vector<pid_t> pids;
     for (std::size_t i = 0; i < fds.size(); ++i) {
@@ -153,7 +182,9 @@ int run(std::vector<int> fds, Worker worker, std::chrono::seconds grace = std::c
             if (::getppid() != parent) ::_exit(1);
             for (std::size_t j = 0; j < fds.size(); ++j)
                 if (j != i) ::close(fds[j]);   // so that a queue dies with its worker
-            int rc = worker(i, fds[i], old);
+            ::close(pipe_fds[0]);
+            worker_start start{i, fds[i], old, pipe_fds[1]};
+            int rc = worker(start);
             std::fflush(nullptr);
             ::_exit(rc);
         }
@@ -167,6 +198,18 @@ int run(std::vector<int> fds, Worker worker, std::chrono::seconds grace = std::c
     }
     const bool all_forked = pids.size() == fds.size();
     for (int fd : fds) ::close(fd);
+    ::close(pipe_fds[1]);
+    // A byte from each worker once it serves; end of file when every one has written or
+    // ended (a worker that fails to start ends without writing).
+    std::size_t ready = 0;
+    for (char buf[64]; all_forked && ready < pids.size();) {
+        auto n = ::read(pipe_fds[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        ready += static_cast<std::size_t>(n);
+    }
+    ::close(pipe_fds[0]);
+    if (all_forked && ready == pids.size()) on_ready();
     fleet f(pids);
     if (!all_forked) f.on_signal();
     auto signal = [](const std::vector<pid_t>& to, int sig) {
