@@ -15,7 +15,8 @@
 # memory for all its workers). With N > 1 both listen with SO_REUSEPORT (nginx's
 # `reuseport`), so the kernel spreads wrk's connections over the workers alike.
 # Admitted = 2xx answers; "expected" is burst + rate x the run's seconds, what one exact
-# token bucket admits to a client that always asks.
+# token bucket admits to a client that always asks (wrk gives the seconds to 10 ms: at
+# 1000/s, expected is known to +-10).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 build=${1:-build}
