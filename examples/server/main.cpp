@@ -785,7 +785,7 @@ private:
         if (!shared_) return per_client_.try_acquire(std::string_view(client));
         boost::system::error_code ec;
         auto addr = asio::ip::make_address(client, ec);   // client_of() gives an address
-        if (ec) return shared_->try_acquire(std::string_view(client).substr(0, sluice::shm::keyed_gcra::max_key_size));
+        if (ec) return shared_->try_acquire(std::string_view(client));   // else, up to 40 bytes (500 beyond)
         if (addr.is_v4()) return shared_->try_acquire(std::uint64_t{addr.to_v4().to_uint()});
         const auto bytes = addr.to_v6().to_bytes();
         return shared_->try_acquire(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));

@@ -87,8 +87,9 @@ public:
     bool done() const noexcept { return std::none_of(alive_.begin(), alive_.end(), [](bool a) { return a; }); }
     /// 0 when every worker exited 0, else 1.
     int exit_code() const noexcept { return failed_ ? 1 : 0; }
-    /// Called when workers had to be killed after the grace period: not a clean stop.
-    void killed() noexcept { failed_ = true; }
+    /// Makes the exit code 1: the server did not run or stop cleanly (a fork failed,
+    /// workers were killed after the grace period).
+    void fail() noexcept { failed_ = true; }
 
 private:
     std::vector<pid_t> pids_;
@@ -190,9 +191,7 @@ int run(std::vector<int> fds, Worker worker, OnReady on_ready, std::chrono::seco
         }
         if (pid < 0) {
             std::perror("server: fork");
-            for (pid_t p : pids) ::kill(p, SIGTERM);
-            fds.resize(i);   // the workers forked are stopped below
-            break;
+            break;   // the workers forked are stopped below
         }
         pids.push_back(pid);
     }
@@ -211,7 +210,10 @@ int run(std::vector<int> fds, Worker worker, OnReady on_ready, std::chrono::seco
     ::close(pipe_fds[0]);
     if (all_forked && ready == pids.size()) on_ready();
     fleet f(pids);
-    if (!all_forked) f.on_signal();
+    if (!all_forked) {
+        f.fail();
+        for (pid_t p : f.on_signal()) ::kill(p, SIGTERM);
+    }
     auto signal = [](const std::vector<pid_t>& to, int sig) {
         for (pid_t p : to) ::kill(p, sig);
     };
@@ -240,7 +242,7 @@ int run(std::vector<int> fds, Worker worker, OnReady on_ready, std::chrono::seco
             std::fprintf(stderr, "server: workers still running %lld s after the stop: killed\n",
                          static_cast<long long>(grace.count()));
             signal(f.alive(), SIGKILL);
-            f.killed();
+            f.fail();
             stop_began = std::chrono::steady_clock::now();   // and reaped on the next turns
         }
     }

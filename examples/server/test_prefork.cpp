@@ -63,6 +63,6 @@ TEST_CASE("a non-zero exit fails; an unknown or already reaped pid changes nothi
     CHECK(f.alive() == std::vector<pid_t>{8});
     CHECK(f.index_of(8) == 1);
     CHECK(f.index_of(9) == 2);
-    f.killed();
+    f.fail();
     CHECK(f.exit_code() == 1);
 }
