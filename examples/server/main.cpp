@@ -22,6 +22,11 @@
 // retrying at once. An idle connection holds no buffer, and memory freed by connections
 // that went is given back to the system (malloc_trim) once their number has halved.
 //
+// With --workers N, N worker processes accept on one port (a socket each in a SO_REUSEPORT
+// group) and decide on one per-client table in shared memory, sluice::shm::keyed, so that a
+// client's limit is the host's, as nginx's workers share a limit_req zone; the parent
+// supervises them (prefork.hpp says how and why). Without it, one process as before.
+//
 // The RateLimit `t` and Retry-After fields are whole seconds: both are rounded up (a wait
 // of 10 ms is said as 1 s). Rounding down would say 0 for any wait under a second, and a
 // client that honours it would come back at once and be refused again; rounded up, a
@@ -31,6 +36,7 @@
 //     build/examples/server --port 8080 --rate 10/s --burst 10 --delay-ms 500
 //     build/examples/server --rate 5/s --burst 5 --access-log /tmp/access.log --seconds 30
 //     build/examples/server --rate 10000/s --burst 100 --backend-workers 8 --shed vegas
+//     build/examples/server --rate 10/s --burst 10 --workers 4
 //
 // The first line on stdout is `listening on 127.0.0.1:PORT` (with --port 0, the default,
 // the kernel picks the port); flags and endpoints are listed by --help (print_usage below).
