@@ -95,6 +95,9 @@ TEST_CASE("cluster: keys spread over every master, scripts on the right node" * 
         total += size;
     }
     CHECK(total == n);
+    // The nodes' links, summed: one up for every master, none lost.
+    CHECK(c.stats().connects >= cl.size());
+    CHECK(c.stats().links_lost == 0);
 
     auto r = exec(io, c, {"GET", "key:42"});
     REQUIRE(r);

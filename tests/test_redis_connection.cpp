@@ -388,6 +388,8 @@ TEST_CASE("connection: a stalled server times out, the link is reset and recover
     sluice::redis::connection c(io, cfg);
     REQUIRE(wait_connected(io, c));
 
+    CHECK(c.stats().connects == 1);
+    CHECK(c.stats().links_lost == 0);
     srv.pause();   // SIGSTOP: the socket stays open, nothing is answered
     result first, second;
     auto start = std::chrono::steady_clock::now();
@@ -399,9 +401,17 @@ TEST_CASE("connection: a stalled server times out, the link is reset and recover
     CHECK(std::chrono::steady_clock::now() - start < 2s);
     CHECK_FALSE(c.connected());
 
+    CHECK(c.stats().links_lost == 1);   // the reset, counted once
+
     srv.resume();
     CHECK(wait_connected(io, c));
     CHECK(c.connected());
+    const auto after = c.stats();
+    CHECK(after.connects == 2);
+    CHECK(after.links_lost == 1);
+    CHECK(after.master_switches == 0);
+    c.close();   // the user's own closing is not a lost link
+    CHECK(c.stats().links_lost == 1);
 }
 
 TEST_CASE("connection: server killed with commands in flight, then back" * doctest::timeout(60))
@@ -428,8 +438,14 @@ TEST_CASE("connection: server killed with commands in flight, then back" * docte
     REQUIRE(r);
     CHECK(r->first == sluice::error::backend_unavailable);
 
+    // Lost once, however many reconnection attempts were refused since.
+    CHECK(c.stats().links_lost == 1);
+    CHECK(c.stats().connects == 1);
+
     srv.start();
     CHECK(wait_connected(io, c));
+    CHECK(c.stats().connects == 2);
+    CHECK(c.stats().links_lost == 1);
 }
 
 TEST_CASE("connection: NOSCRIPT is handled transparently" * doctest::timeout(60))

@@ -240,6 +240,7 @@ TEST_CASE("faults: black hole (half-open): the command timeout fires, the link i
     CHECK(during.backend.errors >= before.backend.errors + 2);
     CHECK(during.refused >= before.refused + 2);
     CHECK(during.backend.degraded);
+    CHECK(during.backend.links_lost == before.backend.links_lost + 1);   // the silent link, reset once
     CHECK(admitted(during) == admitted(before));   // fail_closed: nothing while Redis is away
     CHECK(r.until([&] { return r.proxy.stats().connections >= pbefore.connections + 2; }, 5000ms));
     CHECK_FALSE(r.conn.connected());

@@ -755,6 +755,12 @@ TEST_CASE("manual failover, old master still up: the client switches on the +swi
     CHECK(std::stoll(g.replica().command({"GET", key}).str) == on_new_master.back());
     // The commands that failed are those in flight on the old link when it was dropped.
     CHECK(failed <= 4);
+    // Counted: one switch followed (the later announcements name the master it is on),
+    // the old link lost once for it.
+    const auto links = conn.stats();
+    CHECK(links.master_switches == 1);
+    CHECK(links.links_lost >= 1);
+    CHECK(links.connects >= 2);
 
     conn.close();
     check_learnt_sentinel(g, io);

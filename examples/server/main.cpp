@@ -22,6 +22,11 @@
 // retrying at once. An idle connection holds no buffer, and memory freed by connections
 // that went is given back to the system (malloc_trim) once their number has halved.
 //
+// With --workers N, N worker processes accept on one port (a socket each in a SO_REUSEPORT
+// group) and decide on one per-client table in shared memory, sluice::shm::keyed, so that a
+// client's limit is the host's, as nginx's workers share a limit_req zone; the parent
+// supervises them (prefork.hpp says how and why). Without it, one process as before.
+//
 // The RateLimit `t` and Retry-After fields are whole seconds: both are rounded up (a wait
 // of 10 ms is said as 1 s). Rounding down would say 0 for any wait under a second, and a
 // client that honours it would come back at once and be refused again; rounded up, a
@@ -31,6 +36,7 @@
 //     build/examples/server --port 8080 --rate 10/s --burst 10 --delay-ms 500
 //     build/examples/server --rate 5/s --burst 5 --access-log /tmp/access.log --seconds 30
 //     build/examples/server --rate 10000/s --burst 100 --backend-workers 8 --shed vegas
+//     build/examples/server --rate 10/s --burst 10 --workers 4
 //
 // The first line on stdout is `listening on 127.0.0.1:PORT` (with --port 0, the default,
 // the kernel picks the port); flags and endpoints are listed by --help (print_usage below).
@@ -58,7 +64,10 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include "prefork.hpp"
 #include "request_check.hpp"
+
+#include <sluice/shm/keyed.hpp>
 
 #include <algorithm>
 #include <array>
@@ -112,6 +121,7 @@ struct options {
     std::uint64_t shed_latency_ms = 100;
     std::uint64_t idle_timeout_ms = 30'000;
     std::uint64_t max_connections = 0;   // 0: the open-file limit less 64
+    std::uint64_t workers = 1;           // > 1: prefork (prefork.hpp), one shared table
 };
 
 // The open-file limit, less what the server keeps for itself (the listening socket, the
@@ -130,7 +140,7 @@ void print_usage(std::FILE* to)
         "              [--max-inflight N] [--trusted-proxy IP]... [--pages N] [--seconds N]\n"
         "              [--threads N] [--access-log FILE] [--backend-workers N]\n"
         "              [--shed aimd|vegas|gradient2] [--shed-latency-ms N]\n"
-        "              [--idle-timeout-ms N] [--max-connections N]\n"
+        "              [--idle-timeout-ms N] [--max-connections N] [--workers N]\n"
         "  --port N              0 (the default): the kernel picks one; the first line on stdout\n"
         "                        says `listening on ADDR:PORT`\n"
         "  --listen ADDR         the address to listen on (default 127.0.0.1)\n"
@@ -148,6 +158,11 @@ void print_usage(std::FILE* to)
         "                        if part of one came (default 30000)\n"
         "  --max-connections N   connections held at once; past it, the one idle longest is\n"
         "                        closed (default: the open-file limit less 64)\n"
+        "  --workers N           worker processes sharing the port (SO_REUSEPORT) and one per-client\n"
+        "                        table in shared memory, so the limit is the host's, not each\n"
+        "                        worker's; answers say `Sluice-Worker: I`, /metrics is the worker's\n"
+        "                        own (default 1: one process, no shared memory; > 1 needs\n"
+        "                        --delay-ms 0)\n"
         "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /); /robots.txt\n"
         "                        disallows /api/\n"
         "  GET /api/<anything>   {\"ok\":true}; /api/work?ms=N answers after N ms\n"
@@ -219,6 +234,8 @@ bool parse_args(int argc, char** argv, options& o)
             ok = examples::parse_number(v, o.idle_timeout_ms) && o.idle_timeout_ms > 0 && o.idle_timeout_ms <= 3'600'000;
         } else if (a == "--max-connections") {
             ok = examples::parse_number(v, o.max_connections) && o.max_connections > 0;
+        } else if (a == "--workers") {
+            ok = examples::parse_number(v, o.workers) && o.workers > 0 && o.workers <= 256;
         } else {
             f.unknown();
             print_usage(stderr);
@@ -230,6 +247,11 @@ bool parse_args(int argc, char** argv, options& o)
         }
     }
     if (o.max_connections == 0) o.max_connections = default_max_connections();
+    if (o.workers > 1 && o.delay_ms > 0) {
+        // The shared table decides at once (try_acquire): a request cannot wait in it.
+        std::fprintf(stderr, "server: --delay-ms needs --workers 1 (the shared table has no waiting queue)\n");
+        return false;
+    }
     return true;
 }
 
@@ -324,6 +346,23 @@ private:
     std::mutex mutex_;
 };
 
+// What the parent of --workers N gives each worker process (prefork.hpp).
+struct worker_context {
+    server_prefork::worker_start* start;   // its index, listening socket, ready()
+    std::string segment;                   // the shared-memory segment of the per-client table
+};
+
+// The per-client table shared by the workers. On steady_clock, read by every process alike
+// (CLOCK_MONOTONIC): the workers decide on one time line exactly, as the threads of one
+// process do (the default tsc_clock agrees across processes within 100 us only).
+using shared_table = sluice::shm::keyed<std::chrono::steady_clock>;
+
+// The table's shape: the cap on clients, as the in-process one's (server::keyed_opts).
+sluice::shm::table_options shared_table_options()
+{
+    return {.max_keys = 100'000};
+}
+
 using request = http::request<http::string_body>;
 using response = http::response<http::string_body>;
 
@@ -347,7 +386,7 @@ struct connection {
 
 class server {
 public:
-    server(asio::io_context& io, options opts)
+    server(asio::io_context& io, options opts, const worker_context* worker = nullptr)
         : io_(io),
           opt_(std::move(opts)),
           per_client_(io, opt_.rate, opt_.burst, keyed_opts()),
@@ -361,6 +400,10 @@ public:
           deadline_(strand_),
           trim_(strand_)
     {
+        if (worker) {
+            worker_ = *worker;
+            shared_.emplace(worker->segment, opt_.rate, opt_.burst, shared_table_options());
+        }
     }
 
     bool start()
@@ -376,17 +419,24 @@ public:
             return false;
         }
         tcp::endpoint ep(addr, opt_.port);
-        acceptor_.open(ep.protocol(), ec);
-        if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-        if (!ec) acceptor_.bind(ep, ec);
-        if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+        if (worker_) {
+            // The parent listens already, and said where.
+            acceptor_.assign(ep.protocol(), worker_->start->listen_fd, ec);
+        } else {
+            acceptor_.open(ep.protocol(), ec);
+            if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+            if (!ec) acceptor_.bind(ep, ec);
+            if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+        }
         if (ec) {
             std::fprintf(stderr, "server: cannot listen on %s:%u: %s\n", opt_.listen.c_str(), opt_.port, ec.message().c_str());
             return false;
         }
         warm_pools();
-        std::printf("listening on %s:%u\n", opt_.listen.c_str(), acceptor_.local_endpoint().port());
-        std::fflush(stdout);
+        if (!worker_) {
+            std::printf("listening on %s:%u\n", opt_.listen.c_str(), acceptor_.local_endpoint().port());
+            std::fflush(stdout);
+        }
 
         signals_.async_wait([this](boost::system::error_code e, int) {
             if (!e) stop();
@@ -683,6 +733,7 @@ private:
             res.version(req.version());
             res.keep_alive(req.keep_alive() && !stopping_);
             res.set(http::field::server, "sluice-example");
+            if (worker_) res.set("Sluice-Worker", std::to_string(worker_->start->index));
             res.prepare_payload();
             log_.write(std::chrono::duration_cast<std::chrono::nanoseconds>(arrived.time_since_epoch()).count(), client,
                        req.method_string(), req.target(), res.result_int(), wait_us);
@@ -732,6 +783,20 @@ private:
         return res;
     }
 
+    // The client's bucket: in this process, or in the table the workers share. There a
+    // client is its address's bytes (an IPv4 address as an integer key, IPv6 as 16 bytes),
+    // which always fit a key (40 bytes; an IPv6 address's text with a zone may not).
+    sluice::decision decide(const std::string& client)
+    {
+        if (!shared_) return per_client_.try_acquire(std::string_view(client));
+        boost::system::error_code ec;
+        auto addr = asio::ip::make_address(client, ec);   // client_of() gives an address
+        if (ec) return shared_->try_acquire(std::string_view(client));   // else, up to 40 bytes (500 beyond)
+        if (addr.is_v4()) return shared_->try_acquire(std::uint64_t{addr.to_v4().to_uint()});
+        const auto bytes = addr.to_v6().to_bytes();
+        return shared_->try_acquire(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+    }
+
     asio::awaitable<response> handle(connection& c, const request& req, const std::string& peer, std::string& client,
                                      std::int64_t& wait_us)
     {
@@ -762,7 +827,11 @@ private:
         }
 
         client = client_of(req, peer);
-        auto d = per_client_.try_acquire(std::string_view(client));
+        auto d = decide(client);
+        if (d.error && d.retry_after == std::chrono::nanoseconds::max()) {
+            if (shed_permit) shed_permit->ignore();
+            co_return text(http::status::internal_server_error, d.error.message() + "\n");
+        }
         std::uint64_t remaining = d.remaining;
         auto reset_after = d.reset_after;
         if (d.admitted) {
@@ -928,7 +997,8 @@ private:
         }
         line("# HELP sluice_keys Clients tracked by the per-client limiter.");
         line("# TYPE sluice_keys gauge");
-        line("sluice_keys " + u(per_client_.stats().keys.tracked));
+        // With --workers, the shared table's: the clients of every worker.
+        line("sluice_keys " + u(shared_ ? shared_->table().size() : per_client_.stats().keys.tracked));
         line("# HELP sluice_wait_seconds Time delayed requests waited for a permit.");
         line("# TYPE sluice_wait_seconds histogram");
         char le[32];
@@ -944,10 +1014,10 @@ private:
         line("sluice_wait_seconds_count " + u(count));
 
         // Each limiter's own counts (limiter_stats), one label per limiter.
-        std::vector<std::pair<const char*, sluice::limiter_stats>> limiters = {
-            {"per_client", per_client_.stats()},
-            {"inflight", inflight_.stats()},
-        };
+        // (The shared table keeps no limiter_stats: with --workers, per_client is left out.)
+        std::vector<std::pair<const char*, sluice::limiter_stats>> limiters;
+        if (!shared_) limiters.emplace_back("per_client", per_client_.stats());
+        limiters.emplace_back("inflight", inflight_.stats());
         if (shed_) limiters.emplace_back("shed", shed_->stats());
         auto family = [&](const char* name, const char* type, const char* help, auto value) {
             line(std::string("# HELP ") + name + " " + help);
@@ -991,6 +1061,8 @@ private:
     access_log log_;
     metrics metrics_;
     sluice::keyed<sluice::token_bucket<>> per_client_;
+    std::optional<worker_context> worker_;
+    std::optional<shared_table> shared_;   // with --workers: decides instead of per_client_
     std::string policy_;   // RateLimit-Policy: fixed for the server's life
     sluice::concurrency_limit<> inflight_;
     std::optional<sluice::adaptive_concurrency<>> shed_;
@@ -1010,16 +1082,16 @@ private:
     bool trim_pending_ = false;
 };
 
-} // namespace
-
-int main(int argc, char** argv)
+// One process serving: the server on an io_context of --threads threads. As a worker of
+// --workers N (`worker`), it tells the parent once it serves (and handles SIGINT and
+// SIGTERM itself: prefork.hpp blocks them across the fork).
+int serve(const options& opt, const worker_context* worker = nullptr)
 {
-    options opt;
-    if (!parse_args(argc, argv, opt)) return 2;
     try {
         asio::io_context io(static_cast<int>(opt.threads));
-        server s(io, opt);
+        server s(io, opt, worker);
         if (!s.start()) return 1;
+        if (worker) worker->start->ready();
         std::vector<std::thread> pool;
         for (std::uint64_t i = 1; i < opt.threads; ++i) pool.emplace_back([&io] { io.run(); });
         io.run();
@@ -1029,4 +1101,62 @@ int main(int argc, char** argv)
         return 1;
     }
     return 0;
+}
+
+// --workers N: the parent makes the N listening sockets and the shared table, runs the
+// workers (prefork.hpp), says where it listens once they all serve, and removes the table
+// once they have ended.
+int serve_workers(const options& opt)
+{
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(opt.listen, ec);
+    if (ec) {
+        std::fprintf(stderr, "server: bad --listen address %s\n", opt.listen.c_str());
+        return 1;
+    }
+    std::uint16_t port = 0;
+    std::vector<int> fds;
+    try {
+        fds = server_prefork::listen_reuseport(tcp::endpoint(addr, opt.port), opt.workers, port);
+    } catch (const boost::system::system_error& e) {
+        std::fprintf(stderr, "server: cannot listen on %s:%u: %s\n", opt.listen.c_str(), opt.port, e.what());
+        return 1;
+    }
+    // Named after the port and this process: two servers never share a table by accident.
+    const std::string name = "/sluice-server-" + std::to_string(port) + "-" + std::to_string(::getpid());
+    int rc = 1;
+    try {
+        // Created here (0600, the default), before any worker: a segment that cannot be made
+        // fails once, and the workers attach to this one.
+        shared_table table(name, opt.rate, opt.burst, shared_table_options());
+        rc = server_prefork::run(
+            std::move(fds),
+            [&opt, &name](server_prefork::worker_start& start) {
+                const worker_context w{&start, name};
+                return serve(opt, &w);
+            },
+            [&opt, port] {   // every worker serves
+                std::printf("listening on %s:%u\n", opt.listen.c_str(), port);
+                std::fflush(stdout);
+            });
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "server: %s\n", e.what());
+        for (int fd : fds) ::close(fd);
+    }
+    try {
+        sluice::shm::remove(name);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "server: removing %s: %s\n", name.c_str(), e.what());
+        rc = 1;
+    }
+    return rc;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    options opt;
+    if (!parse_args(argc, argv, opt)) return 2;
+    return opt.workers > 1 ? serve_workers(opt) : serve(opt);
 }

@@ -84,6 +84,12 @@ struct limiter_stats {
         std::uint64_t fallback_decisions = 0;
         /// Leased slots dropped unused (held past their time), lost to every process.
         std::uint64_t lease_expired = 0;
+        /// The client's links that were up and went (redis::link_stats::links_lost): counts
+        /// of the client, shared by every limiter on it.
+        std::uint64_t links_lost = 0;
+        /// Failovers the client followed on a Sentinel's announcement
+        /// (redis::link_stats::master_switches), as links_lost.
+        std::uint64_t master_switches = 0;
         /// The round trip of the last reply.
         std::chrono::microseconds last_round_trip{0};
         /// The backend's clock minus this host's system_clock, estimated from the last

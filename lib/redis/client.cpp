@@ -30,6 +30,8 @@ void close(const std::shared_ptr<client_impl>& c)
 
 bool connected(const client_impl& c) noexcept { return c.connected(); }
 
+link_stats stats(const client_impl& c) noexcept { return c.stats(); }
+
 std::string slot_owner(const client_impl& c, std::uint16_t slot) { return c.slot_owner(slot); }
 
 } // namespace sluice::redis::detail

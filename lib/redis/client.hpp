@@ -3,6 +3,7 @@
 // functions of client_impl.hpp are written once.
 #pragma once
 
+#include "link_counters.hpp"
 #include "pending_op.hpp"
 
 #include <sluice/redis/detail/client_impl.hpp>
@@ -31,8 +32,14 @@ public:
 
     /// From any thread.
     virtual bool connected() const noexcept { return false; }
+    /// From any thread.
+    virtual link_stats stats() const noexcept = 0;
     /// On the executor.
     virtual std::string slot_owner(std::uint16_t) const { return {}; }
 };
+
+/// A connection whose link counts go to `counters` (a cluster's, shared by its nodes).
+std::shared_ptr<client_impl> make_connection(const boost::asio::any_io_executor& ex, connection_config cfg,
+                                             std::shared_ptr<link_counters> counters);
 
 } // namespace sluice::redis::detail

@@ -116,6 +116,8 @@ public:
         refreshed_.cancel();
     }
 
+    link_stats stats() const noexcept override { return counters_->snapshot(); }
+
     std::string slot_owner(std::uint16_t slot) const override
     {
         auto i = owner_.at(slot);
@@ -293,7 +295,7 @@ private:
         unsigned port = 0;
         std::from_chars(addr.data() + colon + 1, addr.data() + addr.size(), port);
         cfg.port = static_cast<std::uint16_t>(port);
-        auto c = make_connection(ex_, std::move(cfg));
+        auto c = make_connection(ex_, std::move(cfg), counters_);
         nodes_.emplace(addr, c);
         return c;
     }
@@ -308,6 +310,8 @@ private:
     std::vector<std::uint16_t> owner_;   // slot -> index into addrs_
     std::vector<std::string> addrs_;
     std::map<std::string, std::shared_ptr<client_impl>> nodes_;
+    // Every node's links, summed; read from any thread, unlike nodes_.
+    std::shared_ptr<link_counters> counters_ = std::make_shared<link_counters>();
 };
 
 std::shared_ptr<client_impl> make_cluster(const asio::any_io_executor& ex, connection_config seed)

@@ -39,6 +39,7 @@ public:
     }
     void close() override { pipeline::close(); }
     bool connected() const noexcept override { return pipeline::connected(); }
+    link_stats stats() const noexcept override { return pipeline::stats(); }
 };
 
 namespace {
@@ -78,7 +79,13 @@ private:
 
 std::shared_ptr<client_impl> make_connection(const asio::any_io_executor& ex, connection_config cfg)
 {
-    auto c = std::make_shared<connection_impl>(ex, std::move(cfg));
+    return make_connection(ex, std::move(cfg), nullptr);
+}
+
+std::shared_ptr<client_impl> make_connection(const asio::any_io_executor& ex, connection_config cfg,
+                                             std::shared_ptr<link_counters> counters)
+{
+    auto c = std::make_shared<connection_impl>(ex, std::move(cfg), std::move(counters));
     asio::use_service<connection_registry>(asio::query(ex, asio::execution::context)).add(c);
     asio::dispatch(ex, [c] { c->start(); });
     return c;

@@ -29,8 +29,9 @@ bool is_push_command(const std::string& name)
 
 } // namespace
 
-pipeline::pipeline(const asio::any_io_executor& ex, connection_config cfg)
-    : ex_(ex), cfg_(std::move(cfg)), resolver_(ex), cmd_timer_(ex), link_timer_(ex),
+pipeline::pipeline(const asio::any_io_executor& ex, connection_config cfg, std::shared_ptr<link_counters> counters)
+    : ex_(ex), cfg_(std::move(cfg)), resolver_(ex),
+      counters_(counters ? std::move(counters) : std::make_shared<link_counters>()), cmd_timer_(ex), link_timer_(ex),
       backoff_(cfg_.reconnect_min, cfg_.reconnect_max), link_(ex, *this)
 {
     if (!cfg_.sentinel.sentinels.empty())
@@ -280,6 +281,7 @@ void pipeline::on_handshake(std::uint64_t gen, error_code ec, const reply& r, bo
     if (!last) return;
     state_ = state::connected;
     connected_ = true;
+    link_counters::bump(counters_->connects);
     backoff_.reset();
     link_timer_.cancel();
 }
@@ -312,7 +314,7 @@ void pipeline::free_link(error e)
 void pipeline::reset_link()
 {
     free_link(error::backend_unavailable);
-    connected_ = false;
+    link_down();
     if (state_ != state::closed) schedule_reconnect();
     if (resolving_) release_held();   // no link: each fails with backend_unavailable
 }
@@ -320,7 +322,7 @@ void pipeline::reset_link()
 void pipeline::schedule_reconnect()
 {
     master_.reset();
-    connected_ = false;
+    link_down();
     state_ = state::backoff;
     link_timer_.expires_after(backoff_.next());
     link_timer_.async_wait([w = weak_from_this(), seq = ++backoff_seq_](error_code ec) {
@@ -328,6 +330,12 @@ void pipeline::schedule_reconnect()
         if (!self || ec || seq != self->backoff_seq_ || self->state_ != state::backoff) return;
         self->connect();
     });
+}
+
+// A link that was up is gone (not by close(): the user's own closing is not a loss).
+void pipeline::link_down() noexcept
+{
+    if (connected_.exchange(false, std::memory_order_relaxed)) link_counters::bump(counters_->links_lost);
 }
 
 // A Sentinel announced a failover. The link to the old master goes as a lost link does
@@ -339,8 +347,9 @@ void pipeline::on_switch_announced(const master_switch& m)
 {
     if (state_ == state::closed) return;
     if (decide_switch(m, cfg_.sentinel.master_name, master_) != switch_verdict::switch_now) return;
+    link_counters::bump(counters_->master_switches);
     free_link(error::backend_unavailable);
-    connected_ = false;
+    link_down();
     cancel_discovery();
     state_ = state::connecting;
     error_code ec;

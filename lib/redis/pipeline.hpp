@@ -6,6 +6,7 @@
 
 #include "backoff.hpp"
 #include "hiredis_adapter.hpp"
+#include "link_counters.hpp"
 #include "pending_op.hpp"
 #include "reply_queue.hpp"
 
@@ -32,7 +33,9 @@ namespace sluice::redis::detail {
 /// Everything but start(), connected() and executor() is called on the executor.
 class pipeline : public std::enable_shared_from_this<pipeline>, private hiredis_adapter::events {
 public:
-    pipeline(const boost::asio::any_io_executor& ex, connection_config cfg);
+    /// `counters`: shared with other pipelines (a cluster's nodes), or null for its own.
+    pipeline(const boost::asio::any_io_executor& ex, connection_config cfg,
+             std::shared_ptr<link_counters> counters = nullptr);
     // Reached only when nothing runs any more (the io_context is being destroyed): the
     // handlers are dropped, not posted.
     ~pipeline();
@@ -67,6 +70,8 @@ public:
 
     /// From any thread.
     bool connected() const noexcept { return connected_.load(std::memory_order_relaxed); }
+    /// From any thread.
+    link_stats stats() const noexcept { return counters_->snapshot(); }
     const boost::asio::any_io_executor& executor() const noexcept { return ex_; }
 
 private:
@@ -95,6 +100,7 @@ private:
     void free_link(error e);
     void reset_link();
     void schedule_reconnect();
+    void link_down() noexcept;
     void on_switch_announced(const master_switch& m);
 
     // hiredis_adapter::events
@@ -106,6 +112,7 @@ private:
     connection_config cfg_;
     boost::asio::ip::tcp::resolver resolver_;
     std::shared_ptr<sentinel_impl> sentinel_;   // Sentinels configured: the master is asked of them
+    std::shared_ptr<link_counters> counters_;
     std::shared_ptr<boost::asio::cancellation_signal> discovery_;   // of the discovery in progress
     std::shared_ptr<sentinel_watch> watch_;   // Sentinels configured: their +switch-master
     std::optional<sentinel_address> master_;  // Sentinels configured: the master linked to

@@ -95,6 +95,10 @@ public:
             token, impl_, s, std::move(keys), std::move(args));
     }
 
+    /// What its links went through (connects, links lost, failovers followed); from any
+    /// thread. Zero after a move.
+    link_stats stats() const noexcept { return impl_ ? detail::stats(*impl_) : link_stats{}; }
+
     /// Pending operations complete with error::closed; later ones too. No reconnection.
     void close()
     {

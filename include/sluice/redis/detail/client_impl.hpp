@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sluice/redis/connection_config.hpp>
+#include <sluice/redis/link_stats.hpp>
 #include <sluice/redis/reply.hpp>
 #include <sluice/redis/script.hpp>
 
@@ -37,6 +38,9 @@ void close(const std::shared_ptr<client_impl>& c);
 
 /// A connection: whether its link is up (from any thread). A cluster: false.
 bool connected(const client_impl& c) noexcept;
+
+/// Its links' counts (from any thread).
+link_stats stats(const client_impl& c) noexcept;
 
 /// A cluster: the node ("host:port") its map gives for `slot`, empty if none (yet); call on
 /// the client's executor. A connection: empty.

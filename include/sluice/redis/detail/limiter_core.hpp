@@ -182,6 +182,11 @@ public:
         s.backend.last_round_trip = std::chrono::microseconds{rtt_us_.load(std::memory_order_relaxed)};
         s.backend.clock_offset = std::chrono::microseconds{offset_us_.load(std::memory_order_relaxed)};
         s.backend.degraded = degraded_.load(std::memory_order_relaxed);
+        if constexpr (requires { client_.stats().master_switches; }) {
+            const auto links = client_.stats();
+            s.backend.links_lost = links.links_lost;
+            s.backend.master_switches = links.master_switches;
+        }
         return s;
     }
 
