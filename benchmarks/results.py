@@ -168,14 +168,19 @@ SHM_KEYED_TEXT = """\
 `--scenario keyed --backend shm`: the keyed scenario (one thread, uniform keys, admitting)
 on `shm::keyed<>`, one table of 1,000,000 keys in a shared-memory segment, beside the
 in-process `keyed<token_bucket<>>` of the same size in the same process and round. Ratio:
-shm over in-process, round by round (goal: within 1.5). Bytes per key: resident memory
-after filling, over the keys (the table's slots are fixed: two a key of its cap)."""
+shm over in-process, round by round (goal: within 1.5). u64 keys: a table of integer keys
+(`table_options::integer_keys`, 32-byte slots), as the in-process u64 store holds u64 keys
+only. Bytes per key: resident memory after filling, over the keys (the table's slots are
+fixed: two a key of its cap)."""
 
 SHM_FLEET_TEXT = """\
 `--scenario shared --backend shm`: the fleet of the Redis section (P processes x 32 callers,
 burst 1, the same JSON keys) on one `shm::token_bucket` in a shared-memory segment: no server.
-Try: `async_try_acquire` in a loop; acquire: `async_acquire` with a max_wait of 1 s (slots
-reserved in the shared word, in order across processes)."""
+Try: `async_try_acquire` in a loop, each caller's next attempt as soon as the last one
+completes (the Redis fleet's loop); acquire: `async_acquire` with a max_wait of 1 s (slots
+reserved in the shared word, in order across processes). Fleet CPU: the processes' CPU time
+over the run, in cores: with burst 1 a permit nobody asks for at its instant is lost, so a
+trying fleet admits no more than the share of the time one of its processes is on a CPU."""
 
 BANDWIDTH_TEXT = """\
 `--scenario bandwidth`: loopback TCP connections, each sending side a `throttled_stream`
@@ -695,11 +700,13 @@ def render(res):
     shm_fleet = [l for l in res.lines if l["job"].startswith("shm/fleet/") and "procs" in l]
     sp, ss = (str(shm_fleet[0]["procs"]), str(shm_fleet[0]["seconds"])) if shm_fleet else ("P", "D")
     md += table(["fleet: %s processes x 32 callers, 100,000/s, burst 1, %s s, one segment" % (sp, ss),
-                 "admitted, % of the quota", "over-admission, %", "shares, min / max of equal", "decisions per second"],
+                 "admitted, % of the quota", "over-admission, %", "shares, min / max of equal", "decisions per second",
+                 "fleet CPU, cores"],
                 [[col, res.ratio("shm/fleet/" + col, "admitted", "allowed", "%.1f", 100),
                   res.cell("shm/fleet/" + col, "over_admission", "%+.2f", 100),
                   "%s / %s" % (res.cell("shm/fleet/" + col, "share_min", "%.2f"), res.cell("shm/fleet/" + col, "share_max", "%.2f")),
-                  res.cell("shm/fleet/" + col, "decisions_per_s", "%.0f")] for col, _ in SHM_FLEET])
+                  res.cell("shm/fleet/" + col, "decisions_per_s", "%.0f"),
+                  res.cell("shm/fleet/" + col, "fleet_cpu_cores", "%.2f")] for col, _ in SHM_FLEET])
 
     md += ["", "## Bandwidth", "", BANDWIDTH_TEXT, ""]
     conns = next((str(l.get("connections")) for l in res.lines if l["job"] == "bandwidth"), "C")

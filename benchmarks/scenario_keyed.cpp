@@ -25,7 +25,8 @@
 //
 // --backend shm (keys string or u64): the same run on sluice::shm::keyed<Clock>, one table of
 // max_keys = --keys in a shared-memory segment (removed after), beside the in-process
-// keyed<token_bucket<Clock>> in the same process: two lines, "backend": "local" then
+// keyed<token_bucket<Clock>> in the same process (u64 keys: a table of integer keys only,
+// table_options::integer_keys, as the in-process store holds u64 only): two lines, "backend": "local" then
 // "shm" (created and evicted: 0 on the shm line, which does not count them).
 //
 // The reference: chase_ns, one hop of a dependent random pointer chase over 128 MB (a
@@ -239,7 +240,11 @@ result measure(const options& o, std::size_t keys, const std::vector<std::vector
             const std::string name = "/sluice-bench-keyed-" + std::to_string(::getpid());
             sluice::shm::remove(name);
             {
-                sluice::shm::keyed<Clock> k(name, r, burst, sluice::shm::table_options{.max_keys = keys});
+                // u64 keys: a table of integer keys (32-byte slots), as the in-process store
+                // for u64 holds u64 keys only.
+                sluice::shm::keyed<Clock> k(name, r, burst,
+                                            sluice::shm::table_options{
+                                                .max_keys = keys, .integer_keys = std::is_same_v<key_type, std::uint64_t>});
                 sluice::shm::remove(name);   // the mapping stays; nothing is left behind
                 fill(k);
                 auto [wall, adm] = run<Keys>(o, seqs, [&](const auto& key) { return k.try_acquire(key).admitted; });

@@ -34,7 +34,9 @@
 // attempts, redis_errors, fallback_decisions, round_trip_us (the median of the processes'
 // last round trips), mode, limiter, share_min and share_max (each process's admissions
 // against an equal share of the total), demand_min and demand_max (each process's attempts
-// against an equal share of them: what the CPUs let it ask), timeouts (acquires that gave up). --trace FILE: each process's admissions per 100 ms, one line
+// against an equal share of them: what the CPUs let it ask), timeouts (acquires that gave up), fleet_cpu_cores (the processes' CPU time over
+// the run / D: with burst 1 a permit nobody asks for at its instant is lost, so tries
+// admit at most what the fleet is on a CPU to ask for). --trace FILE: each process's admissions per 100 ms, one line
 // `process,interval,admitted` each, for plots.
 #include "bench_redis.hpp"
 #include "shared_fleet.hpp"

@@ -37,8 +37,12 @@ struct child_result {
     std::int64_t timeouts = 0;
     std::int64_t commands = 0;
     std::int64_t lease_expired = 0;
+    std::int64_t cpu_us = 0;   // the process's CPU time (user + system) over the run
     std::int64_t ok = 0;
 };
+
+/// The calling process's CPU time so far (user + system), us.
+std::int64_t cpu_time_us();
 
 // Admissions per 100 ms of the run, for --trace.
 constexpr auto trace_interval = std::chrono::milliseconds(100);
@@ -60,6 +64,7 @@ child_result run_child_on(const options& o, Limiter& tb, boost::asio::io_context
     const auto begin = steady::now() - std::chrono::duration_cast<steady::duration>(late);
     auto end = begin + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
     bins.assign(static_cast<std::size_t>(std::ceil(o.seconds * 10)) + 1, 0);
+    const std::int64_t cpu_begin = cpu_time_us();
     std::int64_t admitted = 0, attempts = 0, timeouts = 0;
     int inflight = 0;
     auto admit = [&] {
@@ -94,6 +99,7 @@ child_result run_child_on(const options& o, Limiter& tb, boost::asio::io_context
         io.restart();
         io.run_for(std::chrono::milliseconds(10));
     }
+    res.cpu_us = cpu_time_us() - cpu_begin;
     auto s = tb.stats();
     res.admitted = admitted;
     res.attempts = attempts;

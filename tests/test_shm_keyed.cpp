@@ -87,7 +87,7 @@ struct model {
 };
 
 // A key of the random runs: a string (of 0 to 40 bytes, some sharing long prefixes) or an
-// integer.
+// integer (only integers for a table of integer keys).
 struct test_key {
     bool integer;
     std::uint64_t value;
@@ -98,13 +98,13 @@ struct test_key {
     }
 };
 
-std::vector<test_key> make_keys(std::size_t n, sluice_test::rng& g)
+std::vector<test_key> make_keys(std::size_t n, sluice_test::rng& g, bool integers_only)
 {
     std::set<test_key> seen;
     std::vector<test_key> keys;
     while (keys.size() < n) {
         test_key k{false, 0, {}};
-        int kind = static_cast<int>(g.below(4));
+        int kind = integers_only ? 0 : static_cast<int>(g.below(4));
         if (kind == 0) {
             k.integer = true;
             k.value = g.chance(50) ? g.below(64) : g.next();
@@ -165,15 +165,18 @@ std::vector<sluice::shm::keyed_gcra::tracked_key> check_table(const sluice::shm:
 // With the tracked set known, the model predicts exactly which new key is refused with
 // shm_table_full (and a retry_after no later than the first of its shard's keys is idle).
 // Time never goes back here (a key evicted at t is new at every later instant; before t it
-// would not be: the clock caveat of the class comment).
+// would not be: the clock caveat of the class comment). `integer_keys`: a table of integer
+// keys (32-byte slots), fed integer keys.
 void compare_with_model(const std::string& name, std::uint64_t seed, std::int64_t start, std::int64_t interval,
-                        std::uint64_t burst, std::size_t max_keys, std::size_t shards, std::size_t nkeys, int ops)
+                        std::uint64_t burst, std::size_t max_keys, std::size_t shards, std::size_t nkeys, int ops,
+                        bool integer_keys = false)
 {
     sluice_test::rng g(seed);
     sluice::shm::keyed_gcra t(name, rate::every(std::chrono::nanoseconds{interval}), burst,
-                              {.max_keys = max_keys, .shards = shards, .hash_seed = seed});
+                              {.max_keys = max_keys, .shards = shards, .hash_seed = seed, .integer_keys = integer_keys});
+    CHECK(t.integer_keys() == integer_keys);
     model m{interval, burst};
-    auto keys = make_keys(nkeys, g);
+    auto keys = make_keys(nkeys, g, integer_keys);
     std::vector<std::size_t> shard(keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) shard[i] = shard_of(t, keys[i]);
     std::vector<model_bucket> buckets(keys.size());
@@ -308,6 +311,68 @@ TEST_CASE("shm::keyed_gcra decides as a GCRA per key, with a hard cap and idle k
         compare_with_model(c.str(), 6, std::numeric_limits<std::int64_t>::max() - (std::int64_t{1} << 40), 1000000,
                            1000, 8, 1, 20, 5000);
     }
+    SUBCASE("a table of integer keys (32-byte slots): eviction pressure, four shards, room for all")
+    {
+        shm_name a("keyed-model-int-a");
+        compare_with_model(a.str(), 7, 1'000'000'000, 1000, 4, 16, 1, 40, 20000, true);
+        shm_name b("keyed-model-int-b");
+        compare_with_model(b.str(), 8, 1'000'000'000, 1000, 3, 32, 4, 100, 20000, true);
+        shm_name c("keyed-model-int-c");
+        compare_with_model(c.str(), 9, 1'000'000'000, 1000, 5, 1000, 0, 200, 10000, true);
+    }
+}
+
+TEST_CASE("shm::keyed_gcra with integer_keys: slots of 32 bytes, integer keys only, part of the configuration")
+{
+    const std::int64_t t0 = 1'000'000'000;
+    shm_name wide("keyed-int-wide");
+    shm_name narrow("keyed-int-narrow");
+    sluice::shm::keyed_gcra w(wide.str(), rate::every(1000ns), 2, {.max_keys = 4096, .shards = 4});
+    sluice::shm::keyed_gcra t(narrow.str(), rate::every(1000ns), 2, {.max_keys = 4096, .shards = 4, .integer_keys = true});
+    CHECK_FALSE(w.integer_keys());
+    CHECK(t.integer_keys());
+    // Two slots a key of 64 bytes, or of 32, plus the same header.
+    CHECK(w.segment().size() - t.segment().size() == 2 * 4096 * 32);
+    CHECK(t.try_acquire(std::uint64_t{7}, 2, t0).admitted);
+    CHECK_FALSE(t.try_acquire(std::uint64_t{7}, 1, t0).admitted);
+    CHECK(t.try_acquire(~std::uint64_t{0}, 1, t0).admitted);
+    CHECK(t.contains(std::uint64_t{7}));
+    CHECK(t.contains(~std::uint64_t{0}));
+    CHECK_FALSE(t.contains(std::uint64_t{8}));
+    // No string key, of any length: nothing stored.
+    for (std::string_view s : {std::string_view(""), std::string_view("7"), std::string_view("client-1")}) {
+        sluice::decision d = t.try_acquire(s, 1, t0);
+        CHECK_FALSE(d.admitted);
+        CHECK(d.error == error::shm_key_too_long);
+        CHECK_FALSE(t.contains(s));
+    }
+    auto listed = check_table(t);
+    REQUIRE(listed.size() == 2);
+    for (const auto& k : listed) {
+        CHECK(k.integer);
+        CHECK((k.value == 7 || k.value == ~std::uint64_t{0}));
+        CHECK(k.key.empty());
+    }
+    // Neighbouring slots share a cache line: many keys in one small shard, each its own.
+    shm_name dense("keyed-int-dense");
+    sluice::shm::keyed_gcra d(dense.str(), rate::every(1000ns), 1, {.max_keys = 24, .shards = 1, .integer_keys = true});
+    for (std::uint64_t k = 0; k < 24; ++k) CHECK(d.try_acquire(k << 40, 1, t0).admitted);
+    for (std::uint64_t k = 0; k < 24; ++k) CHECK_FALSE(d.try_acquire(k << 40, 1, t0).admitted);
+    CHECK(d.try_acquire(std::uint64_t{1}, 1, t0).error == error::shm_table_full);
+    CHECK(check_table(d).size() == 24);
+    // The other layout is another kind of segment.
+    CHECK(thrown([&] {
+              sluice::shm::keyed_gcra x(narrow.str(), rate::every(1000ns), 2, {.max_keys = 4096, .shards = 4});
+          }) == error::shm_incompatible);
+    CHECK(thrown([&] {
+              sluice::shm::keyed_gcra x(wide.str(), rate::every(1000ns), 2,
+                                        {.max_keys = 4096, .shards = 4, .integer_keys = true});
+          }) == error::shm_incompatible);
+    CHECK(thrown([&] {
+              sluice::shm::keyed_gcra x(narrow.str(), rate::every(1000ns), 2,
+                                        {.max_keys = 4096, .shards = 4, .integer_keys = true});
+              CHECK(x.contains(std::uint64_t{7}));
+          }) == boost::system::error_code());
 }
 
 TEST_CASE("shm::keyed_gcra: a full table refuses a new key until one is idle; keys too long; bad input")
@@ -483,13 +548,16 @@ TEST_CASE("two processes inserting and deciding on one table admit exactly what 
 // The same between threads (one object shared, and one object each), where
 // ThreadSanitizer sees the orderings the processes rely on; with a cap below the keys in
 // use, so that threads insert, evict and decide on the same keys at once.
-TEST_CASE("threads inserting, evicting and deciding on one table admit exactly what each key's bucket holds")
+namespace {
+
+void threads_on_one_table(bool integer_keys)
 {
-    shm_name name("keyed-threads");
+    CAPTURE(integer_keys);
+    shm_name name(integer_keys ? "keyed-threads-int" : "keyed-threads");
     constexpr int keys = 64;
     const std::int64_t t0 = 1'000'000'000;
     const auto r = rate::every(1000ns);
-    const sluice::shm::table_options shape{.max_keys = 48, .shards = 2, .hash_seed = 7};
+    const sluice::shm::table_options shape{.max_keys = 48, .shards = 2, .hash_seed = 7, .integer_keys = integer_keys};
     sluice::shm::keyed_gcra shared(name.str(), r, 2, shape);
     std::atomic<std::int64_t> admitted[keys]{};
     std::atomic<std::int64_t> full{0};
@@ -528,6 +596,14 @@ TEST_CASE("threads inserting, evicting and deciding on one table admit exactly w
         check_table(shared);
     }
     CHECK(full.load() > 0);
+}
+
+} // namespace
+
+TEST_CASE("threads inserting, evicting and deciding on one table admit exactly what each key's bucket holds")
+{
+    threads_on_one_table(false);
+    threads_on_one_table(true);   // a table of integer keys (32-byte slots)
 }
 
 // A process that died holding a shard's lock in the middle of an eviction (its state word
@@ -582,10 +658,13 @@ TEST_CASE("a shard whose lock holder died mid-eviction is repaired by the next p
 // have committed without recording), and never more than the bucket held; that a shard
 // answered shm_table_full only when it held its share of keys all consumed in that phase
 // or still busy; and the table's invariants (no key twice, no shard over its share).
-TEST_CASE("SIGKILL at random points while processes insert, evict and decide leaves the table exact" *
-          doctest::timeout(120))
+namespace {
+
+// `integer_keys`: on a table of integer keys (32-byte slots), key i being the integer i.
+void sigkill_run(bool integer_keys)
 {
-    shm_name name("keyed-sigkill");
+    CAPTURE(integer_keys);
+    shm_name name(integer_keys ? "keyed-sigkill-int" : "keyed-sigkill");
     constexpr int procs = 3;
     constexpr int nkeys = 48;
     constexpr int max_phases = 3000;
@@ -603,7 +682,7 @@ TEST_CASE("SIGKILL at random points while processes insert, evict and decide lea
     const std::int64_t interval = 1000;
     const std::uint64_t burst = 3;
     const auto r = rate::every(std::chrono::nanoseconds{interval});
-    const sluice::shm::table_options shape{.max_keys = 16, .shards = 2, .hash_seed = 25};
+    const sluice::shm::table_options shape{.max_keys = 16, .shards = 2, .hash_seed = 25, .integer_keys = integer_keys};
     auto key_of = [](int i) { return "k" + std::to_string(i); };
 
     auto child = [&](int slot) {
@@ -620,7 +699,8 @@ TEST_CASE("SIGKILL at random points while processes insert, evict and decide lea
                 }
                 std::int64_t ph = b->phase.load();
                 int k = static_cast<int>(g.below(nkeys));
-                sluice::decision d = t.try_acquire(key_of(k), 1, b->instant[ph]);
+                sluice::decision d = integer_keys ? t.try_acquire(static_cast<std::uint64_t>(k), 1, b->instant[ph])
+                                                  : t.try_acquire(key_of(k), 1, b->instant[ph]);
                 if (d.admitted) b->admitted[ph % 2][k].fetch_add(1);
                 if (d.error == error::shm_table_full) b->full[ph % 2].fetch_add(1);
                 b->decided.fetch_add(1);
@@ -669,7 +749,7 @@ TEST_CASE("SIGKILL at random points while processes insert, evict and decide lea
         std::map<std::string, i128> after;
         std::vector<std::size_t> busy_in(observer.shards()), count_in(observer.shards());
         for (const auto& tk : tracked) {
-            after[tk.key] = tk.empty_at;
+            after[tk.integer ? key_of(static_cast<int>(tk.value)) : tk.key] = tk.empty_at;
             ++count_in[tk.shard];
             if (!(i128(tk.empty_at) + m.tau() <= now)) ++busy_in[tk.shard];
         }
@@ -719,6 +799,15 @@ TEST_CASE("SIGKILL at random points while processes insert, evict and decide lea
     CHECK(kills >= 20);
     CHECK(full_phases > 0);
     CHECK(total_recorded <= total_consumed);
+}
+
+} // namespace
+
+TEST_CASE("SIGKILL at random points while processes insert, evict and decide leaves the table exact" *
+          doctest::timeout(120))
+{
+    sigkill_run(false);
+    sigkill_run(true);
 }
 
 TEST_SUITE_END();

@@ -86,7 +86,7 @@ enum class error {
     shm_table_full,
 
     /// A key longer than a shared-memory keyed table stores (shm::keyed_gcra::max_key_size
-    /// bytes). Nothing was admitted or stored.
+    /// bytes; a table of integer keys stores no string key). Nothing was admitted or stored.
     shm_key_too_long,
 };
 

@@ -76,13 +76,13 @@ robust_lock table_lock(keyed_header& h, keyed_shard* shards, std::size_t n) noex
 // state to the tombstone has its tag deleted, and the count is taken again from the slots
 // (the table's with it, by the difference).
 robust_lock shard_lock(keyed_header& h, keyed_shard* shards, std::size_t n, std::size_t si, keyed_slot* slots,
-                       std::size_t nslots) noexcept
+                       std::size_t nslots, unsigned slot_shift) noexcept
 {
     keyed_shard& s = shards[si];
     return robust_lock(s.mutex, [&] {
         std::uint64_t count = 0;
         for (std::size_t i = 0; i < nslots; ++i) {
-            keyed_slot& e = slots[i];
+            keyed_slot& e = *reinterpret_cast<keyed_slot*>(reinterpret_cast<char*>(slots) + (i << slot_shift));
             std::uint64_t m = e.meta.load(std::memory_order_relaxed);
             std::uint64_t t = e.tag.load(std::memory_order_relaxed);
             bool half_written = generation(m) & 1;
@@ -133,16 +133,16 @@ keyed_gcra::shape keyed_gcra::shape_of(const table_options& t)
     if (shards > std::min<std::size_t>(t.max_keys, most_shards))
         bad_option("shm::table_options::shards: 1 to min(max_keys, 65536)");
     std::size_t per = (t.max_keys + shards - 1) / shards;
-    return {t.max_keys, shards, 2 * per, t.hash_seed};
+    return {t.max_keys, shards, 2 * per, t.hash_seed, t.integer_keys};
 }
 
 shm::detail::segment_layout keyed_gcra::layout(const sluice::detail::gcra_step& step, const shape& s) noexcept
 {
     // max_keys < 2^33 and shards <= 2^16: one configuration word holds both.
     std::int64_t table = static_cast<std::int64_t>(s.max_keys) | (static_cast<std::int64_t>(s.shards) << 40);
-    return {kind,
+    return {s.integer ? integer_kind : kind,
             {step.interval, static_cast<std::int64_t>(step.burst), step.slack, table},
-            header_bytes(s.shards) + s.shards * s.slots * sizeof(keyed_slot),
+            header_bytes(s.shards) + s.shards * s.slots * (s.integer ? sizeof(keyed_slot) / 2 : sizeof(keyed_slot)),
             [](void* p, const shm::detail::segment_layout& l) noexcept {
                 // The slots are zero (the file is new): never used, generation 0.
                 const auto* shp = static_cast<const shape*>(l.context);
@@ -176,6 +176,8 @@ keyed_gcra::keyed_gcra(const sluice::detail::gcra_step& step, const shape& s, co
       max_keys_(s.max_keys),
       shard_count_(s.shards),
       slots_(s.slots),
+      slot_shift_(s.integer ? 5 : 6),
+      key_words_(s.integer ? 1 : 5),
       shape_(s),
       segment_(where, layout(step, shape_)),
       header_(static_cast<keyed_header*>(segment_.payload())),
@@ -193,7 +195,7 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
     const std::size_t si = shard_index(h);
     keyed_shard& s = shards_[si];
     keyed_slot* base = slots_of(si);
-    robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_);
+    robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_, slot_shift_);
     if (!lock.held()) return invalid(error::shm_unavailable);
     const std::uint64_t tag = h | 1;
 
@@ -203,7 +205,7 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
         free = slots_;
         std::size_t i = home(h);
         for (std::size_t probes = 0; probes < slots_; ++probes) {
-            keyed_slot& e = base[i];
+            keyed_slot& e = *slot_at(base, i);
             std::uint64_t t = e.tag.load(std::memory_order_acquire);
             if (t == tag && (e.meta.load(std::memory_order_relaxed) & 0xff) == k.size && same_key(e, k)) return &e;
             if (!(t & 1) && free == slots_) free = i;
@@ -258,14 +260,14 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
 
     // Written whole before the tag publishes it: a reader that sees the tag sees the key
     // and its state; a holder killed before the tag leaves a free slot.
-    keyed_slot& e = base[free];
+    keyed_slot& e = *slot_at(base, free);
     std::uint64_t g = generation(e.meta.load(std::memory_order_relaxed));
     g += (g & 1) ? 1 : 2;   // from even to even, through odd while the key is written
     // The odd generation first: a reader that reads any of the new key's words (acquire,
     // from these release stores) then reads an odd or later generation, and discards what
     // it read (no fence: ThreadSanitizer does not follow fences).
     e.meta.store((g - 1) << 8, std::memory_order_relaxed);
-    for (std::size_t i = 0; i < 5; ++i) e.key[i].store(k.words[i], std::memory_order_release);
+    for (std::size_t i = 0; i < key_words_; ++i) e.key[i].store(k.words[i], std::memory_order_release);
     e.meta.store((g << 8) | k.size, std::memory_order_release);
     e.state.store(first, std::memory_order_release);
     e.tag.store(tag, std::memory_order_release);
@@ -301,7 +303,7 @@ bool keyed_gcra::evict_one(std::size_t si, std::int64_t now, std::int64_t& retry
     sluice::detail::int128 earliest = sluice::detail::max_ns;
     std::size_t i = static_cast<std::size_t>(s.hand.load(std::memory_order_relaxed) % slots_);
     for (std::size_t seen = 0; seen < slots_; ++seen, i = i + 1 == slots_ ? 0 : i + 1) {
-        keyed_slot& e = base[i];
+        keyed_slot& e = *slot_at(base, i);
         if (!(e.tag.load(std::memory_order_relaxed) & 1)) continue;
         std::int64_t w = e.state.load(std::memory_order_acquire);
         for (;;) {
@@ -336,16 +338,16 @@ void keyed_gcra::clean_after(detail::keyed_slot* base, std::size_t i) const noex
     // (each runs from its home to its key over taken slots, and a never-used slot stops
     // it): it becomes never used, and so may the deleted ones before it. Look-ups of
     // absent keys stay short.
-    if (base[i + 1 == slots_ ? 0 : i + 1].tag.load(std::memory_order_relaxed) != 0) return;
-    for (std::size_t n = 0; n < slots_ && base[i].tag.load(std::memory_order_relaxed) == slot_deleted; ++n) {
-        base[i].tag.store(0, std::memory_order_release);
+    if (slot_at(base, i + 1 == slots_ ? 0 : i + 1)->tag.load(std::memory_order_relaxed) != 0) return;
+    for (std::size_t n = 0; n < slots_ && slot_at(base, i)->tag.load(std::memory_order_relaxed) == slot_deleted; ++n) {
+        slot_at(base, i)->tag.store(0, std::memory_order_release);
         i = i == 0 ? slots_ - 1 : i - 1;
     }
 }
 
 bool keyed_gcra::contains(std::string_view key) const noexcept
 {
-    if (key.size() > max_key_size) return false;
+    if (key.size() > max_key_size || key_words_ == 1) return false;
     detail::key_image k{};
     std::memcpy(k.words, key.data(), key.size());
     k.size = key.size();
@@ -394,16 +396,16 @@ std::vector<keyed_gcra::tracked_key> keyed_gcra::keys() const
     std::vector<tracked_key> out;
     for (std::size_t si = 0; si < shard_count_; ++si) {
         keyed_slot* base = slots_of(si);
-        robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_);
+        robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_, slot_shift_);
         if (!lock.held())
             throw boost::system::system_error(make_error_code(error::shm_unavailable), "shm::keyed_gcra shard lock");
         for (std::size_t i = 0; i < slots_; ++i) {
-            keyed_slot& e = base[i];
+            keyed_slot& e = *slot_at(base, i);
             if (!(e.tag.load(std::memory_order_acquire) & 1)) continue;
             tracked_key t;
             std::uint64_t size = e.meta.load(std::memory_order_relaxed) & 0xff;
-            std::uint64_t words[5];
-            for (std::size_t j = 0; j < 5; ++j) words[j] = e.key[j].load(std::memory_order_relaxed);
+            std::uint64_t words[5] = {};
+            for (std::size_t j = 0; j < key_words_; ++j) words[j] = e.key[j].load(std::memory_order_relaxed);
             if (size == detail::integer_key) {
                 t.integer = true;
                 t.value = words[0];

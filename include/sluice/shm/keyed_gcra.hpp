@@ -41,6 +41,14 @@ struct table_options {
     /// makes the layout reproducible (tests). Used by the process that creates the table
     /// only (not part of the configuration an attaching process must match).
     std::uint64_t hash_seed = 0;
+
+    /// Whether the table holds 64-bit integer keys only: slots of 32 bytes instead of 64
+    /// (64 MB at 1,000,000 keys instead of 128), so that a look-up touches half the memory
+    /// and half the page table, and two neighbouring slots share a cache line. A string key
+    /// is then refused with error::shm_key_too_long (the table holds no key bytes). Another
+    /// layout (keyed_gcra::integer_kind): a process attaching with the other value gets
+    /// error::shm_incompatible.
+    bool integer_keys = false;
 };
 
 namespace detail {
@@ -57,14 +65,16 @@ inline constexpr std::uint64_t integer_key = 0xff;
 // One key: a cache line. `tag`: 0 never used (a look-up stops here), deleted (a look-up
 // goes on), or the key's hash with its low bit set. `meta`: generation << 8 | key size;
 // the generation is odd while the key is being written (a sequence lock for the readers
-// that take no lock).
-struct alignas(64) keyed_slot {
+// that take no lock). In a table of integer keys (table_options::integer_keys) a slot is
+// the first half only (tag, state, meta, key[0]), 32 bytes apart: key[1..4] are never
+// read or written there (keyed_gcra::slot_at and key_words_). Slots start on a cache line.
+struct keyed_slot {
     std::atomic<std::uint64_t> tag;
     std::atomic<std::int64_t> state;
     std::atomic<std::uint64_t> meta;
     std::atomic<std::uint64_t> key[5];
 };
-static_assert(sizeof(keyed_slot) == 64);
+static_assert(sizeof(keyed_slot) == 64 && offsetof(keyed_slot, key) == 24);
 
 inline constexpr std::uint64_t slot_deleted = 2;
 
@@ -115,9 +125,9 @@ static_assert(sizeof(keyed_header) == 128);
 /// the room: an idle key of the new key's own shard (a shard is 1 / shards() of the table).
 /// A new key that finds the table full (or its shard: shard_capacity()) with no key of its
 /// shard idle is refused with error::shm_table_full (retry_after: no key of the shard can
-/// be idle before then), never admitted unlimited. Memory: 64 bytes a slot, two slots a key
-/// of max_keys (so that look-ups stay short), plus 128 bytes a shard: 128 MB at 1,000,000
-/// keys.
+/// be idle before then), never admitted unlimited. Memory: 64 bytes a slot (32 in a table of
+/// integer keys only: table_options::integer_keys), two slots a key of max_keys (so that
+/// look-ups stay short), plus 128 bytes a shard: 128 MB at 1,000,000 keys (64 MB).
 ///
 /// How processes share it without a lock a dead process could hold (why, not what):
 /// - A decision on a tracked key takes no lock: it finds the key's slot (open addressing,
@@ -161,6 +171,8 @@ class keyed_gcra {
 public:
     /// The segment's kind: this table's layout (slots of 64 bytes, keys of 40).
     static constexpr std::uint64_t kind = 2;
+    /// The kind of a table of integer keys (table_options::integer_keys): slots of 32 bytes.
+    static constexpr std::uint64_t integer_kind = 3;
 
     /// The longest string key held, in bytes.
     static constexpr std::size_t max_key_size = 40;
@@ -185,11 +197,12 @@ public:
 
     /// Grants n permits of `key` at `now` if its bucket holds them (a new key starts with a
     /// full bucket). Errors in the decision: invalid_count, exceeds_limit,
-    /// shm_key_too_long, shm_table_full, and shm_unavailable if a shard's lock is broken
-    /// beyond repair (never by a process sluice manages).
+    /// shm_key_too_long (also any string key of a table of integer keys), shm_table_full,
+    /// and shm_unavailable if a shard's lock is broken beyond repair (never by a process
+    /// sluice manages).
     decision try_acquire(std::string_view key, std::uint64_t n, std::int64_t now) noexcept
     {
-        if (key.size() > max_key_size) return invalid(error::shm_key_too_long);
+        if (key.size() > max_key_size || key_words_ == 1) return invalid(error::shm_key_too_long);
         detail::key_image k{};
         std::memcpy(k.words, key.data(), key.size());
         k.size = key.size();
@@ -236,6 +249,8 @@ public:
     std::size_t max_keys() const noexcept { return max_keys_; }
     /// Shards of the table.
     std::size_t shards() const noexcept { return shard_count_; }
+    /// Whether the table holds integer keys only (table_options::integer_keys).
+    bool integer_keys() const noexcept { return key_words_ == 1; }
     /// Keys one shard may hold (three quarters of its slots: 1.5 times its share).
     std::size_t shard_capacity() const noexcept { return slots_ * 3 / 4; }
     /// How many times a shard or the table's count was repaired after a process died
@@ -262,6 +277,7 @@ private:
         std::size_t shards;
         std::size_t slots;   // per shard
         std::uint64_t seed;  // 0: at random
+        bool integer;        // integer keys only: slots of 32 bytes
     };
 
     keyed_gcra(const sluice::detail::gcra_step& step, const shape& s, const segment_options& where);
@@ -293,10 +309,18 @@ private:
 
     std::size_t shard_index(std::uint64_t h) const noexcept { return scale(h, shard_count_); }
     std::size_t home(std::uint64_t h) const noexcept { return scale(rotl(h, 32), slots_); }
-    detail::keyed_slot* slots_of(std::size_t shard) const noexcept { return slots_ptr_ + shard * slots_; }
-
-    static bool same_key(const detail::keyed_slot& e, const detail::key_image& k) noexcept
+    // Slot i of a shard's slots (64 or 32 bytes apart: slot_shift_ is 6 or 5).
+    detail::keyed_slot* slot_at(detail::keyed_slot* base, std::size_t i) const noexcept
     {
+        return reinterpret_cast<detail::keyed_slot*>(reinterpret_cast<char*>(base) + (i << slot_shift_));
+    }
+    detail::keyed_slot* slots_of(std::size_t shard) const noexcept { return slot_at(slots_ptr_, shard * slots_); }
+
+    // Whether slot e holds the words of k (the table holds key_words_ of them: 5, or 1 for
+    // integer keys).
+    bool same_key(const detail::keyed_slot& e, const detail::key_image& k) const noexcept
+    {
+        if (key_words_ == 1) return e.key[0].load(std::memory_order_acquire) == k.words[0];
         bool same = true;
         for (std::size_t i = 0; i < 5; ++i) same &= e.key[i].load(std::memory_order_acquire) == k.words[i];
         return same;
@@ -310,7 +334,7 @@ private:
         const std::uint64_t tag = h | 1;
         std::size_t i = home(h);
         for (std::size_t probes = 0; probes < slots_; ++probes) {
-            detail::keyed_slot& e = base[i];
+            detail::keyed_slot& e = *slot_at(base, i);
             std::uint64_t t = e.tag.load(std::memory_order_acquire);
             if (t == 0) return nullptr;
             if (t == tag) {
@@ -382,6 +406,8 @@ private:
     std::size_t max_keys_;
     std::size_t shard_count_;
     std::size_t slots_;
+    unsigned slot_shift_;     // log2 of a slot's bytes: 6, or 5 for integer keys
+    std::size_t key_words_;   // key words a slot holds: 5, or 1 for integer keys
     shape shape_;   // what the segment's init reads when this process creates it
     shm::segment segment_;
     detail::keyed_header* header_;
