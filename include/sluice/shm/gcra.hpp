@@ -91,22 +91,12 @@ public:
         if (n == 0) return sluice::detail::invalid_reservation(error::invalid_count);
         if (n > step_.burst) return sluice::detail::invalid_reservation(error::exceeds_limit);
         std::int64_t w = word_->load(std::memory_order_acquire);
-        for (;;) {
-            int128 nz = step_.next_z(z_of(w), n, now);
-            reservation r;
-            if (nz >= sluice::detail::max_ns || nz - now > max_wait) {
-                r.at = sluice::detail::sat_narrow(nz);
-                r.error = make_error_code(error::timed_out);
-                return r;
-            }
-            std::int64_t stored = store_form(nz);
-            if (word_->compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire)) {
-                if (nz > now) last_reserved_.store(stored, std::memory_order_relaxed);
-                r.admitted = true;
-                r.at = nz < now ? now : static_cast<std::int64_t>(nz);
-                return r;
-            }
+        reservation r;
+        while (!word::reserve(step_, w, n, now, max_wait, r, last_reserved_, [&](std::int64_t stored) {
+            return word_->compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire);
+        })) {
         }
+        return r;
     }
 
     /// Earliest time at which `ahead` permits and then n more could be granted if nothing
@@ -124,15 +114,7 @@ public:
     /// this process) may start that much earlier. Never fuller than a full bucket.
     std::int64_t refund(std::uint64_t n, std::int64_t now) noexcept
     {
-        std::int64_t w = last_reserved_.load(std::memory_order_relaxed);
-        if (w == fresh || word_->load(std::memory_order_acquire) != w) return 0;
-        int128 z = z_of(w);
-        int128 nz = step_.refunded(z, n, now);
-        std::int64_t stored = store_form(nz);
-        if (stored >= w || !word_->compare_exchange_strong(w, stored, std::memory_order_acq_rel, std::memory_order_relaxed))
-            return 0;
-        last_reserved_.store(stored, std::memory_order_relaxed);
-        return sluice::detail::sat_narrow(z - int128(stored));
+        return word::refund(step_, *word_, n, now, last_reserved_);
     }
 
     /// The earliest instant from which, if nothing more is consumed, the bucket decides

@@ -10,6 +10,8 @@
 #include <sluice/shm/detail/gcra_word.hpp>
 #include <sluice/shm/segment.hpp>
 
+#include <boost/system/error_code.hpp>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -152,8 +154,19 @@ static_assert(sizeof(keyed_header) == 128);
 /// its drift; instants within burst x interval + slack of the int64 clock's beginning
 /// decide conservatively). Eviction adds one case: a key evicted by a process whose clock reads ahead
 /// by d is new to one that reads behind, which admits at most d / interval permits early,
-/// the same bound as a clock ahead. Refunds and reservations are not offered: a key has no
-/// waiting queue (try_acquire only).
+/// the same bound as a clock ahead.
+///
+/// Waiting (shm::keyed's async_acquire): reserve() commits a key's future slot in its
+/// state word, as shm::gcra::reserve does on its one word, so the grants of a key follow
+/// the order of reservations across processes; refund() gives a cancelled reservation
+/// back under shm::gcra's rule (only when nothing was committed on the key after it). A
+/// key whose slot lies in the future is not idle, so it is never evicted while a
+/// reservation on it is still to come. Once the last slot has come the key may be evicted
+/// (its bucket refilled: a new one decides the same): a reservation already granted stands,
+/// and a refund then finds the word moved on (a tombstone, or another key's state) and gives
+/// nothing back; if that state happens to hold the same value, it is an idle one, and a
+/// refund of a full bucket gives nothing back either. So an eviction neither loses nor
+/// doubles an admission.
 ///
 /// Thread-safety: one object may be used from any number of threads, as any number of
 /// processes use the table.
@@ -204,6 +217,71 @@ public:
         k.size = detail::integer_key;
         return decide(k, n, now);
     }
+
+    /// A key hashed once, for the calls that name one key many times (a waiting queue's).
+    struct key_handle {
+        detail::key_image image;
+        std::uint64_t hash;
+    };
+
+    /// The handle of a string key of at most max_key_size bytes (a longer one: the error
+    /// shm_key_too_long, and the handle is not to be used).
+    key_handle handle(std::string_view key, boost::system::error_code& ec) const noexcept
+    {
+        key_handle k{};
+        ec = {};
+        if (key.size() > max_key_size) {
+            ec = make_error_code(error::shm_key_too_long);
+            return k;
+        }
+        std::memcpy(k.image.words, key.data(), key.size());
+        k.image.size = key.size();
+        k.hash = hash(k.image);
+        return k;
+    }
+
+    /// The handle of an integer key.
+    key_handle handle(std::uint64_t key) const noexcept
+    {
+        key_handle k{};
+        k.image.words[0] = key;
+        k.image.size = detail::integer_key;
+        k.hash = hash(k.image);
+        return k;
+    }
+
+    /// try_acquire on a handle.
+    decision try_acquire(const key_handle& k, std::uint64_t n, std::int64_t now) noexcept
+    {
+        return decide(k.image, k.hash, n, now);
+    }
+
+    /// The decision try_acquire would take, without consuming anything (a key not tracked
+    /// decides as a new one).
+    decision check(const key_handle& k, std::uint64_t n, std::int64_t now) const noexcept;
+
+    /// Commits n permits of the key in the future when they become available within
+    /// max_wait of now (after every reservation of every process on the key so far), as
+    /// shm::gcra::reserve; `last` is the caller's record of its last reservation on the
+    /// key (what refund() compares with; initially no_reservation). A key not tracked is
+    /// inserted with its first grant, at once (a new bucket is full). Errors:
+    /// invalid_count, exceeds_limit, timed_out (nothing consumed, `at` the predicted
+    /// instant), shm_table_full, shm_unavailable.
+    reservation reserve(const key_handle& k, std::uint64_t n, std::int64_t now, std::int64_t max_wait,
+                        std::atomic<std::int64_t>& last) noexcept;
+
+    /// Gives back n permits of the caller's last reservation(s) on the key when nothing was
+    /// committed on it after them (shm::gcra::refund's rule; see the class comment for a
+    /// key evicted meanwhile). Returns how far the key's z moved back, in ns.
+    std::int64_t refund(const key_handle& k, std::uint64_t n, std::int64_t now,
+                        std::atomic<std::int64_t>& last) noexcept;
+
+    /// Earliest instant at which `ahead` permits and then n more of the key could be
+    /// granted if nothing else consumed (max_ns: never). Consumes nothing.
+    std::int64_t predict(const key_handle& k, std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept;
+
+    /// The value of a caller's `last` before its first reservation.
+    static constexpr std::int64_t no_reservation = sluice::detail::min_ns;
 
     /// Whether `key` is tracked now.
     bool contains(std::string_view key) const noexcept;
@@ -256,6 +334,7 @@ private:
     using word = shm::detail::gcra_word<sluice::detail::min_ns + 2>;
     // An evicted key's state word, until its slot is reused: no stored z is this.
     static constexpr std::int64_t tomb = sluice::detail::min_ns + 1;
+    static_assert(no_reservation == word::fresh);
 
     struct shape {
         std::size_t max_keys;
@@ -327,8 +406,13 @@ private:
 
     [[gnu::always_inline]] decision decide(const detail::key_image& k, std::uint64_t n, std::int64_t now) noexcept
     {
+        return decide(k, hash(k), n, now);
+    }
+
+    [[gnu::always_inline]] decision decide(const detail::key_image& k, const std::uint64_t h, std::uint64_t n,
+                                           std::int64_t now) noexcept
+    {
         if (n == 0 || n > step_.burst) return invalid(n == 0 ? error::invalid_count : error::exceeds_limit);
-        const std::uint64_t h = hash(k);
         for (bool again = true; again;) {
             again = false;
             std::uint64_t m;
@@ -362,6 +446,9 @@ private:
         }
         return decide_locked(k, h, n, now);
     }
+
+    // The key's word now: its state, or fresh for a key not tracked (or being evicted).
+    std::int64_t word_of(const key_handle& k) const noexcept;
 
     // Under the shard's lock: the key again (another process may have inserted it), else
     // a new slot for it with its first decision, after an eviction when the shard is full.

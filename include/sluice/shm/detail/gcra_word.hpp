@@ -6,7 +6,9 @@
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
 #include <sluice/detail/gcra_step.hpp>
+#include <sluice/error.hpp>
 
+#include <atomic>
 #include <cstdint>
 
 namespace sluice::shm::detail {
@@ -49,6 +51,49 @@ struct gcra_word {
         if (near_zero(now) && (w == fresh || near_zero(w)) && s.tau < small_tau)
             return decide_in<std::int64_t>(s, w == fresh ? now - s.tau : w, n, now, d, commit);
         return decide_in<int128>(s, z_of(w), n, now, d, commit);
+    }
+
+    /// Commits n (1..burst) permits at `now` on word w when they are available within
+    /// max_wait (>= 0): commit(stored) swaps the word (false when it lost a race, and this
+    /// is called again on the word reloaded). r holds the reservation when this returns
+    /// true; a granted one that lies in the future is recorded in `last`, the word this
+    /// holder's last reservation left (what refund() compares with).
+    template <class Commit>
+    static bool reserve(const sluice::detail::gcra_step& s, std::int64_t w, std::uint64_t n, std::int64_t now,
+                        std::int64_t max_wait, reservation& r, std::atomic<std::int64_t>& last, Commit&& commit) noexcept
+    {
+        int128 nz = s.next_z(z_of(w), n, now);
+        if (nz >= sluice::detail::max_ns || nz - now > max_wait) {
+            r = {};
+            r.at = sluice::detail::sat_narrow(nz);
+            r.error = make_error_code(error::timed_out);
+            return true;
+        }
+        std::int64_t stored = store_form(nz);
+        if (!commit(stored)) return false;
+        if (nz > now) last.store(stored, std::memory_order_relaxed);
+        r = {};
+        r.admitted = true;
+        r.at = nz < now ? now : static_cast<std::int64_t>(nz);
+        return true;
+    }
+
+    /// Gives back n permits of the holder's last reservation(s) when nothing was committed
+    /// on `word` after them (it still holds `last`): the refund rule of every shared GCRA
+    /// word (see shm::gcra). Returns how far z moved back, in ns. Never fuller than a full
+    /// bucket; a word that moved on (another holder's reservation, a key evicted and its
+    /// slot reused) is left alone.
+    static std::int64_t refund(const sluice::detail::gcra_step& s, std::atomic<std::int64_t>& word, std::uint64_t n,
+                               std::int64_t now, std::atomic<std::int64_t>& last) noexcept
+    {
+        std::int64_t w = last.load(std::memory_order_relaxed);
+        if (w == fresh || word.load(std::memory_order_acquire) != w) return 0;
+        int128 z = z_of(w);
+        std::int64_t stored = store_form(s.refunded(z, n, now));
+        if (stored >= w || !word.compare_exchange_strong(w, stored, std::memory_order_acq_rel, std::memory_order_relaxed))
+            return 0;
+        last.store(stored, std::memory_order_relaxed);
+        return sluice::detail::sat_narrow(z - int128(stored));
     }
 
 private:
