@@ -310,6 +310,102 @@ TEST_CASE("shm::keyed_gcra decides as a GCRA per key, with a hard cap and idle k
     }
 }
 
+// Reservations and refunds per key (what shm::keyed's waiting commits), by two holders
+// (two processes' waiting queues, each with its own record of its last reservation per
+// key), against the model: a reservation is a decision that may lie up to max_wait in the
+// future; a refund moves z back by n intervals (never below a full bucket) only when z is
+// still what the holder's last reservation left.
+TEST_CASE("shm::keyed_gcra reserves and refunds per key as a GCRA with the shared refund rule (model)")
+{
+    shm_name name("keyed-reserve-model");
+    sluice_test::rng g(25);
+    const std::int64_t interval = 1000;
+    const std::uint64_t burst = 3;
+    sluice::shm::keyed_gcra t(name.str(), rate::every(std::chrono::nanoseconds{interval}), burst,
+                              {.max_keys = 64, .shards = 1, .hash_seed = 25});
+    model m{interval, burst};
+    auto keys = make_keys(6, g);
+    std::vector<sluice::shm::keyed_gcra::key_handle> handles;
+    for (const auto& k : keys) {
+        boost::system::error_code ec;
+        handles.push_back(k.integer ? t.handle(k.value) : t.handle(k.text, ec));
+        REQUIRE_FALSE(ec);
+    }
+    std::vector<model_bucket> buckets(keys.size());
+    const i128 none = -(i128(1) << 80);
+    std::vector<i128> model_last[2] = {std::vector<i128>(keys.size(), none), std::vector<i128>(keys.size(), none)};
+    std::vector<std::atomic<std::int64_t>> last0(keys.size()), last1(keys.size());
+    for (auto* l : {&last0, &last1})
+        for (auto& a : *l) a.store(sluice::shm::keyed_gcra::no_reservation);
+    std::int64_t now = 1'000'000'000;
+    int reserved = 0, future = 0, timed_out = 0, refunded = 0, kept = 0, tried = 0;
+    for (int i = 0; i < 20000; ++i) {
+        CAPTURE(i);
+        if (g.chance(40)) now += g.in(0, interval);
+        const std::size_t ki = g.below(keys.size());
+        const auto& h = handles[ki];
+        model_bucket& b = buckets[ki];
+        const int who = static_cast<int>(g.below(2));
+        auto& last = (who == 0 ? last0 : last1)[ki];
+        i128& mlast = model_last[who][ki];
+        const std::uint64_t n = 1 + g.below(burst);
+        const int op = static_cast<int>(g.below(10));
+        if (op < 5) {
+            const std::int64_t max_wait = g.chance(20) ? 0 : g.in(0, 6 * interval);
+            sluice::reservation r = t.reserve(h, n, now, max_wait, last);
+            i128 start = b.z > i128(now) - m.tau() ? b.z : i128(now) - m.tau();
+            i128 due = start + i128(n) * interval;
+            if (due - now > max_wait) {
+                CHECK(r.error == error::timed_out);
+                CHECK_FALSE(r.admitted);
+                CHECK(r.at == static_cast<std::int64_t>(due));
+                ++timed_out;
+            } else {
+                REQUIRE(r.admitted);
+                CHECK_FALSE(r.error);
+                CHECK(r.at == static_cast<std::int64_t>(due > now ? due : i128(now)));
+                b.z = due;
+                if (due > now) {
+                    mlast = due;
+                    ++future;
+                }
+                ++reserved;
+            }
+        } else if (op < 8) {
+            std::int64_t moved = t.refund(h, n, now, last);
+            std::int64_t expect = 0;
+            if (mlast != none && b.z == mlast) {
+                i128 floor = i128(now) - m.tau();
+                i128 nz = b.z - i128(n) * interval;
+                if (nz < floor) nz = floor;
+                if (nz < b.z) {
+                    expect = static_cast<std::int64_t>(b.z - nz);
+                    b.z = nz;
+                    mlast = nz;
+                }
+            }
+            CHECK(moved == expect);
+            (expect ? refunded : kept)++;
+        } else {
+            sluice::decision c = t.check(h, n, now);
+            sluice::decision d = t.try_acquire(h, n, now);
+            sluice::decision e = m.decide(b, n, now);
+            CHECK(c.admitted == e.admitted);
+            CHECK(d.admitted == e.admitted);
+            CHECK(d.retry_after == e.retry_after);
+            ++tried;
+        }
+        i128 start = b.z > i128(now) - m.tau() ? b.z : i128(now) - m.tau();
+        CHECK(t.predict(h, 1, now) == static_cast<std::int64_t>(start + interval));
+    }
+    MESSAGE("reserved " << reserved << " (" << future << " ahead), timed out " << timed_out << ", refunded "
+                        << refunded << ", refunds refused " << kept << ", tries " << tried);
+    CHECK(future > 1000);
+    CHECK(timed_out > 500);
+    CHECK(refunded > 300);
+    CHECK(kept > 300);
+}
+
 TEST_CASE("shm::keyed_gcra: a full table refuses a new key until one is idle; keys too long; bad input")
 {
     shm_name name("keyed-full");
