@@ -194,14 +194,11 @@ private:
     // handler on its way holds its own reference.
     void let_go_idle()
     {
-        for (auto it = engines_.begin(); it != engines_.end();) {
-            if (it->second->queued() == 0) {
-                counters_.add(it->second->stats());
-                it = engines_.erase(it);
-            } else {
-                ++it;
-            }
-        }
+        boost::unordered::erase_if(engines_, [this](const auto& entry) {
+            if (entry.second->queued() != 0) return false;
+            counters_.add(entry.second->stats());
+            return true;
+        });
     }
 
     Executor executor_;
