@@ -445,4 +445,37 @@ TEST_CASE("shm::keyed: a handler runs on its own executor, never inside the init
     CHECK(later_calls == 1);
 }
 
+
+// The refund rule looks between the cancelled reservation and the process's last one: a's
+// first slot, with b's after it and a's second after that, is not given back (a's second
+// would move up onto b's slot: two grants at one instant from a bucket of one).
+TEST_CASE("shm::keyed: a cancelled reservation with another limiter's between it and a later one of its own keeps its slot")
+{
+    shm_name name("kw-between");
+    asio::io_context io;
+    clk::set(t0);
+    keyed a(io, name.str(), sluice::rate::per_second(10), 1);
+    keyed b(io, name.str(), sluice::rate::per_second(10), 1);
+    REQUIRE(a.try_acquire("k").admitted);
+    asio::cancellation_signal sig, sig2;
+    auto a1 = cancellable(a, std::string("k"), sig);    // +100 ms
+    auto b1 = request(b, std::string("k"));             // +200 ms
+    auto a2 = cancellable(a, std::string("k"), sig2);   // +300 ms
+    auto a3 = request(a, std::string("k"));             // +400 ms
+    drain(io);
+    sig.emit(ct::terminal);
+    drain(io);
+    CHECK(a1->ec == asio::error::operation_aborted);
+    CHECK(empty_at(a, "k") == ns(t0 + 400ms));   // nothing given back
+    // a2 and a3 were reserved after b's: a2 comes back exactly, a3 moves up into its slot.
+    sig2.emit(ct::terminal);
+    drain(io);
+    CHECK(a2->ec == asio::error::operation_aborted);
+    CHECK(empty_at(a, "k") == ns(t0 + 300ms));
+    run_until(io, b1, 1s);
+    run_until(io, a3, 1s);
+    CHECK(b1->at == ns(t0 + 200ms));
+    CHECK(a3->at == ns(t0 + 300ms));
+}
+
 TEST_SUITE_END();

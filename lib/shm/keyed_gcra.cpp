@@ -373,7 +373,7 @@ std::int64_t keyed_gcra::predict(const key_handle& k, std::uint64_t n, std::int6
 }
 
 reservation keyed_gcra::reserve(const key_handle& k, std::uint64_t n, std::int64_t now, std::int64_t max_wait,
-                                std::atomic<std::int64_t>& last) noexcept
+                                detail::holder_state& h) noexcept
 {
     if (n == 0) return sluice::detail::invalid_reservation(error::invalid_count);
     if (n > step_.burst) return sluice::detail::invalid_reservation(error::exceeds_limit);
@@ -390,7 +390,7 @@ reservation keyed_gcra::reserve(const key_handle& k, std::uint64_t n, std::int64
                     break;
                 }
                 bool reused = false;
-                if (word::reserve(step_, w, n, now, max_wait, r, last, [&](std::int64_t stored) {
+                if (word::reserve(step_, w, n, now, max_wait, r, h, [&](std::int64_t stored) {
                         if (!e->state.compare_exchange_weak(w, stored, std::memory_order_acq_rel,
                                                             std::memory_order_acquire))
                             return false;
@@ -420,13 +420,13 @@ reservation keyed_gcra::reserve(const key_handle& k, std::uint64_t n, std::int64
     }
 }
 
-std::int64_t keyed_gcra::refund(const key_handle& k, std::uint64_t n, std::int64_t now,
-                                std::atomic<std::int64_t>& last) noexcept
+std::int64_t keyed_gcra::refund(const key_handle& k, std::uint64_t n, std::int64_t now, detail::holder_state& h,
+                                std::uint64_t which) noexcept
 {
     std::uint64_t m;
     keyed_slot* e = find(k.image, k.hash, m);
     if (!e) return 0;   // evicted: what it reserved has come and gone (see the class comment)
-    return word::refund(step_, e->state, n, now, last);
+    return word::refund(step_, e->state, n, now, h, which);
 }
 
 bool keyed_gcra::contains(std::string_view key) const noexcept

@@ -159,7 +159,7 @@ static_assert(sizeof(keyed_header) == 128);
 /// Waiting (shm::keyed's async_acquire): reserve() commits a key's future slot in its
 /// state word, as shm::gcra::reserve does on its one word, so the grants of a key follow
 /// the order of reservations across processes; refund() gives a cancelled reservation
-/// back under shm::gcra's rule (only when nothing was committed on the key after it). A
+/// back under shm::gcra's rule (only when nobody else committed on the key after it). A
 /// key whose slot lies in the future is not idle, so it is never evicted while a
 /// reservation on it is still to come. Once the last slot has come the key may be evicted
 /// (its bucket refilled: a new one decides the same): a reservation already granted stands,
@@ -262,26 +262,24 @@ public:
 
     /// Commits n permits of the key in the future when they become available within
     /// max_wait of now (after every reservation of every process on the key so far), as
-    /// shm::gcra::reserve; `last` is the caller's record of its last reservation on the
-    /// key (what refund() compares with; initially no_reservation). A key not tracked is
+    /// shm::gcra::reserve; `h` is the caller's record of its reservations on the key (what
+    /// refund() checks). A key not tracked is
     /// inserted with its first grant, at once (a new bucket is full). Errors:
     /// invalid_count, exceeds_limit, timed_out (nothing consumed, `at` the predicted
     /// instant), shm_table_full, shm_unavailable.
     reservation reserve(const key_handle& k, std::uint64_t n, std::int64_t now, std::int64_t max_wait,
-                        std::atomic<std::int64_t>& last) noexcept;
+                        detail::holder_state& h) noexcept;
 
-    /// Gives back n permits of the caller's last reservation(s) on the key when nothing was
-    /// committed on it after them (shm::gcra::refund's rule; see the class comment for a
+    /// Gives back n permits of the caller's reservation number `which` on the key (h.count
+    /// after it was made) when no
+    /// reservation depends on it (shm::gcra::refund's rule; see the class comment for a
     /// key evicted meanwhile). Returns how far the key's z moved back, in ns.
-    std::int64_t refund(const key_handle& k, std::uint64_t n, std::int64_t now,
-                        std::atomic<std::int64_t>& last) noexcept;
+    std::int64_t refund(const key_handle& k, std::uint64_t n, std::int64_t now, detail::holder_state& h,
+                        std::uint64_t which) noexcept;
 
     /// Earliest instant at which `ahead` permits and then n more of the key could be
     /// granted if nothing else consumed (max_ns: never). Consumes nothing.
     std::int64_t predict(const key_handle& k, std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept;
-
-    /// The value of a caller's `last` before its first reservation.
-    static constexpr std::int64_t no_reservation = sluice::detail::min_ns;
 
     /// Whether `key` is tracked now.
     bool contains(std::string_view key) const noexcept;
@@ -334,7 +332,6 @@ private:
     using word = shm::detail::gcra_word<sluice::detail::min_ns + 2>;
     // An evicted key's state word, until its slot is reused: no stored z is this.
     static constexpr std::int64_t tomb = sluice::detail::min_ns + 1;
-    static_assert(no_reservation == word::fresh);
 
     struct shape {
         std::size_t max_keys;

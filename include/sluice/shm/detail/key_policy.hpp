@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/shm/detail/gcra_word.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 
 #include <atomic>
@@ -12,8 +13,8 @@
 namespace sluice::shm::detail {
 
 /// policy::gcra's calls on one key of a keyed_gcra: the decisions are the table's (shared
-/// by every process); what is this process's own is `last`, the word its last reservation
-/// on the key left, which the refund rule compares with (shm::gcra keeps the same).
+/// by every process); what is this process's own is its record of its reservations on the
+/// key (holder_state), which the refund rule checks (shm::gcra keeps the same).
 /// Holds the table alive: a waiting queue may outlive the keyed limiter that made it (a
 /// handler on its way holds it).
 class key_policy {
@@ -32,7 +33,7 @@ public:
 
     reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t /*ahead*/ = 0) noexcept
     {
-        return table_->reserve(key_, n, now, max_wait, last_);
+        return table_->reserve(key_, n, now, max_wait, holder_);
     }
 
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
@@ -40,16 +41,23 @@ public:
         return table_->predict(key_, n, now, ahead);
     }
 
-    std::int64_t refund(std::uint64_t n, std::int64_t now) noexcept { return table_->refund(key_, n, now, last_); }
+    /// Gives back reservation number `which` (a waiter's), under the shared refund rule.
+    std::int64_t refund(std::uint64_t n, std::int64_t now, std::uint64_t which) noexcept
+    {
+        return table_->refund(key_, n, now, holder_, which);
+    }
 
-    /// The word this process's last reservation on the key left (no_reservation: none).
-    std::int64_t last_reserved() const noexcept { return last_.load(std::memory_order_relaxed); }
+    /// The same for a reservation not named (see gcra_word::unnamed).
+    std::int64_t refund(std::uint64_t n, std::int64_t now) noexcept { return refund(n, now, word_type::unnamed); }
+
+    /// The number of this process's last reservation on the key granted ahead.
+    std::uint64_t last_reservation() const noexcept { return holder_.count.load(std::memory_order_relaxed); }
 
 private:
     std::shared_ptr<keyed_gcra> table_;
     keyed_gcra::key_handle key_;
-    // Changed under the waiting queue's lock; atomic as shm::gcra's.
-    std::atomic<std::int64_t> last_{keyed_gcra::no_reservation};
+    using word_type = gcra_word<sluice::detail::min_ns + 2>;
+    holder_state holder_;   // this process's reservations on the key, under the queue's lock
 };
 
 } // namespace sluice::shm::detail
