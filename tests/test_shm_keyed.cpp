@@ -1,12 +1,16 @@
 // sluice::shm::keyed_gcra: the shared-memory key table against a small model (a GCRA per
 // key and a cap per shard), its bounds and errors, processes deciding on one table, a
-// shard repaired after its lock holder died, and processes killed with SIGKILL at random
-// points while others insert, evict and decide. Every `now` is passed by hand.
+// shard repaired after its lock holder died, processes killed with SIGKILL at random
+// points while others insert, evict and decide, and two processes waiting on the same keys
+// (shm::keyed on a manual clock in each). Every `now` is passed by hand.
 #include <sluice/shm/detail/gcra_word.hpp>
 #include <sluice/shm/gcra.hpp>
 #include <sluice/shm/keyed.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/system/system_error.hpp>
 #include <doctest/doctest.h>
 
@@ -601,6 +605,141 @@ TEST_CASE("two processes inserting and deciding on one table admit exactly what 
 // The same between threads (one object shared, and one object each), where
 // ThreadSanitizer sees the orderings the processes rely on; with a cap below the keys in
 // use, so that threads insert, evict and decide on the same keys at once.
+// Two processes, each with its own shm::keyed (its own waiting queues and timers) on a
+// manual clock of its own set to the same instants, reserve in a random order (seed 2501,
+// in runs of one process)
+// on two keys of one table, cancel some of their waiters (latest first), then run their
+// clocks: each key's grants come in the order of its reservations, one interval apart, at
+// the slots a model of the refund rule predicts, and each process is granted exactly its
+// waiters that were not cancelled.
+TEST_CASE("two processes waiting on the same keys are granted in the order of their reservations, exactly")
+{
+    shm_name name("keyed-wait-procs");
+    constexpr int total = 60;
+    constexpr std::int64_t interval = 10'000'000;   // 10 ms: 100 a second, burst 1
+    constexpr std::int64_t t0 = 1'000'000'000'000;
+    using clk = sluice::basic_manual_clock<struct keyed_wait_procs_tag>;
+    struct board {
+        std::atomic<int> turn{0};
+        std::atomic<int> done{0};
+        std::atomic<std::int64_t> at[total]{};
+        std::atomic<int> outcome[total]{};   // 0 pending, 1 granted, 2 cancelled, 3 other
+    };
+    sluice_test::rng g(2501);
+    int owner[total], key[total];
+    bool cancel[total];
+    // Runs of one process's reservations, so that some cancellations can be given back.
+    for (int i = 0; i < total; ++i) {
+        owner[i] = i > 0 && g.chance(75) ? owner[i - 1] : static_cast<int>(g.below(2));
+        key[i] = static_cast<int>(g.below(2));
+        cancel[i] = g.chance(25);
+    }
+    const std::string keys[2] = {"job", "feed"};
+    {
+        sluice::shm::keyed_gcra table(name.str(), rate::every(std::chrono::nanoseconds{interval}), 1);
+        for (const auto& k : keys) REQUIRE(table.try_acquire(k, 1, t0).admitted);
+    }
+    auto* b = shared_board<board>();
+    pid_t pids[2];
+    for (int c = 0; c < 2; ++c) {
+        pids[c] = spawn([&, c] {
+            clk::set(std::chrono::nanoseconds{t0});
+            boost::asio::io_context io;
+            sluice::shm::keyed<clk> l(io, name.str(), rate::every(std::chrono::nanoseconds{interval}), 1);
+            std::vector<boost::asio::cancellation_signal> sig(total);
+            // Each waits for its own turns only (the other may be past a turn already).
+            auto wait_turn = [&](int t) {
+                while (b->turn.load() < t) ::sched_yield();
+            };
+            for (int i = 0; i < total; ++i) {
+                if (owner[i] == c) {
+                    wait_turn(i);
+                    l.async_acquire(keys[key[i]], 1, std::chrono::seconds(100),
+                                    boost::asio::bind_cancellation_slot(sig[static_cast<std::size_t>(i)].slot(),
+                                                                        [b, i](boost::system::error_code ec) {
+                                                                            b->at[i] = clk::now().time_since_epoch().count();
+                                                                            b->outcome[i] = !ec ? 1
+                                                                                : ec == boost::asio::error::operation_aborted ? 2
+                                                                                : 3;
+                                                                        }));
+                    io.poll();
+                    io.restart();
+                    b->turn.store(i + 1);
+                }
+            }
+            for (int i = total - 1; i >= 0; --i) {
+                if (owner[i] == c) {
+                    wait_turn(2 * total - 1 - i);
+                    if (cancel[i]) sig[static_cast<std::size_t>(i)].emit(boost::asio::cancellation_type::terminal);
+                    while (io.poll() != 0) io.restart();
+                    io.restart();
+                    b->turn.store(2 * total - i);
+                }
+            }
+            wait_turn(2 * total);
+            for (std::int64_t t = 0; t <= (total + 2) * interval; t += 1'000'000) {
+                clk::set(std::chrono::nanoseconds{t0 + t});
+                while (io.poll() != 0) io.restart();
+                io.restart();
+            }
+            b->done.fetch_add(1);
+            return 0;
+        });
+    }
+    for (pid_t pid : pids) CHECK(wait_exit(pid) == 0);
+    CHECK(b->done.load() == 2);
+
+    // The model: a cancelled reservation comes back when no other process reserved on its
+    // key between it and its process's last reservation there, and everything still
+    // committed after it is its process's (cancelled latest first, so later ones are
+    // settled).
+    bool refunded[total] = {};
+    for (int i = total - 1; i >= 0; --i) {
+        if (!cancel[i]) continue;
+        int last = i;
+        for (int j = i + 1; j < total; ++j)
+            if (key[j] == key[i] && owner[j] == owner[i]) last = j;
+        bool ok = true;
+        for (int j = i + 1; j < total; ++j) {
+            if (key[j] != key[i]) continue;
+            if (j < last && owner[j] != owner[i]) ok = false;      // another's between
+            if (owner[j] != owner[i] && !refunded[j]) ok = false;  // another's still committed after
+        }
+        refunded[i] = ok;
+    }
+    int granted[2] = {0, 0}, expected[2] = {0, 0}, lost = 0, given_back = 0;
+    for (int k = 0; k < 2; ++k) {
+        std::int64_t slot = t0, prev = t0;
+        for (int i = 0; i < total; ++i) {
+            if (key[i] != k) continue;
+            CAPTURE(i);
+            if (refunded[i]) {
+                ++given_back;
+            } else {
+                slot += interval;   // its slot, kept (granted, or lost to the rate)
+            }
+            if (cancel[i]) {
+                CHECK(b->outcome[i].load() == 2);
+                if (!refunded[i]) ++lost;
+                continue;
+            }
+            ++expected[owner[i]];
+            REQUIRE(b->outcome[i].load() == 1);
+            ++granted[owner[i]];
+            CHECK(b->at[i].load() == slot);
+            CHECK(b->at[i].load() >= prev + interval);
+            prev = b->at[i].load();
+        }
+    }
+    MESSAGE("granted " << granted[0] << " + " << granted[1] << " of " << total << ", cancelled " << given_back + lost
+                       << " (" << given_back << " given back, " << lost << " kept: another process reserved after)");
+    CHECK(granted[0] == expected[0]);
+    CHECK(granted[1] == expected[1]);
+    CHECK(given_back > 0);
+    CHECK(lost > 0);
+    free_board(b);
+}
+
 TEST_CASE("threads inserting, evicting and deciding on one table admit exactly what each key's bucket holds")
 {
     shm_name name("keyed-threads");
