@@ -9,6 +9,7 @@
 #include <sluice/manual_clock.hpp>
 #include <sluice/shm/detail/keyed_waits.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
+#include <sluice/shm/keyed_wait_options.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>

@@ -220,8 +220,8 @@ public:
 
     /// A key hashed once, for the calls that name one key many times (a waiting queue's).
     struct key_handle {
-        detail::key_image image;
-        std::uint64_t hash;
+        detail::key_image image;   ///< The key as the table holds it.
+        std::uint64_t hash;        ///< Its hash under the table's seed.
     };
 
     /// The handle of a string key of at most max_key_size bytes (a longer one: the error

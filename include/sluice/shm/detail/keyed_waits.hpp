@@ -12,6 +12,7 @@
 #include <sluice/rate_limiter.hpp>
 #include <sluice/shm/detail/key_policy.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
+#include <sluice/shm/keyed_wait_options.hpp>
 
 #include <boost/system/system_error.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
@@ -27,18 +28,6 @@
 #include <utility>
 
 namespace sluice::shm {
-
-/// Options of shm::keyed's waiting (async_acquire, acquire), this process's own.
-struct keyed_wait_options {
-    /// Keys this process keeps a waiting queue for at once (its own bound, apart from the
-    /// table's max_keys). A queue nobody waits in is let go when a new one needs the room;
-    /// a request that has to wait on a new key when every queue kept has waiters is
-    /// refused with error::queue_full. At least 1.
-    std::size_t max_waiting_keys = 10'000;
-
-    /// Options of each key's waiting queue (max_queued is per key).
-    limiter_options limiter{};
-};
 
 namespace detail {
 
