@@ -27,9 +27,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace sluice::shm {
-
-namespace detail {
+namespace sluice::shm::detail {
 
 /// The waiting queues of one shm::keyed in this process. The slots are committed in the
 /// table (key_policy), so a key's queue here only times this process's waiters on its own
@@ -82,7 +80,6 @@ public:
         w->n = n;
         boost::system::error_code ec;
         keyed_gcra::key_handle k = handle(key, ec);
-        std::shared_ptr<engine_type> e;
         {
             // Held while the request queues, so that the key's queue is not let go between
             // the look-up and the queueing.
@@ -199,5 +196,4 @@ private:
     sluice::detail::request_counters counters_;
 };
 
-} // namespace detail
-} // namespace sluice::shm
+} // namespace sluice::shm::detail
