@@ -521,18 +521,21 @@ TEST_CASE("shm::keyed: threads waiting through two limiters on one table, one cl
                 }
             });
         }
-        // The clock, by hand: 100 us a step until every handler ran; `a` closed halfway.
+        // Every request is started before the clock moves (the io threads answer the first
+        // ones meanwhile); then the clock, by hand, 100 us a step until every handler ran,
+        // `a` closed once half of them did.
+        for (auto& t : threads) t.join();
+        CHECK(started.load() == producers * each);
         bool was_closed = false;
         auto until = std::chrono::steady_clock::now() + 60s;
         while (hs.runs.load() < producers * each && std::chrono::steady_clock::now() < until) {
-            clk::advance(100us);
-            if (!was_closed && hs.runs.load() >= producers * each / 2 && started.load() == producers * each) {
+            if (!was_closed && hs.runs.load() >= producers * each / 2) {
                 a.close();
                 was_closed = true;
             }
+            clk::advance(100us);
             std::this_thread::yield();
         }
-        for (auto& t : threads) t.join();
         CHECK(was_closed);
         auto sa = a.stats(), sb = b.stats();
         CHECK(sa.admitted + sa.closed + sb.admitted == static_cast<std::uint64_t>(producers * each));
