@@ -523,14 +523,14 @@ TEST_CASE("shm::keyed: threads waiting through two limiters on one table, one cl
         }
         // Every request is started before the clock moves (the io threads answer the first
         // ones meanwhile); then the clock, by hand, 100 us a step until every handler ran,
-        // `a` closed once half of its own requests are admitted (its reservations may all
-        // come before b's, or after: the threads race).
+        // `a` closed at t0 + 40 ms: by then at most 3 x (5 + 40) of the 400 are admitted, so
+        // at least 65 of a's 200 still wait (the io threads may lag behind the clock).
         for (auto& t : threads) t.join();
         CHECK(started.load() == producers * each);
         bool was_closed = false;
         auto until = std::chrono::steady_clock::now() + 60s;
         while (hs.runs.load() < producers * each && std::chrono::steady_clock::now() < until) {
-            if (!was_closed && a.stats().admitted >= producers * each / 4) {
+            if (!was_closed && clk::now().time_since_epoch() >= t0 + 40ms) {
                 a.close();
                 was_closed = true;
             }
