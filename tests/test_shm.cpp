@@ -56,7 +56,8 @@ void compare_with_gcra(const std::string& name, std::uint64_t seed, std::int64_t
     std::int64_t now = start;
     struct pending {
         std::uint64_t n;
-        std::int64_t at;
+        std::int64_t at;        // its slot now (moved up by refunds ahead of it)
+        std::uint64_t number;   // its reservation's number, what refund() is told
     };
     std::deque<pending> queued;
     for (int i = 0; i < 20000; ++i) {
@@ -85,7 +86,7 @@ void compare_with_gcra(const std::string& name, std::uint64_t seed, std::int64_t
             CHECK(a.admitted == b.admitted);
             CHECK(a.at == b.at);
             CHECK(a.error == b.error);
-            if (a.admitted && a.at > now) queued.push_back({n, a.at});
+            if (a.admitted && a.at > now) queued.push_back({n, a.at, shared.last_reservation()});
         } else if (op < 90) {
             std::uint64_t ahead = g.below(4);
             CHECK(shared.predict(n, now, ahead) == model.predict(n, now, ahead));
@@ -95,8 +96,9 @@ void compare_with_gcra(const std::string& name, std::uint64_t seed, std::int64_t
             // reserving_queue moves them.
             std::size_t k = g.below(queued.size());
             std::uint64_t m = queued[k].n;
+            std::uint64_t number = queued[k].number;
             queued.erase(queued.begin() + static_cast<std::ptrdiff_t>(k));
-            std::int64_t moved = shared.refund(m, now);
+            std::int64_t moved = shared.refund(m, now, number);
             CHECK(moved == model.refund(m, now));
             for (std::size_t j = k; j < queued.size(); ++j) queued[j].at -= moved;
         }

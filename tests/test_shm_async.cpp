@@ -144,6 +144,37 @@ TEST_CASE("shm: a cancellation refunds only when no other engine reserved after 
     CHECK(b.try_acquire().admitted);
 }
 
+// The refund rule looks between the cancelled reservation and the process's last one (an
+// earlier rule looked only at the last: a's second waiter moved up onto b's slot, two
+// grants at one instant from a bucket of one).
+TEST_CASE("shm: a cancelled reservation with another engine's between it and a later one of its own keeps its slot")
+{
+    shm_name name("between");
+    boost::asio::io_context io;
+    clk::set(t0);
+    bucket a(io, name.str(), sluice::rate::per_second(10), 1);
+    bucket b(io, name.str(), sluice::rate::per_second(10), 1);
+    REQUIRE(a.try_acquire().admitted);
+    boost::asio::cancellation_signal sig, sig2;
+    auto a1 = cancellable<clk>(a, sig);     // +100 ms
+    auto b1 = request<clk>(b, 1, 10s);      // +200 ms
+    auto a2 = cancellable<clk>(a, sig2);    // +300 ms
+    auto a3 = request<clk>(a, 1, 10s);      // +400 ms
+    drain(io);
+    sig.emit(ct::terminal);
+    drain(io);
+    CHECK(a1->ec == boost::asio::error::operation_aborted);
+    CHECK(a.policy().empty_at() == ns(t0 + 400ms));
+    sig2.emit(ct::terminal);
+    drain(io);
+    CHECK(a2->ec == boost::asio::error::operation_aborted);
+    CHECK(a.policy().empty_at() == ns(t0 + 300ms));
+    run_until(io, b1, 1s);
+    run_until(io, a3, 1s);
+    CHECK(b1->at == ns(t0 + 200ms));
+    CHECK(a3->at == ns(t0 + 300ms));
+}
+
 TEST_CASE("shm: threads on two mappings of one segment admit exactly what the bucket holds")
 {
     shm_name name("threads");

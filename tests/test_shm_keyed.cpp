@@ -1,11 +1,16 @@
 // sluice::shm::keyed_gcra: the shared-memory key table against a small model (a GCRA per
 // key and a cap per shard), its bounds and errors, processes deciding on one table, a
-// shard repaired after its lock holder died, and processes killed with SIGKILL at random
-// points while others insert, evict and decide. Every `now` is passed by hand.
+// shard repaired after its lock holder died, processes killed with SIGKILL at random
+// points while others insert, evict and decide, and two processes waiting on the same keys
+// (shm::keyed on a manual clock in each). Every `now` is passed by hand.
+#include <sluice/shm/detail/gcra_word.hpp>
 #include <sluice/shm/gcra.hpp>
 #include <sluice/shm/keyed.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/system/system_error.hpp>
 #include <doctest/doctest.h>
 
@@ -13,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -345,6 +351,9 @@ TEST_CASE("shm::keyed_gcra with integer_keys: slots of 32 bytes, integer keys on
         CHECK_FALSE(d.admitted);
         CHECK(d.error == error::shm_key_too_long);
         CHECK_FALSE(t.contains(s));
+        boost::system::error_code ec;   // nor a handle (what a waiting queue uses)
+        (void)t.handle(s, ec);
+        CHECK(ec == error::shm_key_too_long);
     }
     auto listed = check_table(t);
     REQUIRE(listed.size() == 2);
@@ -373,6 +382,122 @@ TEST_CASE("shm::keyed_gcra with integer_keys: slots of 32 bytes, integer keys on
                                         {.max_keys = 4096, .shards = 4, .integer_keys = true});
               CHECK(x.contains(std::uint64_t{7}));
           }) == boost::system::error_code());
+}
+
+// Reservations and refunds per key (what shm::keyed's waiting commits), by two holders
+// (two processes' waiting queues, each with its own record of its reservations per key),
+// against the model: a reservation is a decision that may lie up to max_wait in the
+// future; a refund of a holder's reservation moves z back by n intervals (never below a
+// full bucket) only when nobody else committed after it: z is still what the holder's
+// last reservation left, and no other commit came between that one and this one (the
+// holder's barrier: the number of its last reservation another's commit followed).
+TEST_CASE("shm::keyed_gcra reserves and refunds per key as a GCRA with the shared refund rule (model)")
+{
+    shm_name name("keyed-reserve-model");
+    sluice_test::rng g(25);
+    const std::int64_t interval = 1000;
+    const std::uint64_t burst = 3;
+    sluice::shm::keyed_gcra t(name.str(), rate::every(std::chrono::nanoseconds{interval}), burst,
+                              {.max_keys = 64, .shards = 1, .hash_seed = 25});
+    model m{interval, burst};
+    auto keys = make_keys(6, g, false);
+    std::vector<sluice::shm::keyed_gcra::key_handle> handles;
+    for (const auto& k : keys) {
+        boost::system::error_code ec;
+        handles.push_back(k.integer ? t.handle(k.value) : t.handle(k.text, ec));
+        REQUIRE_FALSE(ec);
+    }
+    struct model_holder {
+        bool any = false;
+        i128 last = 0;
+        std::uint64_t count = 0;
+        std::uint64_t barrier = 0;
+        std::vector<std::uint64_t> numbers;   // reservations granted ahead, not yet refunded
+    };
+    std::vector<model_bucket> buckets(keys.size());
+    std::vector<model_holder> mh[2] = {std::vector<model_holder>(keys.size()), std::vector<model_holder>(keys.size())};
+    std::vector<sluice::shm::detail::holder_state> h0(keys.size()), h1(keys.size());
+    std::int64_t now = 1'000'000'000;
+    int reserved = 0, future = 0, timed_out = 0, refunded = 0, kept = 0, behind = 0, tried = 0;
+    for (int i = 0; i < 20000; ++i) {
+        CAPTURE(i);
+        if (g.chance(30)) now += g.in(0, interval);
+        const std::size_t ki = g.below(keys.size());
+        const auto& h = handles[ki];
+        model_bucket& b = buckets[ki];
+        const int who = static_cast<int>(g.below(2));
+        auto& holder = (who == 0 ? h0 : h1)[ki];
+        model_holder& mo = mh[who][ki];
+        const std::uint64_t n = 1 + g.below(burst);
+        const int op = static_cast<int>(g.below(10));
+        if (op < 5) {
+            const std::int64_t max_wait = g.chance(20) ? 0 : g.in(0, 6 * interval);
+            sluice::reservation r = t.reserve(h, n, now, max_wait, holder);
+            i128 start = b.z > i128(now) - m.tau() ? b.z : i128(now) - m.tau();
+            i128 due = start + i128(n) * interval;
+            if (due - now > max_wait) {
+                CHECK(r.error == error::timed_out);
+                CHECK_FALSE(r.admitted);
+                CHECK(r.at == static_cast<std::int64_t>(due));
+                ++timed_out;
+            } else {
+                REQUIRE(r.admitted);
+                CHECK_FALSE(r.error);
+                CHECK(r.at == static_cast<std::int64_t>(due > now ? due : i128(now)));
+                if (due > now) {
+                    if (mo.any && b.z != mo.last) mo.barrier = mo.count;
+                    mo.any = true;
+                    mo.last = due;
+                    mo.numbers.push_back(++mo.count);
+                    CHECK(holder.count.load() == mo.count);
+                    ++future;
+                }
+                b.z = due;
+                ++reserved;
+            }
+        } else if (op < 8) {
+            // One of the holder's reservations comes back (a cancelled waiter's).
+            if (mo.numbers.empty()) continue;
+            std::size_t which = g.below(mo.numbers.size());
+            std::uint64_t number = mo.numbers[which];
+            mo.numbers.erase(mo.numbers.begin() + static_cast<std::ptrdiff_t>(which));
+            std::uint64_t rn = 1 + g.below(burst);
+            std::int64_t moved = t.refund(h, rn, now, holder, number);
+            std::int64_t expect = 0;
+            if (number <= mo.barrier) {
+                ++behind;
+            } else if (mo.any && b.z == mo.last) {
+                i128 floor = i128(now) - m.tau();
+                i128 nz = b.z - i128(rn) * interval;
+                if (nz < floor) nz = floor;
+                if (nz < b.z) {
+                    expect = static_cast<std::int64_t>(b.z - nz);
+                    b.z = nz;
+                    mo.last = nz;
+                }
+            }
+            CHECK(moved == expect);
+            (expect ? refunded : kept)++;
+        } else {
+            sluice::decision c = t.check(h, n, now);
+            sluice::decision d = t.try_acquire(h, n, now);
+            sluice::decision e = m.decide(b, n, now);
+            CHECK(c.admitted == e.admitted);
+            CHECK(d.admitted == e.admitted);
+            CHECK(d.retry_after == e.retry_after);
+            ++tried;
+        }
+        i128 start = b.z > i128(now) - m.tau() ? b.z : i128(now) - m.tau();
+        CHECK(t.predict(h, 1, now) == static_cast<std::int64_t>(start + interval));
+    }
+    MESSAGE("reserved " << reserved << " (" << future << " ahead), timed out " << timed_out << ", refunded "
+                        << refunded << ", refunds refused " << kept << " (" << behind
+                        << " behind another's commit), tries " << tried);
+    CHECK(future > 1000);
+    CHECK(timed_out > 500);
+    CHECK(refunded > 300);
+    CHECK(behind > 100);
+    CHECK(kept - behind > 100);
 }
 
 TEST_CASE("shm::keyed_gcra: a full table refuses a new key until one is idle; keys too long; bad input")
@@ -544,6 +669,143 @@ TEST_CASE("two processes inserting and deciding on one table admit exactly what 
     CHECK(check_table(table).size() == static_cast<std::size_t>(keys));
     free_board(b);
 }
+
+#ifndef BOOST_ASIO_HAS_IO_URING   // manual-clock timers need the epoll reactor (tests/meson.build)
+// Two processes, each with its own shm::keyed (its own waiting queues and timers) on a
+// manual clock of its own set to the same instants, reserve in a random order (seed 2501,
+// in runs of one process)
+// on two keys of one table, cancel some of their waiters (latest first), then run their
+// clocks: each key's grants come in the order of its reservations, one interval apart, at
+// the slots a model of the refund rule predicts, and each process is granted exactly its
+// waiters that were not cancelled.
+TEST_CASE("two processes waiting on the same keys are granted in the order of their reservations, exactly")
+{
+    shm_name name("keyed-wait-procs");
+    constexpr int total = 60;
+    constexpr std::int64_t interval = 10'000'000;   // 10 ms: 100 a second, burst 1
+    constexpr std::int64_t t0 = 1'000'000'000'000;
+    using clk = sluice::basic_manual_clock<struct keyed_wait_procs_tag>;
+    struct board {
+        std::atomic<int> turn{0};
+        std::atomic<int> done{0};
+        std::atomic<std::int64_t> at[total]{};
+        std::atomic<int> outcome[total]{};   // 0 pending, 1 granted, 2 cancelled, 3 other
+    };
+    sluice_test::rng g(2501);
+    int owner[total], key[total];
+    bool cancel[total];
+    // Runs of one process's reservations, so that some cancellations can be given back.
+    for (int i = 0; i < total; ++i) {
+        owner[i] = i > 0 && g.chance(75) ? owner[i - 1] : static_cast<int>(g.below(2));
+        key[i] = static_cast<int>(g.below(2));
+        cancel[i] = g.chance(25);
+    }
+    const std::string keys[2] = {"job", "feed"};
+    {
+        sluice::shm::keyed_gcra table(name.str(), rate::every(std::chrono::nanoseconds{interval}), 1);
+        for (const auto& k : keys) REQUIRE(table.try_acquire(k, 1, t0).admitted);
+    }
+    auto* b = shared_board<board>();
+    pid_t pids[2];
+    for (int c = 0; c < 2; ++c) {
+        pids[c] = spawn([&, c] {
+            clk::set(std::chrono::nanoseconds{t0});
+            boost::asio::io_context io;
+            sluice::shm::keyed<clk> l(io, name.str(), rate::every(std::chrono::nanoseconds{interval}), 1);
+            std::vector<boost::asio::cancellation_signal> sig(total);
+            // Each waits for its own turns only (the other may be past a turn already).
+            auto wait_turn = [&](int t) {
+                while (b->turn.load() < t) ::sched_yield();
+            };
+            for (int i = 0; i < total; ++i) {
+                if (owner[i] == c) {
+                    wait_turn(i);
+                    l.async_acquire(keys[key[i]], 1, std::chrono::seconds(100),
+                                    boost::asio::bind_cancellation_slot(sig[static_cast<std::size_t>(i)].slot(),
+                                                                        [b, i](boost::system::error_code ec) {
+                                                                            b->at[i] = clk::now().time_since_epoch().count();
+                                                                            b->outcome[i] = !ec ? 1
+                                                                                : ec == boost::asio::error::operation_aborted ? 2
+                                                                                : 3;
+                                                                        }));
+                    io.poll();
+                    io.restart();
+                    b->turn.store(i + 1);
+                }
+            }
+            for (int i = total - 1; i >= 0; --i) {
+                if (owner[i] == c) {
+                    wait_turn(2 * total - 1 - i);
+                    if (cancel[i]) sig[static_cast<std::size_t>(i)].emit(boost::asio::cancellation_type::terminal);
+                    while (io.poll() != 0) io.restart();
+                    io.restart();
+                    b->turn.store(2 * total - i);
+                }
+            }
+            wait_turn(2 * total);
+            for (std::int64_t t = 0; t <= (total + 2) * interval; t += 1'000'000) {
+                clk::set(std::chrono::nanoseconds{t0 + t});
+                while (io.poll() != 0) io.restart();
+                io.restart();
+            }
+            b->done.fetch_add(1);
+            return 0;
+        });
+    }
+    for (pid_t pid : pids) CHECK(wait_exit(pid) == 0);
+    CHECK(b->done.load() == 2);
+
+    // The model: a cancelled reservation comes back when no other process reserved on its
+    // key between it and its process's last reservation there, and everything still
+    // committed after it is its process's (cancelled latest first, so later ones are
+    // settled).
+    bool refunded[total] = {};
+    for (int i = total - 1; i >= 0; --i) {
+        if (!cancel[i]) continue;
+        int last = i;
+        for (int j = i + 1; j < total; ++j)
+            if (key[j] == key[i] && owner[j] == owner[i]) last = j;
+        bool ok = true;
+        for (int j = i + 1; j < total; ++j) {
+            if (key[j] != key[i]) continue;
+            if (j < last && owner[j] != owner[i]) ok = false;      // another's between
+            if (owner[j] != owner[i] && !refunded[j]) ok = false;  // another's still committed after
+        }
+        refunded[i] = ok;
+    }
+    int granted[2] = {0, 0}, expected[2] = {0, 0}, lost = 0, given_back = 0;
+    for (int k = 0; k < 2; ++k) {
+        std::int64_t slot = t0, prev = t0;
+        for (int i = 0; i < total; ++i) {
+            if (key[i] != k) continue;
+            CAPTURE(i);
+            if (refunded[i]) {
+                ++given_back;
+            } else {
+                slot += interval;   // its slot, kept (granted, or lost to the rate)
+            }
+            if (cancel[i]) {
+                CHECK(b->outcome[i].load() == 2);
+                if (!refunded[i]) ++lost;
+                continue;
+            }
+            ++expected[owner[i]];
+            REQUIRE(b->outcome[i].load() == 1);
+            ++granted[owner[i]];
+            CHECK(b->at[i].load() == slot);
+            CHECK(b->at[i].load() >= prev + interval);
+            prev = b->at[i].load();
+        }
+    }
+    MESSAGE("granted " << granted[0] << " + " << granted[1] << " of " << total << ", cancelled " << given_back + lost
+                       << " (" << given_back << " given back, " << lost << " kept: another process reserved after)");
+    CHECK(granted[0] == expected[0]);
+    CHECK(granted[1] == expected[1]);
+    CHECK(given_back > 0);
+    CHECK(lost > 0);
+    free_board(b);
+}
+#endif
 
 // The same between threads (one object shared, and one object each), where
 // ThreadSanitizer sees the orderings the processes rely on; with a cap below the keys in

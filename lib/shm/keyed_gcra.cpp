@@ -345,42 +345,112 @@ void keyed_gcra::clean_after(detail::keyed_slot* base, std::size_t i) const noex
     }
 }
 
-bool keyed_gcra::contains(std::string_view key) const noexcept
+std::int64_t keyed_gcra::word_of(const key_handle& k) const noexcept
 {
-    if (key.size() > max_key_size || key_words_ == 1) return false;
-    detail::key_image k{};
-    std::memcpy(k.words, key.data(), key.size());
-    k.size = key.size();
-    std::uint64_t m;
-    keyed_slot* e = find(k, hash(k), m);
-    return e && e->state.load(std::memory_order_acquire) != tomb;
+    for (;;) {
+        std::uint64_t m;
+        const keyed_slot* e = find(k.image, k.hash, m);
+        if (!e) return word::fresh;
+        std::int64_t w = e->state.load(std::memory_order_acquire);
+        // The state is the key's only if the slot kept its generation around the read.
+        if (e->meta.load(std::memory_order_acquire) != m) continue;
+        return w == tomb ? word::fresh : w;
+    }
 }
 
-bool keyed_gcra::contains(std::uint64_t key) const noexcept
+decision keyed_gcra::check(const key_handle& k, std::uint64_t n, std::int64_t now) const noexcept
 {
-    detail::key_image k{};
-    k.words[0] = key;
-    k.size = detail::integer_key;
+    if (n == 0 || n > step_.burst) return invalid(n == 0 ? error::invalid_count : error::exceeds_limit);
+    decision d;
+    word::decide(step_, word_of(k), n, now, d, [](std::int64_t) { return true; });
+    return d;
+}
+
+std::int64_t keyed_gcra::predict(const key_handle& k, std::uint64_t n, std::int64_t now,
+                                 std::uint64_t ahead) const noexcept
+{
+    std::uint64_t total;
+    if (__builtin_add_overflow(ahead, n, &total)) return sluice::detail::max_ns;
+    return sluice::detail::sat_narrow(step_.next_z(word::z_of(word_of(k)), total, now));
+}
+
+reservation keyed_gcra::reserve(const key_handle& k, std::uint64_t n, std::int64_t now, std::int64_t max_wait,
+                                detail::holder_state& h) noexcept
+{
+    if (n == 0) return sluice::detail::invalid_reservation(error::invalid_count);
+    if (n > step_.burst) return sluice::detail::invalid_reservation(error::exceeds_limit);
+    for (;;) {
+        std::uint64_t m;
+        if (keyed_slot* e = find(k.image, k.hash, m)) {
+            // As decide(): the generation is checked around the read and after the swap.
+            std::int64_t w = e->state.load(std::memory_order_acquire);
+            reservation r;
+            bool moved = false;
+            while (w != tomb) {
+                if (e->meta.load(std::memory_order_acquire) != m) {
+                    moved = true;
+                    break;
+                }
+                bool reused = false;
+                if (word::reserve(step_, w, n, now, max_wait, r, h, [&](std::int64_t stored) {
+                        if (!e->state.compare_exchange_weak(w, stored, std::memory_order_acq_rel,
+                                                            std::memory_order_acquire))
+                            return false;
+                        reused = e->meta.load(std::memory_order_acquire) != m;
+                        return !reused;
+                    }))
+                    return r;
+                if (reused) {
+                    moved = true;
+                    break;
+                }
+            }
+            if (moved) continue;
+        }
+        // Not tracked (or being evicted): a new bucket is full, so n (at most the burst)
+        // is granted at once, inserted under the shard's lock as try_acquire does. A
+        // refusal without an error: another process inserted the key meanwhile and it has
+        // nothing now; reserve on its word.
+        decision d = decide_locked(k.image, k.hash, n, now);
+        if (d.admitted || d.error) {
+            reservation r;
+            r.admitted = d.admitted;
+            r.error = d.error;
+            r.at = d.admitted ? now : sluice::detail::sat_add(now, static_cast<std::int64_t>(d.retry_after.count()));
+            return r;
+        }
+    }
+}
+
+std::int64_t keyed_gcra::refund(const key_handle& k, std::uint64_t n, std::int64_t now, detail::holder_state& h,
+                                std::uint64_t which) noexcept
+{
     std::uint64_t m;
-    keyed_slot* e = find(k, hash(k), m);
+    keyed_slot* e = find(k.image, k.hash, m);
+    if (!e) return 0;   // evicted: what it reserved has come and gone (see the class comment)
+    return word::refund(step_, e->state, n, now, h, which);
+}
+
+bool keyed_gcra::contains(std::string_view key) const noexcept
+{
+    return holds(key) && tracked(handle_of(detail::image_of(key)));
+}
+
+bool keyed_gcra::contains(std::uint64_t key) const noexcept { return tracked(handle_of(detail::image_of(key))); }
+
+bool keyed_gcra::tracked(const key_handle& k) const noexcept
+{
+    std::uint64_t m;
+    keyed_slot* e = find(k.image, k.hash, m);
     return e && e->state.load(std::memory_order_acquire) != tomb;
 }
 
 std::size_t keyed_gcra::shard_of(std::string_view key) const noexcept
 {
-    detail::key_image k{};
-    std::memcpy(k.words, key.data(), std::min(key.size(), max_key_size));
-    k.size = std::min(key.size(), max_key_size);
-    return shard_index(hash(k));
+    return shard_index(hash(detail::image_of(key.substr(0, max_key_size))));
 }
 
-std::size_t keyed_gcra::shard_of(std::uint64_t key) const noexcept
-{
-    detail::key_image k{};
-    k.words[0] = key;
-    k.size = detail::integer_key;
-    return shard_index(hash(k));
-}
+std::size_t keyed_gcra::shard_of(std::uint64_t key) const noexcept { return shard_index(hash(detail::image_of(key))); }
 
 std::size_t keyed_gcra::size() const noexcept { return header_->count.load(std::memory_order_relaxed); }
 

@@ -66,6 +66,7 @@ public:
             return false;
         }
         w->ready = r.at;
+        if constexpr (requires(const Policy& p) { p.last_reservation(); }) w->order = policy().last_reservation();
         w->deadline = sat_add(now, max_wait);
         // r.at already counts every refund so far, including those still on their way
         // down the queue (pending_shift_): offset them, or they would count twice.
@@ -172,7 +173,7 @@ private:
     // the policy moved back is passed to the next waiter (and so to every later one).
     void remove(waiter* w, std::int64_t now, bool refund)
     {
-        std::int64_t moved = refund ? policy().refund(w->n, now) : 0;
+        std::int64_t moved = refund ? refund_of(w, now) : 0;
         if (w->next) {
             w->next->shift += w->shift + moved;
             pending_shift_ += moved;
@@ -181,6 +182,16 @@ private:
         }
         permits_ -= w->n;
         list_.erase(w);
+    }
+
+    // A policy shared with other holders (shm::gcra) is told which of its reservations
+    // comes back: whether another holder committed after that one decides the refund.
+    std::int64_t refund_of(const waiter* w, std::int64_t now) noexcept
+    {
+        if constexpr (requires(const Policy& p) { p.last_reservation(); })
+            return policy().refund(w->n, now, w->order);
+        else
+            return policy().refund(w->n, now);
     }
 
     std::uint64_t permits_ = 0;

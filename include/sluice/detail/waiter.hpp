@@ -17,6 +17,7 @@ struct waiter {
     std::uint64_t n = 0;
     std::int64_t ready = 0;      // reserving policies: the committed ready time
     std::int64_t shift = 0;      // refunds of cancelled predecessors not yet passed on
+    std::uint64_t order = 0;     // policies shared with other holders: its reservation's number
     std::int64_t deadline = 0;   // when waiting longer breaks max_wait
     std::int64_t since = 0;      // when it queued (for the counts of waits)
     std::size_t heap_index = 0;

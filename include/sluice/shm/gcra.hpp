@@ -36,11 +36,13 @@ namespace sluice::shm {
 /// ahead by d admits at most d / interval permits early.
 ///
 /// Reservations are committed in the shared word, so waiters of every process are served
-/// in the order they reserved. refund() gives permits back only when no other commit
-/// followed this process's last reservation (the word still holds what it left there):
-/// then the waiters queued after it, all of this process, move up as in-process. When
-/// another process reserved since, its waiters keep their slots and the permits are not
-/// given back (nothing is admitted twice; the rate loses them).
+/// in the order they reserved. refund() gives a cancelled reservation back only when no
+/// other process committed after it: not after this process's last reservation (the word
+/// still holds what it left there), nor between it and that one (each process notes the
+/// last of its reservations that another's commit followed). Then the reservations after
+/// it are all this process's, and its waiters move up as in-process. Otherwise every
+/// waiter keeps its slot and the permits are not given back (nothing is admitted twice;
+/// the rate loses them).
 ///
 /// Instants within burst x interval + slack of the int64 clock's beginning decide
 /// conservatively (z is held in 64 bits, from INT64_MIN + 1 on); steady_clock and
@@ -91,22 +93,12 @@ public:
         if (n == 0) return sluice::detail::invalid_reservation(error::invalid_count);
         if (n > step_.burst) return sluice::detail::invalid_reservation(error::exceeds_limit);
         std::int64_t w = word_->load(std::memory_order_acquire);
-        for (;;) {
-            int128 nz = step_.next_z(z_of(w), n, now);
-            reservation r;
-            if (nz >= sluice::detail::max_ns || nz - now > max_wait) {
-                r.at = sluice::detail::sat_narrow(nz);
-                r.error = make_error_code(error::timed_out);
-                return r;
-            }
-            std::int64_t stored = store_form(nz);
-            if (word_->compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire)) {
-                if (nz > now) last_reserved_.store(stored, std::memory_order_relaxed);
-                r.admitted = true;
-                r.at = nz < now ? now : static_cast<std::int64_t>(nz);
-                return r;
-            }
+        reservation r;
+        while (!word::reserve(step_, w, n, now, max_wait, r, holder_, [&](std::int64_t stored) {
+            return word_->compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire);
+        })) {
         }
+        return r;
     }
 
     /// Earliest time at which `ahead` permits and then n more could be granted if nothing
@@ -118,22 +110,23 @@ public:
         return sluice::detail::sat_narrow(step_.next_z(z_of(word_->load(std::memory_order_acquire)), k, now));
     }
 
-    /// Gives back n permits of this process's last reservation(s) (a cancelled waiter)
-    /// when nothing was committed after them, by any process; see the class comment.
-    /// Returns how far z moved back, in ns: the waiters queued after the refunded one (of
-    /// this process) may start that much earlier. Never fuller than a full bucket.
-    std::int64_t refund(std::uint64_t n, std::int64_t now) noexcept
+    /// Gives back n permits of this process's reservation number `which` (a cancelled
+    /// waiter's: see last_reservation) when no reservation depends on it: nothing was
+    /// committed after it by any other process; see the class comment. Returns
+    /// how far z moved back, in ns: the waiters queued after the refunded one (of this
+    /// process) may start that much earlier. Never fuller than a full bucket.
+    std::int64_t refund(std::uint64_t n, std::int64_t now, std::uint64_t which) noexcept
     {
-        std::int64_t w = last_reserved_.load(std::memory_order_relaxed);
-        if (w == fresh || word_->load(std::memory_order_acquire) != w) return 0;
-        int128 z = z_of(w);
-        int128 nz = step_.refunded(z, n, now);
-        std::int64_t stored = store_form(nz);
-        if (stored >= w || !word_->compare_exchange_strong(w, stored, std::memory_order_acq_rel, std::memory_order_relaxed))
-            return 0;
-        last_reserved_.store(stored, std::memory_order_relaxed);
-        return sluice::detail::sat_narrow(z - int128(stored));
+        return word::refund(step_, *word_, n, now, holder_, which);
     }
+
+    /// The same for a reservation the caller cannot name (a blocked thread's): given back
+    /// only while no other commit ever came between this process's reservations.
+    std::int64_t refund(std::uint64_t n, std::int64_t now) noexcept { return refund(n, now, word::unnamed); }
+
+    /// The number of this process's last reservation granted ahead (numbered from 1 in
+    /// the order made; 0: none yet), what refund() is told.
+    std::uint64_t last_reservation() const noexcept { return holder_.count.load(std::memory_order_relaxed); }
 
     /// The earliest instant from which, if nothing more is consumed, the bucket decides
     /// exactly as a new one.
@@ -202,10 +195,9 @@ private:
     sluice::detail::gcra_step step_;
     shm::segment segment_;
     std::atomic<std::int64_t>* word_;
-    // What this process's last reservation left in the word (fresh: none yet): the word
-    // still holds it only when nothing was committed after it. Changed under the
-    // limiter's lock (reserve and refund are called there); atomic for the blocking path.
-    std::atomic<std::int64_t> last_reserved_{fresh};
+    // This process's reservations, for the refund rule. Changed under the limiter's lock
+    // (reserve and refund are called there).
+    shm::detail::holder_state holder_;
 };
 
 } // namespace sluice::shm

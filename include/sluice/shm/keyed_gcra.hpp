@@ -10,6 +10,8 @@
 #include <sluice/shm/detail/gcra_word.hpp>
 #include <sluice/shm/segment.hpp>
 
+#include <boost/system/error_code.hpp>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -61,6 +63,24 @@ struct key_image {
 };
 
 inline constexpr std::uint64_t integer_key = 0xff;
+
+// The image of a string key of at most 40 bytes (the caller checks the size).
+inline key_image image_of(std::string_view key) noexcept
+{
+    key_image k{};
+    std::memcpy(k.words, key.data(), key.size());
+    k.size = key.size();
+    return k;
+}
+
+// The image of an integer key.
+inline key_image image_of(std::uint64_t key) noexcept
+{
+    key_image k{};
+    k.words[0] = key;
+    k.size = integer_key;
+    return k;
+}
 
 // One key: a cache line. `tag`: 0 never used (a look-up stops here), deleted (a look-up
 // goes on), or the key's hash with its low bit set. `meta`: generation << 8 | key size;
@@ -162,8 +182,19 @@ static_assert(sizeof(keyed_header) == 128);
 /// its drift; instants within burst x interval + slack of the int64 clock's beginning
 /// decide conservatively). Eviction adds one case: a key evicted by a process whose clock reads ahead
 /// by d is new to one that reads behind, which admits at most d / interval permits early,
-/// the same bound as a clock ahead. Refunds and reservations are not offered: a key has no
-/// waiting queue (try_acquire only).
+/// the same bound as a clock ahead.
+///
+/// Waiting (shm::keyed's async_acquire): reserve() commits a key's future slot in its
+/// state word, as shm::gcra::reserve does on its one word, so the grants of a key follow
+/// the order of reservations across processes; refund() gives a cancelled reservation
+/// back under shm::gcra's rule (only when nobody else committed on the key after it). A
+/// key whose slot lies in the future is not idle, so it is never evicted while a
+/// reservation on it is still to come. Once the last slot has come the key may be evicted
+/// (its bucket refilled: a new one decides the same): a reservation already granted stands,
+/// and a refund then finds the word moved on (a tombstone, or another key's state) and gives
+/// nothing back; if that state happens to hold the same value, it is an idle one, and a
+/// refund of a full bucket gives nothing back either. So an eviction neither loses nor
+/// doubles an admission.
 ///
 /// Thread-safety: one object may be used from any number of threads, as any number of
 /// processes use the table.
@@ -202,21 +233,67 @@ public:
     /// sluice manages).
     decision try_acquire(std::string_view key, std::uint64_t n, std::int64_t now) noexcept
     {
-        if (key.size() > max_key_size || key_words_ == 1) return invalid(error::shm_key_too_long);
-        detail::key_image k{};
-        std::memcpy(k.words, key.data(), key.size());
-        k.size = key.size();
-        return decide(k, n, now);
+        if (!holds(key)) return invalid(error::shm_key_too_long);
+        return decide(detail::image_of(key), n, now);
     }
 
     /// The same for an integer key.
     decision try_acquire(std::uint64_t key, std::uint64_t n, std::int64_t now) noexcept
     {
-        detail::key_image k{};
-        k.words[0] = key;
-        k.size = detail::integer_key;
-        return decide(k, n, now);
+        return decide(detail::image_of(key), n, now);
     }
+
+    /// A key hashed once, for the calls that name one key many times (a waiting queue's).
+    struct key_handle {
+        detail::key_image image;   ///< The key as the table holds it.
+        std::uint64_t hash;        ///< Its hash under the table's seed.
+    };
+
+    /// The handle of a string key of at most max_key_size bytes (a longer one, or any on a
+    /// table of integer keys: the error shm_key_too_long, and the handle is not to be used).
+    key_handle handle(std::string_view key, boost::system::error_code& ec) const noexcept
+    {
+        ec = {};
+        if (!holds(key)) {
+            ec = make_error_code(error::shm_key_too_long);
+            return {};
+        }
+        return handle_of(detail::image_of(key));
+    }
+
+    /// The handle of an integer key.
+    key_handle handle(std::uint64_t key) const noexcept { return handle_of(detail::image_of(key)); }
+
+    /// try_acquire on a handle.
+    decision try_acquire(const key_handle& k, std::uint64_t n, std::int64_t now) noexcept
+    {
+        return decide(k.image, k.hash, n, now);
+    }
+
+    /// The decision try_acquire would take, without consuming anything (a key not tracked
+    /// decides as a new one).
+    decision check(const key_handle& k, std::uint64_t n, std::int64_t now) const noexcept;
+
+    /// Commits n permits of the key in the future when they become available within
+    /// max_wait of now (after every reservation of every process on the key so far), as
+    /// shm::gcra::reserve; `h` is the caller's record of its reservations on the key (what
+    /// refund() checks). A key not tracked is
+    /// inserted with its first grant, at once (a new bucket is full). Errors:
+    /// invalid_count, exceeds_limit, timed_out (nothing consumed, `at` the predicted
+    /// instant), shm_table_full, shm_unavailable.
+    reservation reserve(const key_handle& k, std::uint64_t n, std::int64_t now, std::int64_t max_wait,
+                        detail::holder_state& h) noexcept;
+
+    /// Gives back n permits of the caller's reservation number `which` on the key (h.count
+    /// after it was made) when no
+    /// reservation depends on it (shm::gcra::refund's rule; see the class comment for a
+    /// key evicted meanwhile). Returns how far the key's z moved back, in ns.
+    std::int64_t refund(const key_handle& k, std::uint64_t n, std::int64_t now, detail::holder_state& h,
+                        std::uint64_t which) noexcept;
+
+    /// Earliest instant at which `ahead` permits and then n more of the key could be
+    /// granted if nothing else consumed (max_ns: never). Consumes nothing.
+    std::int64_t predict(const key_handle& k, std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept;
 
     /// Whether `key` is tracked now.
     bool contains(std::string_view key) const noexcept;
@@ -307,6 +384,12 @@ private:
         return static_cast<std::size_t>((static_cast<sluice::detail::uint128>(x) * n) >> 64);
     }
 
+    // Whether a string key can be held: at most max_key_size bytes, on a table of string keys.
+    bool holds(std::string_view key) const noexcept { return key.size() <= max_key_size && key_words_ != 1; }
+    key_handle handle_of(const detail::key_image& k) const noexcept { return {k, hash(k)}; }
+    // Whether the key has a live slot.
+    bool tracked(const key_handle& k) const noexcept;
+
     std::size_t shard_index(std::uint64_t h) const noexcept { return scale(h, shard_count_); }
     std::size_t home(std::uint64_t h) const noexcept { return scale(rotl(h, 32), slots_); }
     // Slot i of a shard's slots (64 or 32 bytes apart: slot_shift_ is 6 or 5).
@@ -351,8 +434,13 @@ private:
 
     [[gnu::always_inline]] decision decide(const detail::key_image& k, std::uint64_t n, std::int64_t now) noexcept
     {
+        return decide(k, hash(k), n, now);
+    }
+
+    [[gnu::always_inline]] decision decide(const detail::key_image& k, const std::uint64_t h, std::uint64_t n,
+                                           std::int64_t now) noexcept
+    {
         if (n == 0 || n > step_.burst) return invalid(n == 0 ? error::invalid_count : error::exceeds_limit);
-        const std::uint64_t h = hash(k);
         for (bool again = true; again;) {
             again = false;
             std::uint64_t m;
@@ -386,6 +474,9 @@ private:
         }
         return decide_locked(k, h, n, now);
     }
+
+    // The key's word now: its state, or fresh for a key not tracked (or being evicted).
+    std::int64_t word_of(const key_handle& k) const noexcept;
 
     // Under the shard's lock: the key again (another process may have inserted it), else
     // a new slot for it with its first decision, after an eviction when the shard is full.
