@@ -376,7 +376,7 @@ struct connection {
     // list of idle ones (oldest first) while it waits for a request.
     list::iterator pos;
     std::optional<list::iterator> idle_pos;
-    bool evicted = false;
+    bool evicted = false;   // on its strand
     // Reads are bounded by this timer, not by the stream's own (which closes the socket when
     // it expires, and a 408 could then not be written): it cancels the read in progress.
     asio::steady_timer deadline{stream.get_executor()};
@@ -608,7 +608,11 @@ private:
         }
     }
 
-    // Closes up to n connections waiting for a request, the oldest first; returns how many.
+    // Closes up to n connections waiting for a request, the oldest first; returns how many
+    // were taken for it. A connection's stream is used only on its strand, so it is closed
+    // there, and only if no request is waiting in its socket: one accepted a moment ago is
+    // listed idle until its first read runs, though its request may have come with it (under
+    // load that read can lag), and closing it would drop a request unanswered.
     std::size_t evict_idle(std::size_t n)
     {
         std::size_t done = 0;
@@ -618,11 +622,14 @@ private:
             idle_.pop_front();
             if (!c) continue;
             c->idle_pos.reset();
-            c->evicted = true;
             ++done;
-            metrics_.evicted.fetch_add(1, std::memory_order_relaxed);
-            // A connection's stream is used only on its strand, so close it there.
-            asio::post(c->stream.get_executor(), [c] { c->stream.socket().close(); });
+            asio::post(c->stream.get_executor(), [this, c] {
+                boost::system::error_code ec;
+                if (c->stream.socket().available(ec) > 0 && !ec) return;   // a request came: not idle
+                c->evicted = true;
+                metrics_.evicted.fetch_add(1, std::memory_order_relaxed);
+                c->stream.socket().close(ec);
+            });
         }
         return done;
     }
