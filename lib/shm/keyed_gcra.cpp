@@ -380,40 +380,18 @@ reservation keyed_gcra::reserve(const key_handle& k, std::uint64_t n, std::int64
     if (n == 0) return sluice::detail::invalid_reservation(error::invalid_count);
     if (n > step_.burst) return sluice::detail::invalid_reservation(error::exceeds_limit);
     for (;;) {
-        std::uint64_t m;
-        if (keyed_slot* e = find(k.image, k.hash, m)) {
-            // As decide(): the generation is checked around the read and after the swap.
-            std::int64_t w = e->state.load(std::memory_order_acquire);
-            reservation r;
-            bool moved = false;
-            while (w != tomb) {
-                if (e->meta.load(std::memory_order_acquire) != m) {
-                    moved = true;
-                    break;
-                }
-                bool reused = false;
-                if (word::reserve(step_, w, n, now, max_wait, r, h, [&](std::int64_t stored) {
-                        if (!e->state.compare_exchange_weak(w, stored, std::memory_order_acq_rel,
-                                                            std::memory_order_acquire))
-                            return false;
-                        reused = e->meta.load(std::memory_order_acquire) != m;
-                        return !reused;
-                    }))
-                    return r;
-                if (reused) {
-                    moved = true;
-                    break;
-                }
-            }
-            if (moved) continue;
-        }
+        reservation r;
+        if (on_tracked(k.image, k.hash, [&](std::int64_t w, auto&& commit) {
+                return word::reserve(step_, w, n, now, max_wait, r, h, commit);
+            }))
+            return r;
         // Not tracked (or being evicted): a new bucket is full, so n (at most the burst)
         // is granted at once, inserted under the shard's lock as try_acquire does. A
         // refusal without an error: another process inserted the key meanwhile and it has
         // nothing now; reserve on its word.
         decision d = decide_locked(k.image, k.hash, n, now);
         if (d.admitted || d.error) {
-            reservation r;
+            r = {};
             r.admitted = d.admitted;
             r.error = d.error;
             r.at = d.admitted ? now : sluice::detail::sat_add(now, static_cast<std::int64_t>(d.retry_after.count()));

@@ -441,38 +441,42 @@ private:
                                            std::int64_t now) noexcept
     {
         if (n == 0 || n > step_.burst) return invalid(n == 0 ? error::invalid_count : error::exceeds_limit);
-        for (bool again = true; again;) {
-            again = false;
+        decision d;
+        if (on_tracked(k, h, [&](std::int64_t w, auto&& commit) { return word::decide(step_, w, n, now, d, commit); }))
+            return d;
+        return decide_locked(k, h, n, now);
+    }
+
+    // Runs step(w, commit) (word::decide or word::reserve on the key's state w) on k's
+    // slot without a lock; false when the key is not tracked (or is being evicted). The
+    // state read is the key's only if the slot kept its generation around it (the read is
+    // ordered before this one by its acquire); a swap that landed on a slot reused
+    // meanwhile is noticed after it, and the key looked up again (see the class comment).
+    // A tombstone: the key is being evicted, and the caller's lock orders it after that.
+    template <class Step>
+    [[gnu::always_inline]] bool on_tracked(const detail::key_image& k, std::uint64_t h, Step&& step) noexcept
+    {
+        for (;;) {
             std::uint64_t m;
             detail::keyed_slot* e = find(k, h, m);
-            if (!e) break;
+            if (!e) return false;
             std::int64_t w = e->state.load(std::memory_order_acquire);
-            decision d;
             bool reused = false;
-            // The state read is the key's only if the slot kept its generation around it
-            // (the read is ordered before this one by its acquire); a swap that landed on a
-            // slot reused meanwhile is noticed after it (see the class comment). A
-            // tombstone: the key is being evicted, and the lock orders us after that.
-            while (w != tomb) {
+            auto commit = [&](std::int64_t stored) {
+                if (!e->state.compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire))
+                    return false;
+                reused = e->meta.load(std::memory_order_acquire) != m;
+                return !reused;
+            };
+            while (w != tomb && !reused) {
                 if (e->meta.load(std::memory_order_acquire) != m) {
-                    again = true;
+                    reused = true;
                     break;
                 }
-                if (word::decide(step_, w, n, now, d, [&](std::int64_t stored) {
-                        if (!e->state.compare_exchange_weak(w, stored, std::memory_order_acq_rel,
-                                                            std::memory_order_acquire))
-                            return false;
-                        reused = e->meta.load(std::memory_order_acquire) != m;
-                        return !reused;
-                    }))
-                    return d;
-                if (reused) {
-                    again = true;
-                    break;
-                }
+                if (step(w, commit)) return true;
             }
+            if (!reused) return false;
         }
-        return decide_locked(k, h, n, now);
     }
 
     // The key's word now: its state, or fresh for a key not tracked (or being evicted).
