@@ -64,8 +64,8 @@ namespace sluice::shm {
 ///
 /// The clock: as shm::token_bucket's (every process on one time line). Thread-safety: one
 /// object may be used from any number of threads, as any number of processes use the
-/// table; the waiting queues are behind one lock per object, taken only by requests that
-/// may wait.
+/// table; the waiting queues are behind one lock per object, taken only by requests the
+/// table does not grant at once (try_acquire, and an acquire granted at once, take none).
 template <class Clock = default_clock, class Executor = boost::asio::any_io_executor>
 class keyed {
     using core_type = detail::keyed_waits<Clock, Executor>;

@@ -70,9 +70,11 @@ public:
         }
     }
 
-    // Starts an acquire for `w` on `key` (see initiate_acquire): answered here when nobody
-    // of this process waits on the key and the table answers at once, else bound to the
-    // key's queue and started there.
+    // Starts an acquire for `w` on `key` (see initiate_acquire): answered here when the
+    // table grants at once, without the lock (a grant never passes a waiter of any process,
+    // this one's included: their slots are in the table, and to the refund rule it is
+    // another commit, as one of another process); else bound to the key's queue and
+    // started there.
     template <class Bind, class K>
     void start(sluice::detail::waiter* w, std::uint64_t n, std::int64_t max_wait, Bind& bind, const K& key)
     {
@@ -80,6 +82,17 @@ public:
         w->n = n;
         boost::system::error_code ec;
         keyed_gcra::key_handle k = handle(key, ec);
+        decision d;
+        if (!ec && !closed_.load(std::memory_order_acquire)) {
+            d = table_->try_acquire(k, n, now());
+            if (d.admitted) {
+                at_once_.fetch_add(1, std::memory_order_relaxed);
+                w->result = {};
+                w->complete(w, false);
+                return;
+            }
+            if (d.error || max_wait == 0) ec = d.error ? d.error : make_error_code(error::timed_out);
+        }
         {
             // Held while the request queues, so that the key's queue is not let go between
             // the look-up and the queueing.
@@ -87,14 +100,7 @@ public:
             if (closed_.load(std::memory_order_relaxed)) ec = make_error_code(error::closed);
             if (!ec) {
                 auto it = engines_.find(k);
-                if (it == engines_.end() || it->second->queued() == 0) {
-                    // Nobody here waits on the key: the table answers most requests at once
-                    // (a grant never passes a waiter of any process: their slots are in it).
-                    decision d = table_->try_acquire(k, n, now());
-                    if (d.admitted) return answer(w, {});
-                    if (d.error || max_wait == 0) ec = d.error ? d.error : make_error_code(error::timed_out);
-                }
-                if (!ec && it == engines_.end()) {
+                if (it == engines_.end()) {
                     if (engines_.size() >= opts_.max_waiting_keys) let_go_idle();
                     if (engines_.size() >= opts_.max_waiting_keys)
                         ec = make_error_code(error::queue_full);
@@ -141,6 +147,7 @@ public:
             waiting += s.waiting;
         }
         limiter_stats st = sum.snapshot(waiting);
+        st.admitted += at_once_.load(std::memory_order_relaxed);
         st.keys.tracked = table_->size();
         st.keys.waiting = engines_.size();
         return st;
@@ -194,6 +201,9 @@ private:
     mutable std::mutex mutex_;
     boost::unordered_flat_map<keyed_gcra::key_handle, std::shared_ptr<engine_type>, handle_hash, handle_equal> engines_;
     sluice::detail::request_counters counters_;
+    // Acquires the table granted at once, counted without the lock: on a line of their
+    // own, as every thread that acquires writes here.
+    alignas(64) std::atomic<std::uint64_t> at_once_{0};
 };
 
 } // namespace sluice::shm::detail
