@@ -26,6 +26,7 @@ const char* describe(error e) noexcept
     case error::shm_unavailable: return "the shared-memory segment could not be created or mapped";
     case error::shm_table_full: return "the shared-memory key table is full and no key is idle";
     case error::shm_key_too_long: return "the key is longer than the shared-memory key table stores";
+    case error::shm_string_key: return "a string key on a shared-memory table of integer keys";
     }
     return nullptr;
 }

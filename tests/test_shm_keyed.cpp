@@ -349,11 +349,12 @@ TEST_CASE("shm::keyed_gcra with integer_keys: slots of 32 bytes, integer keys on
     for (std::string_view s : {std::string_view(""), std::string_view("7"), std::string_view("client-1")}) {
         sluice::decision d = t.try_acquire(s, 1, t0);
         CHECK_FALSE(d.admitted);
-        CHECK(d.error == error::shm_key_too_long);
+        CHECK(d.error == error::shm_string_key);
+        CHECK(d.retry_after == std::chrono::nanoseconds::max());
         CHECK_FALSE(t.contains(s));
         boost::system::error_code ec;   // nor a handle (what a waiting queue uses)
         (void)t.handle(s, ec);
-        CHECK(ec == error::shm_key_too_long);
+        CHECK(ec == error::shm_string_key);
     }
     auto listed = check_table(t);
     REQUIRE(listed.size() == 2);

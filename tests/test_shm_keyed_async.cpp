@@ -317,6 +317,15 @@ TEST_CASE("shm::keyed: errors of a request: too long a key, n beyond the burst, 
     CHECK(full->ec == sluice::error::shm_table_full);
     auto st = l.stats();
     CHECK(st.refused == 4);
+
+    // A table of integer keys refuses a string key, however short, and waits on none.
+    shm_name ints("kw-errors-int");
+    keyed li(io, ints.str(), sluice::rate::per_second(10), 2, {.max_keys = 16, .shards = 1, .integer_keys = true});
+    auto str = request(li, std::string("7"));
+    drain(io);
+    CHECK(str->ec == sluice::error::shm_string_key);
+    CHECK(li.waiting_keys() == 0);
+    CHECK(li.stats().refused == 1);
 }
 
 // The table evicts only idle keys: a key with a slot still to come is never evicted; once

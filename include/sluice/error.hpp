@@ -86,8 +86,13 @@ enum class error {
     shm_table_full,
 
     /// A key longer than a shared-memory keyed table stores (shm::keyed_gcra::max_key_size
-    /// bytes; a table of integer keys stores no string key). Nothing was admitted or stored.
+    /// bytes). Nothing was admitted or stored.
     shm_key_too_long,
+
+    /// A string key on a shared-memory keyed table of integer keys
+    /// (shm::table_options::integer_keys): the table stores no key bytes. Nothing was
+    /// admitted or stored.
+    shm_string_key,
 };
 
 /// The category of sluice::error; its name() is "sluice".

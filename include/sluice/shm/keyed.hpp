@@ -39,7 +39,8 @@ namespace sluice::shm {
 ///     if (co_await per_client.acquire(api_key, 250ms)) { ... }   // waits its turn
 ///
 /// Keys: strings of up to keyed_gcra::max_key_size (40) bytes (a longer one:
-/// error::shm_key_too_long) and 64-bit integers (any integral type), two kinds apart.
+/// error::shm_key_too_long) and 64-bit integers (any integral type), two kinds apart (a
+/// table of integer keys refuses string keys: error::shm_string_key).
 ///
 /// Waiting: a request that has to wait commits its key's slot in the shared table
 /// (keyed_gcra::reserve, within max_wait, after every reservation of every process on the
@@ -147,7 +148,7 @@ public:
 
     /// Waits until n permits of `key` (a string or an integer) are admitted; the contract
     /// of rate_limiter::async_acquire (errors, cancellation, executor), per key, plus the
-    /// table's errors (shm_key_too_long, shm_table_full, shm_unavailable) and
+    /// table's errors (shm_key_too_long, shm_string_key, shm_table_full, shm_unavailable) and
     /// error::queue_full beyond max_waiting_keys. `key` is decay-copied (a
     /// std::string_view stays a view: its characters must live until the operation
     /// starts).

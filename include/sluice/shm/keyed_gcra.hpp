@@ -47,7 +47,7 @@ struct table_options {
     /// Whether the table holds 64-bit integer keys only: slots of 32 bytes instead of 64
     /// (64 MB at 1,000,000 keys instead of 128), so that a look-up touches half the memory
     /// and half the page table, and two neighbouring slots share a cache line. A string key
-    /// is then refused with error::shm_key_too_long (the table holds no key bytes). Another
+    /// is then refused with error::shm_string_key (the table holds no key bytes). Another
     /// layout (keyed_gcra::integer_kind): a process attaching with the other value gets
     /// error::shm_incompatible.
     bool integer_keys = false;
@@ -228,12 +228,12 @@ public:
 
     /// Grants n permits of `key` at `now` if its bucket holds them (a new key starts with a
     /// full bucket). Errors in the decision: invalid_count, exceeds_limit,
-    /// shm_key_too_long (also any string key of a table of integer keys), shm_table_full,
+    /// shm_key_too_long, shm_string_key (any string key on a table of integer keys), shm_table_full,
     /// and shm_unavailable if a shard's lock is broken beyond repair (never by a process
     /// sluice manages).
     decision try_acquire(std::string_view key, std::uint64_t n, std::int64_t now) noexcept
     {
-        if (!holds(key)) return invalid(error::shm_key_too_long);
+        if (error e = refusal_of(key); e != error{}) return invalid(e);
         return decide(detail::image_of(key), n, now);
     }
 
@@ -249,13 +249,14 @@ public:
         std::uint64_t hash;        ///< Its hash under the table's seed.
     };
 
-    /// The handle of a string key of at most max_key_size bytes (a longer one, or any on a
-    /// table of integer keys: the error shm_key_too_long, and the handle is not to be used).
+    /// The handle of a string key of at most max_key_size bytes (a longer one: the error
+    /// shm_key_too_long; any on a table of integer keys: shm_string_key; the handle is then
+    /// not to be used).
     key_handle handle(std::string_view key, boost::system::error_code& ec) const noexcept
     {
         ec = {};
-        if (!holds(key)) {
-            ec = make_error_code(error::shm_key_too_long);
+        if (error e = refusal_of(key); e != error{}) {
+            ec = make_error_code(e);
             return {};
         }
         return handle_of(detail::image_of(key));
@@ -385,7 +386,14 @@ private:
     }
 
     // Whether a string key can be held: at most max_key_size bytes, on a table of string keys.
-    bool holds(std::string_view key) const noexcept { return key.size() <= max_key_size && key_words_ != 1; }
+    bool holds(std::string_view key) const noexcept { return refusal_of(key) == error{}; }
+
+    // Why the table cannot hold a string key (error{} when it can).
+    error refusal_of(std::string_view key) const noexcept
+    {
+        if (key_words_ == 1) return error::shm_string_key;
+        return key.size() > max_key_size ? error::shm_key_too_long : error{};
+    }
     key_handle handle_of(const detail::key_image& k) const noexcept { return {k, hash(k)}; }
     // Whether the key has a live slot.
     bool tracked(const key_handle& k) const noexcept;
