@@ -1047,11 +1047,11 @@ private:
         limiters.push_back({"per_client", shared_ ? shared_->stats() : per_client_.stats(), !shared_});
         limiters.push_back({"inflight", inflight_.stats(), true});
         if (shed_) limiters.push_back({"shed", shed_->stats(), true});
-        auto family = [&](const char* name, const char* type, const char* help, auto value, bool tries = false) {
+        auto family = [&](const char* name, const char* type, const char* help, auto value, bool of_tries = false) {
             line(std::string("# HELP ") + name + " " + help);
             line(std::string("# TYPE ") + name + " " + type);
             for (auto& l : limiters)
-                if (l.tries || !tries) value(std::string(name) + "{limiter=\"" + l.label + "\"", l.st);
+                if (l.tries || !of_tries) value(std::string(name) + "{limiter=\"" + l.label + "\"", l.st);
         };
         auto seconds = [](std::chrono::nanoseconds d) {
             char b[64];
