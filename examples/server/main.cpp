@@ -25,7 +25,11 @@
 // With --workers N, N worker processes accept on one port (a socket each in a SO_REUSEPORT
 // group) and decide on one per-client table in shared memory, sluice::shm::keyed, so that a
 // client's limit is the host's, as nginx's workers share a limit_req zone; the parent
-// supervises them (prefork.hpp says how and why). Without it, one process as before.
+// supervises them (prefork.hpp says how and why). --delay-ms works there as in one process,
+// by the same code (on_bucket picks the limiter): a request over the limit reserves its
+// client's next slot in the table and waits for it on its worker's timer, so the client's
+// waiting requests are granted in turn across the workers, at the rate. Without --workers,
+// one process as before.
 //
 // The RateLimit `t` and Retry-After fields are whole seconds: both are rounded up (a wait
 // of 10 ms is said as 1 s). Rounding down would say 0 for any wait under a second, and a
@@ -160,9 +164,9 @@ void print_usage(std::FILE* to)
         "                        closed (default: the open-file limit less 64)\n"
         "  --workers N           worker processes sharing the port (SO_REUSEPORT) and one per-client\n"
         "                        table in shared memory, so the limit is the host's, not each\n"
-        "                        worker's; answers say `Sluice-Worker: I`, /metrics is the worker's\n"
-        "                        own (default 1: one process, no shared memory; > 1 needs\n"
-        "                        --delay-ms 0)\n"
+        "                        worker's, --delay-ms included (a request waits its turn among\n"
+        "                        every worker's); answers say `Sluice-Worker: I`, /metrics is the\n"
+        "                        worker's own (default 1: one process, no shared memory)\n"
         "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /); /robots.txt\n"
         "                        disallows /api/\n"
         "  GET /api/<anything>   {\"ok\":true}; /api/work?ms=N answers after N ms\n"
@@ -247,11 +251,6 @@ bool parse_args(int argc, char** argv, options& o)
         }
     }
     if (o.max_connections == 0) o.max_connections = default_max_connections();
-    if (o.workers > 1 && o.delay_ms > 0) {
-        // The shared table decides at once (try_acquire): a request cannot wait in it.
-        std::fprintf(stderr, "server: --delay-ms needs --workers 1 (the shared table has no waiting queue)\n");
-        return false;
-    }
     return true;
 }
 
@@ -363,6 +362,13 @@ sluice::shm::table_options shared_table_options()
     return {.max_keys = 100'000};
 }
 
+// A worker's waiting (--delay-ms): a queue per client waiting in this worker, as many
+// clients at once as the in-process limiter tracks.
+sluice::shm::keyed_wait_options shared_wait_options()
+{
+    return {.max_waiting_keys = 100'000};
+}
+
 using request = http::request<http::string_body>;
 using response = http::response<http::string_body>;
 
@@ -402,7 +408,9 @@ public:
     {
         if (worker) {
             worker_ = *worker;
-            shared_.emplace(worker->segment, opt_.rate, opt_.burst, shared_table_options());
+            // On this worker's io_context: its requests can wait for a permit (--delay-ms).
+            shared_.emplace(io, worker->segment, opt_.rate, opt_.burst, shared_table_options(),
+                            std::chrono::nanoseconds{0}, shared_wait_options());
         }
     }
 
@@ -490,6 +498,7 @@ private:
         boost::system::error_code ignored;
         acceptor_.close(ignored);
         per_client_.close();
+        if (shared_) shared_->close();   // this worker's waiters; the table stays for the others
         inflight_.close();
         if (shed_) shed_->close();
         if (backend_) backend_->close();
@@ -790,18 +799,22 @@ private:
         return res;
     }
 
-    // The client's bucket: in this process, or in the table the workers share. There a
-    // client is its address's bytes (an IPv4 address as an integer key, IPv6 as 16 bytes),
-    // which always fit a key (40 bytes; an IPv6 address's text with a zone may not).
-    sluice::decision decide(const std::string& client)
+    // Calls f(limiter, key) on the client's bucket and returns what it returns: in this
+    // process, or in the table the workers share, both asked alike (try_acquire, and
+    // async_acquire for --delay-ms). In the table a client is its address's bytes (an IPv4
+    // address as an integer key, IPv6 as 16 bytes), which always fit a key (40 bytes; an
+    // IPv6 address's text with a zone may not). `client` must outlive what f returns (a
+    // string_view of it may be kept until an awaitable starts); other keys are values.
+    template <class F>
+    auto on_bucket(const std::string& client, F&& f)
     {
-        if (!shared_) return per_client_.try_acquire(std::string_view(client));
+        if (!shared_) return f(per_client_, std::string_view(client));
         boost::system::error_code ec;
         auto addr = asio::ip::make_address(client, ec);   // client_of() gives an address
-        if (ec) return shared_->try_acquire(std::string_view(client));   // else, up to 40 bytes (500 beyond)
-        if (addr.is_v4()) return shared_->try_acquire(std::uint64_t{addr.to_v4().to_uint()});
+        if (ec) return f(*shared_, std::string_view(client));   // else, up to 40 bytes (500 beyond)
+        if (addr.is_v4()) return f(*shared_, std::uint64_t{addr.to_v4().to_uint()});
         const auto bytes = addr.to_v6().to_bytes();
-        return shared_->try_acquire(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+        return f(*shared_, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     }
 
     asio::awaitable<response> handle(connection& c, const request& req, const std::string& peer, std::string& client,
@@ -834,7 +847,7 @@ private:
         }
 
         client = client_of(req, peer);
-        auto d = decide(client);
+        auto d = on_bucket(client, [](auto& limiter, const auto& key) { return limiter.try_acquire(key); });
         if (d.error && d.retry_after == std::chrono::nanoseconds::max()) {
             if (shed_permit) shed_permit->ignore();
             co_return text(http::status::internal_server_error, d.error.message() + "\n");
@@ -848,9 +861,11 @@ private:
             if (opt_.delay_ms > 0) {
                 auto t0 = std::chrono::steady_clock::now();
                 metrics_.queue_depth.fetch_add(1, std::memory_order_relaxed);
-                auto [ec] = co_await per_client_.async_acquire(std::string_view(client), 1,
-                                                               std::chrono::milliseconds(opt_.delay_ms),
-                                                               asio::as_tuple(asio::use_awaitable));
+                // Its turn among every request of the client that waits, in any worker.
+                auto [ec] = co_await on_bucket(client, [this](auto& limiter, const auto& key) {
+                    return limiter.async_acquire(key, 1, std::chrono::milliseconds(opt_.delay_ms),
+                                                 asio::as_tuple(asio::use_awaitable));
+                });
                 metrics_.queue_depth.fetch_sub(1, std::memory_order_relaxed);
                 auto waited = std::chrono::steady_clock::now() - t0;
                 if (!ec) {
@@ -1020,16 +1035,23 @@ private:
         line(std::string("sluice_wait_seconds_sum ") + sum);
         line("sluice_wait_seconds_count " + u(count));
 
-        // Each limiter's own counts (limiter_stats), one label per limiter.
-        // (The shared table keeps no limiter_stats: with --workers, per_client is left out.)
-        std::vector<std::pair<const char*, sluice::limiter_stats>> limiters;
-        if (!shared_) limiters.emplace_back("per_client", per_client_.stats());
-        limiters.emplace_back("inflight", inflight_.stats());
-        if (shed_) limiters.emplace_back("shed", shed_->stats());
-        auto family = [&](const char* name, const char* type, const char* help, auto value) {
+        // Each limiter's own counts (limiter_stats), one label per limiter. With --workers,
+        // per_client is this worker's requests that waited in the shared table (--delay-ms):
+        // the table does not count try_acquire, so per_client is left out of that family.
+        struct counted {
+            const char* label;
+            sluice::limiter_stats st;
+            bool tries;   // its try_acquire calls are counted
+        };
+        std::vector<counted> limiters;
+        limiters.push_back({"per_client", shared_ ? shared_->stats() : per_client_.stats(), !shared_});
+        limiters.push_back({"inflight", inflight_.stats(), true});
+        if (shed_) limiters.push_back({"shed", shed_->stats(), true});
+        auto family = [&](const char* name, const char* type, const char* help, auto value, bool of_tries = false) {
             line(std::string("# HELP ") + name + " " + help);
             line(std::string("# TYPE ") + name + " " + type);
-            for (auto& [label, st] : limiters) value(std::string(name) + "{limiter=\"" + label + "\"", st);
+            for (auto& l : limiters)
+                if (l.tries || !of_tries) value(std::string(name) + "{limiter=\"" + l.label + "\"", l.st);
         };
         auto seconds = [](std::chrono::nanoseconds d) {
             char b[64];
@@ -1047,7 +1069,8 @@ private:
                [&](const std::string& prefix, const sluice::limiter_stats& st) {
                    line(prefix + ",outcome=\"admitted\"} " + u(st.try_admitted));
                    line(prefix + ",outcome=\"refused\"} " + u(st.try_refused));
-               });
+               },
+               true);
         family("sluice_limiter_waiting", "gauge", "Requests waiting for a permit now.",
                [&](const std::string& prefix, const sluice::limiter_stats& st) { line(prefix + "} " + u(st.waiting)); });
         family("sluice_limiter_waited_total", "counter", "Admitted requests that had to wait.",

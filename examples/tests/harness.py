@@ -111,10 +111,14 @@ def get(port, path, headers=None, source="127.0.0.1"):
 
 
 def metrics(port):
-    """The /metrics page, parsed by prometheus_client's own parser, as
+    """The /metrics page, parsed by parse_metrics."""
+    return parse_metrics(get(port, "/metrics"))
+
+
+def parse_metrics(r):
+    """A /metrics response, parsed by prometheus_client's own parser, as
     {'name{label="value",...}': value}. Checks Prometheus naming on the way: a counter's
     samples end in _total, times are in (base unit) seconds, every family has HELP."""
-    r = get(port, "/metrics")
     assert r.status == 200, r.status
     assert r.header("Content-Type").startswith("text/plain; version=0.0.4"), r.header("Content-Type")
     out = {}

@@ -10,9 +10,24 @@ supervises them.
   when the parent exits.
 - SIGTERM to the parent stops every worker, exit 0; a worker killed (SIGKILL) makes the
   parent stop the other and exit non-zero; no worker outlives the parent.
+- --delay-ms with --workers 2: one client's requests over its limit wait in the shared
+  table, their turns taken across both workers. At --rate 2/s (interval I = 500 ms)
+  --burst 4 --delay-ms 2250, 24 requests sent at once, 12 to each worker: the first
+  decision (at t1) and the 3 next are admitted at once, the k-th request past the burst
+  gets the slot t1 + k x I and waits for it if it is at most 2250 ms away, so k = 1..4
+  (2000 ms) are granted and the others refused at once: exactly 4 + floor(2250 / 500) = 8
+  answered 200, 16 answered 429. (The count holds while every decision comes within
+  250 ms of the first: the 5th slot, at t1 + 2500 ms, is within 2250 ms only of a request
+  decided 250 ms or more after t1; the requests go on connections both workers serve
+  already, so they are decided within milliseconds.) No 200 comes before its slot: the
+  (4 + k)-th 200 is received at least k x I (less 10 ms of timer slack) after the first
+  request was sent; no upper bound on time is checked. Both workers' /metrics add up:
+  admitted 4, delayed 4, rejected 16, the wait histogram counts the 4, none waited under
+  100 ms, and per_client's limiter_stats (the table's waits, per worker) agree.
+- Shutdown with requests waiting in both workers (--delay-ms 600000): SIGTERM answers
+  every one 503 "shutting down" and the server exits 0 at once.
 - --workers 1 (the default) is the one-process server: no segment, no Sluice-Worker.
-- Bad values are refused: --workers 0, and --delay-ms with --workers 2 (the shared table
-  decides at once: nothing waits in it).
+- Bad values are refused: --workers 0, --workers x.
 
 usage: test_server_workers.py SERVER_BIN"""
 
@@ -21,12 +36,15 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa: E402,F403
 
 server_bin = sys.argv[1]
+tmp = tempfile.mkdtemp(prefix="sluice-workers-test-")
 BURST = 10
 REQUESTS = 48
 
@@ -110,6 +128,142 @@ def exact_across_workers():
     check(not os.path.exists(seg), "the segment is removed at exit")
 
 
+def connections_on_workers(port, n):
+    """n keep-alive connections to each of the two workers, {"0": [...], "1": [...]}, told
+    apart by the Sluice-Worker of a /metrics answer (not limited) on each: the kernel picks
+    a connection's worker by its addresses and ports."""
+    by = {"0": [], "1": []}
+    for _ in range(100 * n):
+        if all(len(v) >= n for v in by.values()):
+            break
+        s = connect(port)
+        s.sendall(request("/metrics"))
+        w = read_responses(s, 1)[0].header("Sluice-Worker")
+        if len(by[w]) < n:
+            by[w].append(s)
+        else:
+            s.close()
+    if not all(len(v) >= n for v in by.values()):
+        raise AssertionError("no %d connections to each worker (%s)" % (n, {w: len(v) for w, v in by.items()}))
+    return by
+
+
+def worker_metrics(s):
+    """The /metrics of the worker at the other end of keep-alive connection s."""
+    s.sendall(request("/metrics"))
+    return parse_metrics(read_responses(s, 1)[0])
+
+
+def delay_across_workers():
+    interval, burst, delay_ms, per_worker = 0.5, 4, 2250, 12
+    expected = burst + int(delay_ms / 1000 // interval)   # 8
+    log = os.path.join(tmp, "delay.log")
+    p, port = start_server(server_bin, "--workers", "2", "--rate", "2/s", "--burst", str(burst),
+                           "--delay-ms", str(delay_ms), "--access-log", log, "--seconds", "50")
+    by = connections_on_workers(port, per_worker)
+    socks = [s for pair in zip(by["0"], by["1"]) for s in pair]   # alternately to each worker
+    received = []
+    lock = threading.Lock()
+
+    def reader(s):
+        r = read_responses(s, 1)[0]
+        t = time.monotonic()
+        with lock:
+            received.append((t, r))
+
+    threads = [threading.Thread(target=reader, args=(s,)) for s in socks]
+    for t in threads:
+        t.start()
+    sent = time.monotonic()   # before the first decision: the slots are counted from after it
+    for s in socks:
+        s.sendall(request("/api/x"))
+    for t in threads:
+        t.join(30)
+    statuses = [r.status for _, r in received]
+    ok = sorted(t - sent for t, r in received if r.status == 200)
+    check(len(received) == 2 * per_worker and statuses.count(200) == expected and
+          statuses.count(429) == 2 * per_worker - expected,
+          "--delay-ms %d with --workers 2 at 2/s burst %d: %d requests from one client over both workers, "
+          "exactly %d answered 200 (burst + floor(%d ms / %d ms)), the rest 429 (got %d answers: %d, %d)"
+          % (delay_ms, burst, 2 * per_worker, expected, delay_ms, interval * 1000, len(received),
+             statuses.count(200), statuses.count(429)))
+    late = [(k, round(ok[burst + k - 1], 3)) for k in range(1, expected - burst + 1)
+            if len(ok) >= burst + k and ok[burst + k - 1] < k * interval - 0.010]
+    check(len(ok) == expected and not late,
+          "no 200 before its slot: the (%d + k)-th 200 comes k x %d ms or more after the send (200s at %s s)"
+          % (burst, interval * 1000, [round(t, 3) for t in ok]))
+    check(all(r.header("Retry-After") and int(r.header("Retry-After")) >= 1 for _, r in received if r.status == 429),
+          "every 429 carries Retry-After >= 1")
+    check(all(r.header("RateLimit") and r.header("RateLimit-Policy") == '"default";q=2;w=1;sluice-burst=4'
+              for _, r in received), "RateLimit fields on every 200 and 429")
+
+    ms = [worker_metrics(by[w][0]) for w in ("0", "1")]
+    tot = lambda k: sum(m.get(k, 0) for m in ms)  # noqa: E731
+    admitted, delayed = tot('sluice_requests_total{result="admitted"}'), tot('sluice_requests_total{result="delayed"}')
+    check(admitted == burst and delayed == expected - burst and
+          tot('sluice_requests_total{result="rejected"}') == 2 * per_worker - expected,
+          "metrics of both workers: admitted %d, delayed %d, rejected %d (%s, %s, %s)"
+          % (burst, expected - burst, 2 * per_worker - expected, admitted, delayed,
+             tot('sluice_requests_total{result="rejected"}')))
+    check(all(m.get("sluice_queue_depth") == 0 for m in ms), "metrics: nothing queued now")
+    check(tot("sluice_wait_seconds_count") == delayed and tot('sluice_wait_seconds_bucket{le="0.1"}') == 0,
+          "metrics: the wait histogram counts the delayed requests, none waited under 100 ms")
+    pc = 'limiter="per_client"'
+    check(tot('sluice_limiter_requests_total{%s,outcome="admitted"}' % pc) == delayed and
+          tot("sluice_limiter_waited_total{%s}" % pc) == delayed and
+          tot('sluice_limiter_requests_total{%s,outcome="timed_out"}' % pc) == 2 * per_worker - expected and
+          tot("sluice_limiter_waiting{%s}" % pc) == 0,
+          "metrics: per_client (the shared table's waits) admitted the delayed requests after a wait, "
+          "timed out the 429s")
+    check(all('sluice_limiter_try_acquire_total{%s,outcome="admitted"}' % pc not in m for m in ms),
+          "metrics: no per_client try_acquire counts with --workers (the table does not keep them)")
+    check(abs(tot("sluice_limiter_wait_seconds_total{%s}" % pc) - tot("sluice_wait_seconds_sum")) <= 0.005 * delayed,
+          "metrics: the limiter's total wait is the server's own measure (5 ms each)")
+    for s in socks:
+        s.close()
+    check(stop(p) == 0, "SIGTERM: exit 0")
+    rows = [r for r in read_log(log) if r[3] == "/api/x"]
+    waited = [r[5] for r in rows if r[4] == 200 and r[5] > 0]
+    check(len(rows) == 2 * per_worker and len(waited) == expected - burst and all(w >= 100_000 for w in waited),
+          "access log (both workers): %d lines, %d delayed 200s, each waited 100 ms or more (%s us)"
+          % (2 * per_worker, expected - burst, waited))
+
+
+def shutdown_with_waiters():
+    # A 1/min bucket spent at once, then one request waiting in worker 0 and two in worker 1
+    # (slots 1 to 3 min away, within --delay-ms 600000): SIGTERM must answer all three 503
+    # and the server exit at once.
+    p, port = start_server(server_bin, "--workers", "2", "--rate", "1/min", "--burst", "1",
+                           "--delay-ms", "600000", "--seconds", "50")
+    by = connections_on_workers(port, 3)
+    by["0"][1].sendall(request("/api/x"))
+    check(read_responses(by["0"][1], 1)[0].status == 200, "the burst of 1 admitted")
+    waiters = [by["0"][2], by["1"][1], by["1"][2]]
+    for s in waiters:
+        s.sendall(request("/api/x"))
+    wait_until(lambda: [worker_metrics(by[w][0]).get("sluice_queue_depth") for w in ("0", "1")] == [1, 2], 10,
+               "one request waiting in worker 0, two in worker 1")
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    rs = []
+    for s in waiters:
+        try:
+            rs.append(read_responses(s, 1)[0])
+        except (AssertionError, OSError):
+            rs.append(None)   # closed unanswered
+    try:
+        rc = p.wait(timeout=15)   # the parent kills a worker still running 10 s after SIGTERM
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(all(r and r.status == 503 and r.body == b"shutting down\n" for r in rs),
+          "SIGTERM: every waiting request, in either worker, answered 503 shutting down (%s)"
+          % [r and (r.status, r.body) for r in rs])
+    check(rc == 0 and time.monotonic() - t0 < 3, "exit 0 within 3 s with requests waiting (%s)" % rc)
+    for v in by.values():
+        for s in v:
+            s.close()
+
+
 def worker_killed():
     p, port = start_server(server_bin, "--workers", "2", "--seconds", "50")
     workers = workers_of(p, 2)
@@ -137,7 +291,7 @@ def one_process():
 
 
 def bad_values():
-    for args in (["--workers", "0"], ["--workers", "x"], ["--workers", "2", "--delay-ms", "100"]):
+    for args in (["--workers", "0"], ["--workers", "x"]):
         r = subprocess.run([server_bin, "--port", "0", *args], capture_output=True, text=True, timeout=10)
         check(r.returncode == 2 and r.stderr, "%s: refused, exit 2 (%d: %s)" % (" ".join(args), r.returncode,
                                                                            r.stderr.strip()))
@@ -149,5 +303,7 @@ def bad_values():
 bad_values()
 one_process()
 exact_across_workers()
+delay_across_workers()
+shutdown_with_waiters()
 worker_killed()
 finish()
