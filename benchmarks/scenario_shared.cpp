@@ -43,8 +43,8 @@
 #include "bench_redis.hpp"
 #include "shared_fleet.hpp"
 
-#include <sluice/redis/connection.hpp>
 #include <sluice/limiter_stats.hpp>
+#include <sluice/redis/connection.hpp>
 #include <sluice/redis/scripts.hpp>
 #include <sluice/redis/sliding_window.hpp>
 #include <sluice/redis/token_bucket.hpp>
