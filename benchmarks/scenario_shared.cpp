@@ -10,7 +10,9 @@
 // --mode try (default: async_try_acquire, protocol v1) | acquire (async_acquire with a
 // 1 s max_wait: callers wait their turn instead of retrying) | wait (below). --limiter
 // bucket (default: redis::token_bucket, burst 1) | window (redis::sliding_window, limit
-// max(1, Q/10) per 100 ms).
+// max(1, Q/10) per 100 ms) | floor (--mode try only: the least a decision can cost on this
+// path: the same connection, keys and arguments as the window's calls, and a script of the
+// scripts' shared prelude and one SET; it admits every call).
 //
 // --mode wait: what waiting costs. ONE process (forked), --waiters W async_acquire calls
 // (plain callbacks, max_wait 1 h) made at once on ONE redis::token_bucket of --rate Q,
@@ -41,7 +43,9 @@
 #include "bench_redis.hpp"
 #include "shared_fleet.hpp"
 
+#include <sluice/limiter_stats.hpp>
 #include <sluice/redis/connection.hpp>
+#include <sluice/redis/scripts.hpp>
 #include <sluice/redis/sliding_window.hpp>
 #include <sluice/redis/token_bucket.hpp>
 
@@ -84,6 +88,53 @@ bool wait_connected(asio::io_context& io, const redis::connection& conn)
     return conn.connected();
 }
 
+// --limiter floor: one EVALSHA per decision of the scripts' prelude and one SET, with the
+// window's keys and arguments; it admits every call. What run_child_on uses of a limiter.
+class script_floor {
+public:
+    explicit script_floor(redis::connection& conn) : conn_(conn) {}
+
+    template <class Handler>
+    void async_try_acquire(std::string_view key, std::uint64_t n, Handler handler)
+    {
+        const std::string k = "{bench:" + std::string(key) + "}";
+        const auto sent = steady::now();
+        conn_.async_eval(script_, {k, k + ":cfg", k + ":q"}, {limit_, window_, std::to_string(n)},
+                         [this, sent, handler = std::move(handler)](boost::system::error_code ec, const redis::reply& r) mutable {
+                             ++stats_.backend.commands;
+                             stats_.backend.last_round_trip =
+                                 std::chrono::duration_cast<std::chrono::microseconds>(steady::now() - sent);
+                             if (!ec && (r.type != redis::reply::kind::array || r.elements.empty()))
+                                 ec = sluice::error::protocol_error;
+                             if (ec) ++stats_.backend.errors;
+                             sluice::decision d;
+                             d.admitted = !ec && r.elements[0].integer == 1;
+                             handler(ec, d);
+                         });
+    }
+    // --mode acquire is refused for the floor; run_child_on names it.
+    template <class Handler>
+    void async_acquire(std::string_view key, std::uint64_t n, std::chrono::nanoseconds, Handler handler)
+    {
+        async_try_acquire(key, n, [handler = std::move(handler)](boost::system::error_code ec, sluice::decision) mutable {
+            handler(ec);
+        });
+    }
+    sluice::limiter_stats stats() const { return stats_; }
+    void close() {}
+
+private:
+    static constexpr auto text = redis::lua::detail::with_prelude(R"lua(
+redis.call('SET', KEYS[1], ARGV[3])
+return {1, 0, 0, 0, 0, 0}
+)lua");
+    redis::connection& conn_;
+    redis::script script_{std::string(text.view())};
+    std::string limit_ = "20000";
+    std::string window_ = "100000";
+    sluice::limiter_stats stats_;
+};
+
 child_result run_child(const options& o, std::chrono::system_clock::time_point start_at, std::vector<std::int64_t>& bins)
 {
     child_result res;
@@ -102,6 +153,9 @@ child_result run_child(const options& o, std::chrono::system_clock::time_point s
         const auto limit = static_cast<std::uint64_t>(std::max(1.0, std::floor(o.rate / 10)));
         redis::sliding_window<redis::connection> sw(conn, limit, std::chrono::milliseconds(100), lo);
         res2 = run_child_on(o, sw, io, start_at, bins);
+    } else if (shared_limiter == "floor") {
+        script_floor fl(conn);
+        res2 = run_child_on(o, fl, io, start_at, bins);
     } else {
         redis::token_bucket<redis::connection> tb(conn, sluice::rate::per_second(o.rate), 1, lo);
         res2 = run_child_on(o, tb, io, start_at, bins);
@@ -281,8 +335,11 @@ int run_shared_redis(const options& o)
 {
     if (shared_mode == "wait")
         return run_shared_wait(o);
-    if ((shared_mode != "try" && shared_mode != "acquire") || (shared_limiter != "bucket" && shared_limiter != "window")) {
-        std::fprintf(stderr, "sluice-bench: shared: --mode wants try, acquire or wait, --limiter bucket or window\n");
+    if ((shared_mode != "try" && shared_mode != "acquire") ||
+        (shared_limiter != "bucket" && shared_limiter != "window" && shared_limiter != "floor") ||
+        (shared_limiter == "floor" && shared_mode != "try")) {
+        std::fprintf(stderr, "sluice-bench: shared: --mode wants try, acquire or wait, --limiter bucket, window or floor "
+                             "(floor: --mode try only)\n");
         return 2;
     }
     if (o.procs < 1 || o.concurrency < 1 || !(o.rate > 0) || !(o.seconds > 0) || o.port < 1 || o.port > 65535 ||

@@ -12,7 +12,7 @@ namespace sluice_bench {
 
 std::int64_t shared_lease = 0;          // --lease N
 std::string shared_mode = "try";         // --mode try|acquire|wait
-std::string shared_limiter = "bucket";   // --limiter bucket|window
+std::string shared_limiter = "bucket";   // --limiter bucket|window|floor
 
 std::int64_t cpu_time_us()
 {

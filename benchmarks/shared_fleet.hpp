@@ -25,7 +25,7 @@ namespace sluice_bench {
 
 extern std::int64_t shared_lease;    // --lease N
 extern std::string shared_mode;      // --mode try|acquire|wait
-extern std::string shared_limiter;   // --limiter bucket|window
+extern std::string shared_limiter;   // --limiter bucket|window|floor
 
 /// What one process of the fleet reports.
 struct child_result {

@@ -32,7 +32,7 @@ extern std::int64_t bandwidth_connections;   // scenario_bandwidth.cpp: --connec
 int run_shared(const options& o);   // scenario_shared_shm.cpp: --backend redis (scenario_shared.cpp) or shm
 extern std::int64_t shared_lease;   // shared_fleet.cpp: --lease N
 extern std::string shared_mode;     // shared_fleet.cpp: --mode try|acquire|wait
-extern std::string shared_limiter;  // shared_fleet.cpp: --limiter bucket|window
+extern std::string shared_limiter;  // shared_fleet.cpp: --limiter bucket|window|floor
 #ifdef SLUICE_BENCH_REDIS
 int run_soak(const options& o);     // scenario_soak.cpp
 extern double soak_fault_every;     // scenario_soak.cpp: --fault-every S
@@ -57,7 +57,7 @@ constexpr scenario_entry scenarios[] = {
     {"pace", run_pace, "--n N --rate R [--strict] [--slack-us N] [--trace FILE: each grant, ns after the first]"},
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --key string|u64|ipv4|ipv6 --threads T --ops N --admitting=true|false [--policy keyed|naive] [--backend local|shm]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
-    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D [--backend redis|shm] --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window] [--waiters W]"},
+    {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D [--backend redis|shm] --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window|floor] [--waiters W]"},
 #ifdef SLUICE_BENCH_REDIS
     {"soak", run_soak, "--seconds D --rate R (decisions/s) --port PORT [--fault-every S] [--faults a,b,...|all] [--seed N]"},
 #endif

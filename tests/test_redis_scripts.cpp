@@ -469,6 +469,14 @@ TEST_CASE("sliding log queue: waiters first come first served across processes, 
     CHECK(command(c, {"ZCARD", "fq:q"})->integer == 1);
     command(c, {"EVAL", std::string(sluice::redis::lua::sliding_log_leave), "1", "fq:q", gone});
     CHECK(command(c, {"ZCARD", "fq:q"})->integer == 0);
+    // The queue is read only when its key exists: one of another type is still an error
+    // reply naming it, and the log is left as it was.
+    command(c, {"SET", "fq:q", "not a queue"});
+    auto bad = command(c, {"EVAL", std::string(sluice::redis::lua::sliding_log), "3", "fq", "fq:cfg", "fq:q", "5",
+                           "1000000", "1", num(t + 3'100'002)});
+    CHECK(error_text(bad).find("fq:q") != std::string::npos);
+    CHECK(error_text(bad).find("WRONGTYPE") != std::string::npos);
+    CHECK(command(c, {"ZCARD", "fq"})->integer == 1);
 }
 
 TEST_CASE("sliding log queue: read only as far as the answer needs, first come first served across chunks" * doctest::timeout(60))
