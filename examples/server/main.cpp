@@ -90,6 +90,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -803,8 +804,8 @@ private:
     // process, or in the table the workers share, both asked alike (try_acquire, and
     // async_acquire for --delay-ms). In the table a client is its address's bytes (an IPv4
     // address as an integer key, IPv6 as 16 bytes), which always fit a key (40 bytes; an
-    // IPv6 address's text with a zone may not). `client` must outlive what f returns (a
-    // string_view of it may be kept until an awaitable starts); other keys are values.
+    // IPv6 address's text with a zone may not). A string_view key is valid during f only:
+    // an f whose result keeps the key (an awaitable not started yet) copies it.
     template <class F>
     auto on_bucket(const std::string& client, F&& f)
     {
@@ -814,7 +815,7 @@ private:
         if (ec) return f(*shared_, std::string_view(client));   // else, up to 40 bytes (500 beyond)
         if (addr.is_v4()) return f(*shared_, std::uint64_t{addr.to_v4().to_uint()});
         const auto bytes = addr.to_v6().to_bytes();
-        return f(*shared_, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+        return f(*shared_, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     }
 
     asio::awaitable<response> handle(connection& c, const request& req, const std::string& peer, std::string& client,
@@ -863,7 +864,10 @@ private:
                 metrics_.queue_depth.fetch_add(1, std::memory_order_relaxed);
                 // Its turn among every request of the client that waits, in any worker.
                 auto [ec] = co_await on_bucket(client, [this](auto& limiter, const auto& key) {
-                    return limiter.async_acquire(key, 1, std::chrono::milliseconds(opt_.delay_ms),
+                    // The operation starts when awaited, after on_bucket: it keeps its own key.
+                    using kept = std::conditional_t<std::is_same_v<std::decay_t<decltype(key)>, std::string_view>,
+                                                    std::string, std::decay_t<decltype(key)>>;
+                    return limiter.async_acquire(kept(key), 1, std::chrono::milliseconds(opt_.delay_ms),
                                                  asio::as_tuple(asio::use_awaitable));
                 });
                 metrics_.queue_depth.fetch_sub(1, std::memory_order_relaxed);

@@ -290,6 +290,30 @@ def one_process():
     check(stop(p) == 0, "SIGTERM: exit 0")
 
 
+def ipv6_client_waits():
+    # A client named by an IPv6 address (from a trusted proxy's X-Forwarded-For) is one key
+    # of the shared table, its 16 bytes: its burst of 1 spent in worker 0, its next request
+    # waits in worker 1 (the wait keeps its own copy of the key), and SIGTERM answers it 503.
+    p, port = start_server(server_bin, "--workers", "2", "--rate", "1/min", "--burst", "1",
+                           "--delay-ms", "600000", "--trusted-proxy", "127.0.0.1", "--seconds", "50")
+    by = connections_on_workers(port, 2)
+    v6 = {"X-Forwarded-For": "2001:db8::7"}
+    by["0"][1].sendall(request("/api/x", v6))
+    check(read_responses(by["0"][1], 1)[0].status == 200, "IPv6 client: its burst of 1 admitted in worker 0")
+    by["1"][1].sendall(request("/api/x", v6))
+    wait_until(lambda: worker_metrics(by["1"][0]).get("sluice_queue_depth") == 1, 10,
+               "IPv6 client: its next request waits in worker 1 (one bucket across workers)")
+    p.send_signal(signal.SIGTERM)
+    r = read_responses(by["1"][1], 1)[0]
+    check(r.status == 503, "IPv6 client: the waiting request answered 503 on SIGTERM (%s)" % r.status)
+    try:
+        rc = p.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, "IPv6 client: SIGTERM: exit 0 (%s)" % rc)
+    stop(p)
+
+
 def bad_values():
     for args in (["--workers", "0"], ["--workers", "x"]):
         r = subprocess.run([server_bin, "--port", "0", *args], capture_output=True, text=True, timeout=10)
@@ -305,5 +329,6 @@ one_process()
 exact_across_workers()
 delay_across_workers()
 shutdown_with_waiters()
+ipv6_client_waits()
 worker_killed()
 finish()
