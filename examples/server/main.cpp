@@ -383,7 +383,10 @@ struct connection {
     // list of idle ones (oldest first) while it waits for a request.
     list::iterator pos;
     std::optional<list::iterator> idle_pos;
-    bool evicted = false;   // on its strand
+    // On its strand: waiting for a request (its header read in progress), and told to
+    // give up that wait to make room (the read is cancelled, as by its timeout).
+    bool waiting = false;
+    bool evicted = false;
     // Reads are bounded by this timer, not by the stream's own (which closes the socket when
     // it expires, and a 408 could then not be written): it cancels the read in progress.
     asio::steady_timer deadline{stream.get_executor()};
@@ -618,11 +621,13 @@ private:
         }
     }
 
-    // Closes up to n connections waiting for a request, the oldest first; returns how many
-    // were taken for it. A connection's stream is used only on its strand, so it is closed
-    // there, and only if no request is waiting in its socket: one accepted a moment ago is
-    // listed idle until its first read runs, though its request may have come with it (under
-    // load that read can lag), and closing it would drop a request unanswered.
+    // Ends up to n connections waiting for a request, the oldest first; returns how many
+    // were taken for it. A connection's stream is used only on its strand, so its wait is
+    // ended there, and only if it still waits and no request is in its socket; and by a
+    // cancel, not a close: a read may have taken the request from the socket with its
+    // completion still queued on the strand (one accepted a moment ago is listed idle until
+    // its first read runs; under load that read can lag), and a close would drop that
+    // request unanswered. Such a read completes with its request, which is served.
     std::size_t evict_idle(std::size_t n)
     {
         std::size_t done = 0;
@@ -633,12 +638,13 @@ private:
             if (!c) continue;
             c->idle_pos.reset();
             ++done;
-            asio::post(c->stream.get_executor(), [this, c] {
+            asio::post(c->stream.get_executor(), [c] {
                 boost::system::error_code ec;
-                if (c->stream.socket().available(ec) > 0 && !ec) return;   // a request came: not idle
+                if (!c->waiting || (c->stream.socket().available(ec) > 0 && !ec)) return;   // a request came
+                // Cancelled, not closed: a read that already took a request completes with it,
+                // and the session serves it; one that took nothing ends, and so does the session.
                 c->evicted = true;
-                metrics_.evicted.fetch_add(1, std::memory_order_relaxed);
-                c->stream.socket().close(ec);
+                c->stream.socket().cancel(ec);
             });
         }
         return done;
@@ -717,9 +723,15 @@ private:
             // The whole header must come within the idle timeout: a client that sends a byte
             // now and then does not hold the connection for ever.
             set_idle(c, true);
+            c->waiting = true;
             auto rec = co_await read_within(c, buf, parser, idle_timeout, true);
+            c->waiting = false;
             set_idle(c, false);
-            if (stopping_ || c->evicted) break;
+            if (std::exchange(c->evicted, false) && rec) {
+                metrics_.evicted.fetch_add(1, std::memory_order_relaxed);
+                break;
+            }
+            if (stopping_) break;
             auto unparsed = [&buf] {
                 return std::string_view(static_cast<const char*>(buf.data().data()), std::min<std::size_t>(buf.size(), 8192));
             };
