@@ -6,15 +6,25 @@
 // --limiter window do not apply; --mode try (async_try_acquire) or acquire (async_acquire,
 // 1 s max_wait). --coalesce-us / --coalesce-max-us: each process's limiter_options (as in
 // scenario fanout).
+// --limiter floor (--mode try): the least a try can cost in this fleet, for what burst 1
+// lets any design admit on this machine. Each process reads the clock and compare-and-swaps
+// one word of shared memory (GCRA's theoretical arrival time, burst 1, as the bucket) in
+// a bare loop: no Asio, no limiter, no segment. A permit whose instant falls while no
+// process of the fleet is on a CPU to ask (an interrupt, the hypervisor's own work) is
+// lost to every design alike.
 #include "shared_fleet.hpp"
 
 #include <sluice/shm/token_bucket.hpp>
 
+#include <atomic>
 #include <cstdio>
+#include <limits>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace sluice_bench {
@@ -45,18 +55,60 @@ struct unkeyed {
     void close() { l.close(); }
 };
 
+// One process of the floor: attempts until the window ends, on `tat` (shared by the fleet).
+template <class Clock>
+child_result run_child_floor(const options& o, std::atomic<std::int64_t>& tat, std::chrono::system_clock::time_point start_at,
+                             std::vector<std::int64_t>& bins)
+{
+    using steady = std::chrono::steady_clock;
+    const std::int64_t interval = sluice::rate::per_second(o.rate).interval().count();
+    child_result res;
+    fleet_window w(o, start_at, bins);
+    for (;;) {
+        const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+        ++res.attempts;
+        std::int64_t t = tat.load(std::memory_order_relaxed);
+        if (now >= t && tat.compare_exchange_strong(t, now + interval, std::memory_order_relaxed) && w.admit(steady::now()))
+            ++res.admitted;
+        if ((res.attempts & 63) == 0 && steady::now() >= w.end) break;
+    }
+    res.cpu_us = cpu_time_us() - w.cpu_begin;
+    res.ok = 1;
+    return res;
+}
+
+int run_floor_shm(const options& o)
+{
+    void* m = ::mmap(nullptr, sizeof(std::atomic<std::int64_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        std::fprintf(stderr, "sluice-bench: shared --backend shm --limiter floor: mmap failed\n");
+        return 1;
+    }
+    auto* tat = new (m) std::atomic<std::int64_t>(std::numeric_limits<std::int64_t>::min());
+    int rc = with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
+        return run_fleet(o, [&o, tat](std::chrono::system_clock::time_point start_at, std::vector<std::int64_t>& bins) {
+            return run_child_floor<Clock>(o, *tat, start_at, bins);
+        }, "shm");
+    });
+    ::munmap(m, sizeof(std::atomic<std::int64_t>));
+    return rc;
+}
+
 } // namespace
 
 int run_shared_shm(const options& o)
 {
-    if ((shared_mode != "try" && shared_mode != "acquire") || shared_limiter != "bucket" || shared_lease != 0) {
-        std::fprintf(stderr, "sluice-bench: shared --backend shm: --mode try or acquire, --limiter bucket, no --lease\n");
+    if ((shared_mode != "try" && shared_mode != "acquire") || (shared_limiter != "bucket" && shared_limiter != "floor") ||
+        (shared_limiter == "floor" && shared_mode != "try") || shared_lease != 0) {
+        std::fprintf(stderr, "sluice-bench: shared --backend shm: --mode try or acquire, --limiter bucket or floor (floor: "
+                             "--mode try only), no --lease\n");
         return 2;
     }
     if (o.procs < 1 || o.concurrency < 1 || !(o.rate > 0) || !(o.seconds > 0)) {
         std::fprintf(stderr, "sluice-bench: shared: --procs, --concurrency, --rate and --seconds must be positive\n");
         return 2;
     }
+    if (shared_limiter == "floor") return run_floor_shm(o);
     const std::string name = "/sluice-bench-shared-" + std::to_string(::getpid());
     sluice::shm::remove(name);
     int rc = with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {

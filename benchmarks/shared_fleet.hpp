@@ -47,6 +47,36 @@ std::int64_t cpu_time_us();
 // Admissions per 100 ms of the run, for --trace.
 constexpr auto trace_interval = std::chrono::milliseconds(100);
 
+/// One process's counting window: from start_at (slept until) for --seconds, on steady_clock.
+/// Every process counts over the same window: one that is ready late (a loaded machine)
+/// counts from start_at too, else the union of the windows is longer than --seconds and
+/// over_admission reads an excess that is not there.
+struct fleet_window {
+    using steady = std::chrono::steady_clock;
+    steady::time_point begin, end;
+    std::int64_t cpu_begin = 0;
+    std::vector<std::int64_t>& bins;
+
+    fleet_window(const options& o, std::chrono::system_clock::time_point start_at, std::vector<std::int64_t>& b) : bins(b)
+    {
+        std::this_thread::sleep_until(start_at);
+        const auto late = std::max(std::chrono::system_clock::now() - start_at, std::chrono::system_clock::duration::zero());
+        begin = steady::now() - std::chrono::duration_cast<steady::duration>(late);
+        end = begin + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
+        bins.assign(static_cast<std::size_t>(std::ceil(o.seconds * 10)) + 1, 0);
+        cpu_begin = cpu_time_us();
+    }
+
+    /// An admission now: counted when within the window (one granted after it is not).
+    bool admit(steady::time_point now)
+    {
+        if (now > end) return false;
+        auto i = static_cast<std::size_t>((now - begin) / trace_interval);
+        ++bins[std::min(i, bins.size() - 1)];
+        return true;
+    }
+};
+
 /// One process's run: C callers on `tb` (a limiter taking a key: the Redis limiters, or
 /// an adapter), from start_at for --seconds, counting admissions per trace_interval.
 template <class Limiter>
@@ -56,23 +86,12 @@ child_result run_child_on(const options& o, Limiter& tb, boost::asio::io_context
     using steady = std::chrono::steady_clock;
     child_result res;
     const bool acquire = shared_mode == "acquire";
-    std::this_thread::sleep_until(start_at);
-    // Every process counts over the same window, from start_at: one that is ready late (a
-    // loaded machine) counts from start_at too, else the union of the windows is longer
-    // than --seconds and over_admission reads an excess that is not there.
-    const auto late = std::max(std::chrono::system_clock::now() - start_at, std::chrono::system_clock::duration::zero());
-    const auto begin = steady::now() - std::chrono::duration_cast<steady::duration>(late);
-    auto end = begin + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o.seconds));
-    bins.assign(static_cast<std::size_t>(std::ceil(o.seconds * 10)) + 1, 0);
-    const std::int64_t cpu_begin = cpu_time_us();
+    fleet_window w(o, start_at, bins);
+    const auto end = w.end;
     std::int64_t admitted = 0, attempts = 0, timeouts = 0;
     int inflight = 0;
     auto admit = [&] {
-        auto now = steady::now();
-        if (now > end) return;   // granted after the run: not counted, as with try
-        ++admitted;
-        auto i = static_cast<std::size_t>((now - begin) / trace_interval);
-        ++bins[std::min(i, bins.size() - 1)];
+        if (w.admit(steady::now())) ++admitted;   // granted after the run: not counted, as with try
     };
     std::function<void()> issue = [&] {
         ++attempts;
@@ -99,7 +118,7 @@ child_result run_child_on(const options& o, Limiter& tb, boost::asio::io_context
         io.restart();
         io.run_for(std::chrono::milliseconds(10));
     }
-    res.cpu_us = cpu_time_us() - cpu_begin;
+    res.cpu_us = cpu_time_us() - w.cpu_begin;
     auto s = tb.stats();
     res.admitted = admitted;
     res.attempts = attempts;
@@ -113,8 +132,6 @@ child_result run_child_on(const options& o, Limiter& tb, boost::asio::io_context
     tb.close();
     return res;
 }
-
-// Current resident set size, KiB (/proc/self/statm, second field in pages).
 
 /// One process of the fleet: its limiter set up, run_child_on to its end.
 using fleet_child = std::function<child_result(std::chrono::system_clock::time_point start_at,

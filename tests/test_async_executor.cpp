@@ -97,6 +97,43 @@ TEST_CASE("executor: a handler bound to a second io_context runs only in that io
     CHECK(err == sluice::error::invalid_count);
 }
 
+TEST_CASE("executor: a handler whose any_io_executor holds another io_context's executor, counting work or not, runs there")
+{
+    // Completions through an any_io_executor are posted to the io_context executor it holds
+    // (detail::post_to): it must be the handler's, not the limiter's.
+    boost::asio::io_context io, io2;
+    clk::set(t0);
+    sluice::token_bucket<clk> b(io, sluice::rate::per_second(10), 1);
+    const boost::asio::any_io_executor plain = io2.get_executor();
+    const boost::asio::any_io_executor counted =
+        boost::asio::prefer(io2.get_executor(), boost::asio::execution::outstanding_work.tracked);
+    int answers = 0, grants = 0;
+    auto on_io2 = [&] { return io2.get_executor().running_in_this_thread() && !io.get_executor().running_in_this_thread(); };
+    for (const auto& ex : {plain, counted}) {
+        b.async_try_acquire(1, boost::asio::bind_executor(ex, [&](boost::system::error_code ec, sluice::decision) {
+            CHECK_FALSE(ec);
+            CHECK(on_io2());
+            ++answers;
+        }));
+        b.async_acquire(1, 1s, boost::asio::bind_executor(ex, [&](boost::system::error_code ec) {
+            CHECK_FALSE(ec);
+            CHECK(on_io2());
+            ++grants;
+        }));
+        const int before = answers + grants;
+        drain(io);
+        CHECK(answers + grants == before);   // nothing runs in io
+        drain(io2);
+        CHECK(answers + grants == before + 1);   // the answer; the acquire waits
+        advance<clk>(io, 100ms);
+        CHECK(answers + grants == before + 1);   // released by io's timer, run in io2
+        drain(io2);
+        CHECK(answers + grants == before + 2);
+    }
+    CHECK(answers == 2);
+    CHECK(grants == 2);
+}
+
 TEST_CASE("executor: a handler bound to a second io_context run by another thread runs on that thread")
 {
     boost::asio::io_context io, io2;

@@ -3,14 +3,13 @@
 // when the handler has none, as Asio's own operations do).
 #pragma once
 
+#include <sluice/detail/concrete_executor.hpp>
 #include <sluice/detail/waiter.hpp>
 
 #include <boost/asio/associated_allocator.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/recycling_allocator.hpp>
 
@@ -156,9 +155,9 @@ private:
         auto* op = static_cast<acquire_op*>(w);
         work_executor ex = op->work_;   // the node may be freed by the time dispatch returns
         if (here)
-            boost::asio::dispatch(ex, invoker(op));
+            dispatch_to(ex, invoker(op));
         else
-            boost::asio::post(ex, invoker(op));
+            post_to(ex, invoker(op));
     }
 
     static void do_destroy(waiter* w) { free(static_cast<acquire_op*>(w)); }

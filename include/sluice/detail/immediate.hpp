@@ -3,12 +3,11 @@
 #pragma once
 
 #include <sluice/acquire_result.hpp>
+#include <sluice/detail/concrete_executor.hpp>
 
-#include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/error_code.hpp>
 
@@ -23,8 +22,8 @@ namespace sluice::detail {
 template <class Handler, class IoExecutor, class... Values>
 void post_answer(Handler&& handler, const IoExecutor& io_ex, const boost::system::error_code& ec, Values&&... values)
 {
-    auto ex = boost::asio::get_associated_executor(handler, io_ex);
-    boost::asio::post(std::move(ex), boost::asio::append(std::forward<Handler>(handler), ec, std::forward<Values>(values)...));
+    const auto ex = boost::asio::get_associated_executor(handler, io_ex);
+    post_to(ex, std::forward<Handler>(handler), ec, std::forward<Values>(values)...);
 }
 
 /// The coroutine form of an acquire: `op` is an async_acquire bound to every argument but

@@ -5,6 +5,7 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
+#include <sluice/detail/concrete_executor.hpp>
 #include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/request_counters.hpp>
 #include <sluice/detail/wait_traits.hpp>
@@ -16,7 +17,6 @@
 
 #include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -333,7 +333,7 @@ private:
     // Strict mode: yield to the executor until the exact time.
     void spin(std::uint64_t gen)
     {
-        boost::asio::post(executor_, [self = this->shared_from_this(), gen] { self->on_wake(gen); });
+        post_to(executor_, [self = this->shared_from_this(), gen] { self->on_wake(gen); });
     }
 
     void on_wake(std::uint64_t gen)
