@@ -520,6 +520,46 @@ TEST_CASE("sliding log queue: read only as far as the answer needs, first come f
     CHECK(command(c, {"ZCARD", "cq:q"})->integer == 0);
 }
 
+TEST_CASE("sliding log queue: a waiter's wait counts every ticket before it" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    auto call = [&](std::vector<std::string> args) {
+        std::vector<std::string> argv{"EVAL", std::string(sluice::redis::lua::sliding_log), "3", "tq", "tq:cfg", "tq:q"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return parse(command(c, argv));
+    };
+    const std::int64_t t = 50'000'000, ms = 1000;   // limit 4 per 1 s
+    for (int i = 0; i < 4; ++i)
+        REQUIRE(call({"4", "1000000", "1", num(t + i * 100 * ms)}).admitted);
+    auto ticket = [&](const char* id, int n) { return num(t + 100'000'000) + ":" + std::to_string(n) + ":" + id; };
+    // A and B are queued; C, third, is told when the entry that makes room for A, B and
+    // itself leaves: the third oldest (t + 200 ms), not the second (a wake-up that would
+    // find A and B still before it, and wait again).
+    auto ra = call({"4", "1000000", "1", num(t + 310 * ms), ticket("a", 1)});
+    auto rb = call({"4", "1000000", "1", num(t + 320 * ms), ticket("b", 1)});
+    auto rc = call({"4", "1000000", "1", num(t + 350 * ms), ticket("c", 1)});
+    CHECK_FALSE(ra.admitted);
+    CHECK(ra.wait == 1000 * ms - 310 * ms);
+    CHECK_FALSE(rb.admitted);
+    CHECK(rb.wait == 1100 * ms - 320 * ms);
+    CHECK_FALSE(rc.admitted);
+    CHECK(rc.wait == 1200 * ms - 350 * ms);
+    CHECK(rc.remaining == 0);
+    // D, for 2, needs more than the log holds: a window, the lower bound.
+    auto rd = call({"4", "1000000", "2", num(t + 360 * ms), ticket("d", 2)});
+    CHECK_FALSE(rd.admitted);
+    CHECK(rd.wait == 1000 * ms);
+    // At C's time A, B and C are granted in order; D waits for a window after them.
+    const std::int64_t at = t + 1200 * ms;
+    CHECK(call({"4", "1000000", "1", num(at), ticket("a", 1)}).admitted);
+    CHECK(call({"4", "1000000", "1", num(at), ticket("b", 1)}).admitted);
+    CHECK(call({"4", "1000000", "1", num(at), ticket("c", 1)}).admitted);
+    auto rd2 = call({"4", "1000000", "2", num(at), ticket("d", 2)});
+    CHECK_FALSE(rd2.admitted);
+    CHECK(rd2.wait == 1000 * ms);   // one slot at t + 1300 ms, the second when A's entry leaves
+}
+
 TEST_CASE("GCRA script: bad arguments and wrong-type keys are error replies" * doctest::timeout(60))
 {
     server_fixture f;

@@ -254,8 +254,11 @@ if last[2] then newest = tonumber(last[2]) end
 -- The waiters' queue: permits the live tickets before ours (all of them for a request
 -- without a ticket) still wait for; tickets past their deadline are dropped. Read in
 -- chunks, and only as far as the answer needs: once the tickets read hold more than the
--- window has room for, this request waits whatever follows (a refusal's room is then 0,
--- and its wait a lower bound, as always). Most calls without a ticket find no queue:
+-- window has room for, this request waits whatever follows (a refusal's room is then 0).
+-- A waiter stopped short of its ticket counts each ticket between as one permit more
+-- (ZRANK, without reading them), so that its wait is when the entries leave that make
+-- room for all of them and its own, not a wake-up for each entry that leaves (exact for
+-- waiters of one permit each). Most calls without a ticket find no queue:
 -- EXISTS tells so for about a third of what a ZRANGE of the missing key costs (a queue of
 -- the wrong type is still found by the ZRANGE); a waiter's call, whose ticket is
 -- queued, reads the queue at once.
@@ -264,6 +267,7 @@ local ticket = ARGV[5]
 if ticket == '' then ticket = nil end
 local ahead = 0
 local partial = false
+local read = 0
 if q and (ticket or redis.call('EXISTS', q) == 1) then
   local from = 0
   local done = false
@@ -283,6 +287,7 @@ if q and (ticket or redis.call('EXISTS', q) == 1) then
         redis.call('ZREM', q, m)
       else
         kept = kept + 1
+        read = read + 1
         ahead = ahead + k
         if count + ahead + n > limit then
           done = true
@@ -293,6 +298,11 @@ if q and (ticket or redis.call('EXISTS', q) == 1) then
     end
     if #entries < 16 then break end
     from = from + kept
+  end
+  if partial and ticket then
+    local p = redis.call('ZRANK', q, ticket)
+    if not p then p = redis.call('ZCARD', q) end
+    if p > read then ahead = ahead + (p - read) end
   end
 end
 if count + ahead + n > limit then
@@ -363,10 +373,12 @@ return {1, 0, limit - count - ahead - n, reset, now, 0}
 /// across processes and a try never overtakes them; a ticket is dropped when granted,
 /// when its holder leaves (sliding_log_leave) or once past its deadline.
 /// ARGV: limit (1..2^24), window_us, n, [now_us] ('' for the server's), [ticket].
-/// Never reserves ahead. A refusal's [1] is a lower bound: when the window holds enough
-/// entries, when they leave; otherwise one window. The queue is read only as far as the
-/// answer needs (in chunks, until our ticket or until the tickets read fill the window's
-/// room); a refusal that stopped there reports [2] 0.
+/// Never reserves ahead. A refusal's [1]: when the window holds enough entries, when they
+/// leave; otherwise one window. The queue is read only as far as the answer needs (in
+/// chunks, until our ticket or until the tickets read fill the window's room); a refusal
+/// that stopped there reports [2] 0, and a waiter's counts each unread ticket before its
+/// own as one permit (ZRANK): a lower bound of its wait when every ticket before it is
+/// live (one of a waiter that died and did not leave counts until its deadline).
 inline constexpr std::string_view sliding_log = detail::sliding_log_text.view();
 
 /// Leaves the waiters' queue of a sliding window (a waiter that gave up). KEYS[1]: the
