@@ -321,7 +321,9 @@ TEST_CASE("window acquire: sleep until retry_after, ask again, give up past the 
 
     s = f.on_reply(c, {}, p(refused(3'000)), false, rt, 100 * ms);
     REQUIRE(s.next == op_step::kind::sleep);
-    CHECK(s.wait_ns == 3 * ms);
+    // The wait counts from when the script ran: less the round trip (100 us), the next
+    // request reaches Redis when the room opens, not a round trip later.
+    CHECK(s.wait_ns == 3 * ms - 100'000);
     CHECK(c.rejected == 0);         // not a decision yet
 
     s = f.on_wake(c, {}, false, 103 * ms);
@@ -339,6 +341,30 @@ TEST_CASE("window acquire: sleep until retry_after, ask again, give up past the 
     // Giving up leaves the queue.
     REQUIRE(c.left_queue.size() == 1);
     CHECK(c.left_queue[0] == "9:2:t1");
+}
+
+TEST_CASE("window acquire: the sleep is the wait less the refusal's round trip, never below 0")
+{
+    fake_core c;
+    redis::detail::window_acquire_fsm f("k", 1, 10 * ms);
+    f.start(c, 0);
+    auto s = f.on_reply(c, {}, p(refused(3'000)), false, round_trip{5'000, 7'500}, 0);
+    REQUIRE(s.next == op_step::kind::sleep);
+    CHECK(s.wait_ns == 500'000);
+    // A round trip longer than the wait: ask again at once.
+    f.on_wake(c, {}, false, 1 * ms);
+    s = f.on_reply(c, {}, p(refused(1'000)), false, round_trip{10'000, 12'000}, 1 * ms);
+    REQUIRE(s.next == op_step::kind::sleep);
+    CHECK(s.wait_ns == 0);
+    // Times that went back (the system clock stepped): the wait as the script said.
+    f.on_wake(c, {}, false, 2 * ms);
+    s = f.on_reply(c, {}, p(refused(2'000)), false, round_trip{20'000, 15'000}, 2 * ms);
+    REQUIRE(s.next == op_step::kind::sleep);
+    CHECK(s.wait_ns == 2 * ms);
+    // The deadline is still checked against the whole wait: it cannot end in a grant sooner.
+    f.on_wake(c, {}, false, 4 * ms);
+    CHECK(f.on_reply(c, {}, p(refused(6'001)), false, round_trip{0, 5'000}, 4 * ms).next == op_step::kind::complete);
+    CHECK(f.error() == sluice::error::timed_out);
 }
 
 TEST_CASE("window acquire: a wait longer than the deadline fails fast; a grant after cancellation still counts")

@@ -253,7 +253,14 @@ private:
         std::int64_t wait_ns = sluice::detail::sat_mul(static_cast<std::uint64_t>(v->wait_us), 1000);
         if (wait_ns > left(now))
             return finish(c, error::timed_out, now);
-        return sleep(wait_ns);
+        // The wait counts from when the script ran, after the request left: waking that long
+        // after the request left brings the next one to Redis about when the room opens, not
+        // a round trip later. A window does not reserve: a retry that comes late leaves the
+        // room unused meanwhile, and its entry, later by as much, opens the next room later.
+        const std::uint64_t took_us = rt.received_us > rt.sent_us
+                                          ? static_cast<std::uint64_t>(rt.received_us) - static_cast<std::uint64_t>(rt.sent_us)
+                                          : 0;
+        return sleep(std::max<std::int64_t>(0, wait_ns - sluice::detail::sat_mul(took_us, 1000)));
     }
 
     template <class Ctx>
