@@ -82,6 +82,16 @@ std::string error_text(const reply_ptr& r)
 
 std::string num(std::int64_t v) { return std::to_string(v); }
 
+// Calls the sliding log on `key`, its configuration and waiters' queue beside it: ARGV as given.
+auto sliding_log_on(redisContext* c, const std::string& key)
+{
+    return [c, key](std::vector<std::string> args) {
+        std::vector<std::string> argv{"EVAL", std::string(sluice::redis::lua::sliding_log), "3", key, key + ":cfg", key + ":q"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return parse(command(c, argv));
+    };
+}
+
 struct server_fixture {
     redis_server server;
     context_ptr ctx{connect(server.port())};
@@ -428,11 +438,7 @@ TEST_CASE("sliding log queue: waiters first come first served across processes, 
 {
     server_fixture f;
     auto* c = f.ctx.get();
-    auto call = [&](std::vector<std::string> args) {
-        std::vector<std::string> argv{"EVAL", std::string(sluice::redis::lua::sliding_log), "3", "fq", "fq:cfg", "fq:q"};
-        argv.insert(argv.end(), args.begin(), args.end());
-        return parse(command(c, argv));
-    };
+    auto call = sliding_log_on(c, "fq");
     const std::int64_t t = 50'000'000;   // limit 5 per 1 s
     CHECK(call({"5", "1000000", "3", num(t)}).admitted);
     // A waiter for 4 (process A) is refused and queued; told when 2 entries leave.
@@ -483,11 +489,7 @@ TEST_CASE("sliding log queue: read only as far as the answer needs, first come f
 {
     server_fixture f;
     auto* c = f.ctx.get();
-    auto call = [&](std::vector<std::string> args) {
-        std::vector<std::string> argv{"EVAL", std::string(sluice::redis::lua::sliding_log), "3", "cq", "cq:cfg", "cq:q"};
-        argv.insert(argv.end(), args.begin(), args.end());
-        return parse(command(c, argv));
-    };
+    auto call = sliding_log_on(c, "cq");
     const std::int64_t t = 50'000'000;   // limit 5 per 1 s
     REQUIRE(call({"5", "1000000", "5", num(t)}).admitted);
     // 40 waiters of one permit (more than two chunks of the queue), then one that dies.
@@ -524,11 +526,7 @@ TEST_CASE("sliding log queue: a waiter's wait counts every ticket before it" * d
 {
     server_fixture f;
     auto* c = f.ctx.get();
-    auto call = [&](std::vector<std::string> args) {
-        std::vector<std::string> argv{"EVAL", std::string(sluice::redis::lua::sliding_log), "3", "tq", "tq:cfg", "tq:q"};
-        argv.insert(argv.end(), args.begin(), args.end());
-        return parse(command(c, argv));
-    };
+    auto call = sliding_log_on(c, "tq");
     const std::int64_t t = 50'000'000, ms = 1000;   // limit 4 per 1 s
     for (int i = 0; i < 4; ++i)
         REQUIRE(call({"4", "1000000", "1", num(t + i * 100 * ms)}).admitted);
