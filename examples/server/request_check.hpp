@@ -2,8 +2,11 @@
 // a framing or syntax error, a header too large, a missing or repeated Host, a version it
 // does not speak, a method it does not serve, a request too slow to arrive. Sans-io: it
 // looks at Beast's parse error and at the parsed header, and says which status to send and
-// whether the connection must close after it.
+// whether the connection must close after it. And, for a request its client's limiter did
+// not admit, whose excess the refusal is (refusal_of).
 #pragma once
+
+#include <sluice/error.hpp>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/core/error.hpp>
@@ -160,6 +163,21 @@ std::string client_of(const http::request_header<Fields>& h, const std::string& 
     boost::system::error_code ec;
     auto addr = boost::asio::ip::make_address(v, ec);
     return ec ? peer : addr.to_string();   // garbage in the header: fall back to the peer
+}
+
+/// Whose excess a refusal by the client's limiter is, from its error (none for a plain
+/// refusal): the client's own (429 Too Many Requests, its Retry-After when its permit
+/// comes), the server's (503: more clients wait at once than it tracks, or its table of
+/// clients is full with none idle: not this client's rate, and another try may well
+/// pass), a shutdown (503), or a failure (500).
+enum class refusal { client_rate, overloaded, shutting_down, failed };
+
+inline refusal refusal_of(boost::system::error_code ec)
+{
+    if (!ec || ec == sluice::error::timed_out) return refusal::client_rate;
+    if (ec == sluice::error::queue_full || ec == sluice::error::shm_table_full) return refusal::overloaded;
+    if (ec == sluice::error::closed) return refusal::shutting_down;
+    return refusal::failed;
 }
 
 } // namespace server_check

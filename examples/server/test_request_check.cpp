@@ -120,3 +120,19 @@ TEST_CASE("request_check: the target in origin form")
     CHECK_FALSE(origin_form("*").has_value());
     CHECK_FALSE(origin_form("h/a").has_value());
 }
+
+TEST_CASE("request_check: whose excess a limiter's refusal is")
+{
+    using server_check::refusal;
+    using server_check::refusal_of;
+    // The client's own rate: 429.
+    CHECK(refusal_of({}) == refusal::client_rate);
+    CHECK(refusal_of(sluice::error::timed_out) == refusal::client_rate);
+    // More clients waiting at once than the server tracks, or a full table of clients
+    // with none idle: the server's, 503 (these answered 500 before).
+    CHECK(refusal_of(sluice::error::queue_full) == refusal::overloaded);
+    CHECK(refusal_of(sluice::error::shm_table_full) == refusal::overloaded);
+    CHECK(refusal_of(sluice::error::closed) == refusal::shutting_down);
+    CHECK(refusal_of(sluice::error::backend_unavailable) == refusal::failed);
+    CHECK(refusal_of(boost::asio::error::operation_aborted) == refusal::failed);
+}
