@@ -157,10 +157,11 @@ shared scenario's 128 commands in flight (`-c 4 -P 32`) on a redis-server of its
 SHM_TEXT = """\
 `--scenario try --backend shm`: the token bucket on a shared-memory segment
 (`shm::token_bucket<>`, the default clock), its `try_acquire(1)` read as the try section reads
-it, beside the in-process `token_bucket<>` in the same run. One process: T threads on each.
-Two processes: two forked processes (each its own limiter on the one segment) against two
-threads on one in-process limiter; ns per check is the wall time over all checks. Ratio:
-shm over in-process, line by line of the same round (goal: within 1.15). The last row names
+it, beside the in-process `token_bucket<>` in the same run, both through the same closure and
+timed in alternating blocks (10 each). One process: T threads on each. Two processes: two
+forked processes (each its own limiter on the one segment) against two threads on one
+in-process limiter; ns per check is the wall time over all checks. Ratio: shm over
+in-process, line by line of the same round (goal: within 1.15). The last row names
 `std::chrono::steady_clock` as both limiters' Clock: what the shared bucket would cost on the
 clock that every process reads exactly alike."""
 

@@ -66,6 +66,16 @@ struct gcra_word {
         return decide_in<int128>(s, z_of(w), n, now, d, commit);
     }
 
+    /// decide() in its common case only: false, with nothing decided, when the word or the
+    /// instant needs the 128-bit steps, and when the commit lost a race (decide() then).
+    template <class Commit>
+    [[gnu::always_inline]] static bool decide_fast(const sluice::detail::gcra_step& s, std::int64_t w, std::uint64_t n,
+                                                   std::int64_t now, decision& d, Commit&& commit) noexcept
+    {
+        return near_zero(now) && (w == fresh || near_zero(w)) && s.tau < small_tau &&
+               decide_in<std::int64_t>(s, w == fresh ? now - s.tau : w, n, now, d, commit);
+    }
+
     /// Commits n (1..burst) permits at `now` on word w when they are available within
     /// max_wait (>= 0): commit(stored) swaps the word (false when it lost a race, and this
     /// is called again on the word reloaded). r holds the reservation when this returns
@@ -127,8 +137,8 @@ struct gcra_word {
 
 private:
     template <class I, class Commit>
-    static bool decide_in(const sluice::detail::gcra_step& s, I z, std::uint64_t n, std::int64_t now, decision& d,
-                          Commit& commit) noexcept
+    [[gnu::always_inline]] static bool decide_in(const sluice::detail::gcra_step& s, I z, std::uint64_t n,
+                                                 std::int64_t now, decision& d, Commit& commit) noexcept
     {
         I nz = s.next_z(z, n, now);
         if (nz > now) {
