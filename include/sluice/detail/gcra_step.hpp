@@ -193,4 +193,11 @@ private:
     static std::int64_t narrow(int128 v) noexcept { return sat_narrow(v); }
 };
 
+/// A decision returned from a GCRA holder's out-of-line path (its decide_again: every case
+/// the inline path leaves). Wrapped: returned as a decision, GCC builds it in the caller's
+/// decision, which then lives in memory and is stored on every decision, the fast ones too.
+struct slow_answer {
+    decision d;
+};
+
 } // namespace sluice::detail

@@ -224,15 +224,10 @@ private:
     // Every case decide() leaves, until one attempt stands. Out of line, so that the hot
     // path keeps a small frame, and taking nothing by reference: handing it the caller's
     // snapshot or decision would make the caller keep them in memory, and store them
-    // there on every decision. Its answer is wrapped for the same reason: returned as a
-    // decision, GCC builds it in the caller's decision, which then lives in memory.
-    struct answer {
-        decision d;
-    };
-
-    [[gnu::noinline]] answer decide_again(std::uint64_t n, std::int64_t now, bool consume) noexcept
+    // there on every decision (its answer is wrapped for the same reason).
+    [[gnu::noinline]] detail::slow_answer decide_again(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
-        answer a;
+        detail::slow_answer a;
         for (;;) {
             snap s = snapshot();
             if (n == 0 || n > s.c.burst) {

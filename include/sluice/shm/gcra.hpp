@@ -203,15 +203,10 @@ private:
         return d;
     }
 
-    // Wrapped, and taking nothing by reference, so that the caller's decision stays in
-    // registers (see policy::gcra::decide_again).
-    struct answer {
-        decision d;
-    };
-
-    [[gnu::noinline]] answer decide_again(std::uint64_t n, std::int64_t now, bool consume) noexcept
+    // Taking nothing by reference, so that the caller's decision stays in registers.
+    [[gnu::noinline]] sluice::detail::slow_answer decide_again(std::uint64_t n, std::int64_t now, bool consume) noexcept
     {
-        answer a;
+        sluice::detail::slow_answer a;
         if (n == 0 || n > step_.burst) {
             a.d = sluice::detail::invalid_decision(n == 0 ? error::invalid_count : error::exceeds_limit);
             return a;
