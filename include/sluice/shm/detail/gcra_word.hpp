@@ -43,7 +43,6 @@ struct gcra_word {
     // consumes more, never less.
     static std::int64_t store_form(int128 z) noexcept { return z < Lowest ? Lowest : static_cast<std::int64_t>(z); }
 
-    // |x| < 2^62 and tau < 2^61: every step fits 64 bits (as in policy::gcra).
     static constexpr std::int64_t small_tau = std::int64_t{1} << 61;
 
     static bool near_zero(std::int64_t x) noexcept
@@ -61,7 +60,7 @@ struct gcra_word {
     {
         // Away from the ends of the clock the steps fit 64 bits; a new bucket decides as
         // one whose z is now - tau (full, no catch-up: the same figures).
-        if (near_zero(now) && (w == fresh || near_zero(w)) && s.tau < small_tau)
+        if (in_64_bits(s, w, now))
             return decide_in<std::int64_t>(s, w == fresh ? now - s.tau : w, n, now, d, commit);
         return decide_in<int128>(s, z_of(w), n, now, d, commit);
     }
@@ -72,8 +71,7 @@ struct gcra_word {
     [[gnu::always_inline]] static bool decide_fast(const sluice::detail::gcra_step& s, std::int64_t w, std::uint64_t n,
                                                    std::int64_t now, decision& d, Commit&& commit) noexcept
     {
-        return near_zero(now) && (w == fresh || near_zero(w)) && s.tau < small_tau &&
-               decide_in<std::int64_t>(s, w == fresh ? now - s.tau : w, n, now, d, commit);
+        return in_64_bits(s, w, now) && decide_in<std::int64_t>(s, w == fresh ? now - s.tau : w, n, now, d, commit);
     }
 
     /// Commits n (1..burst) permits at `now` on word w when they are available within
@@ -136,6 +134,12 @@ struct gcra_word {
     }
 
 private:
+    // |now|, |w| < 2^62 and tau < 2^61: every step fits 64 bits (as in policy::gcra).
+    static bool in_64_bits(const sluice::detail::gcra_step& s, std::int64_t w, std::int64_t now) noexcept
+    {
+        return near_zero(now) && (w == fresh || near_zero(w)) && s.tau < small_tau;
+    }
+
     template <class I, class Commit>
     [[gnu::always_inline]] static bool decide_in(const sluice::detail::gcra_step& s, I z, std::uint64_t n,
                                                  std::int64_t now, decision& d, Commit& commit) noexcept
