@@ -837,19 +837,23 @@ private:
         std::string_view path = target.substr(0, target.find('?'));
         if (path == "/metrics") co_return text(http::status::ok, render_metrics(), "text/plain; version=0.0.4");
 
-        // A refusal that is the server's, not the client's: 503 with a Retry-After.
+        // The answer to a refusal that is not the client's rate (server_check::refusal_of):
+        // the server's excess or a shutdown, 503 with a Retry-After; a failure, 500. None
+        // is a latency sample of the adaptive limit.
+        using server_check::refusal;
         std::optional<sluice::adaptive_concurrency<>::permit> shed_permit;
-        auto overloaded = [&](std::int64_t retry_s) {
+        auto not_client = [&](refusal r, const boost::system::error_code& ec, std::int64_t retry_s) {
             if (shed_permit) shed_permit->ignore();
-            metrics_.overloaded.fetch_add(1, std::memory_order_relaxed);
-            auto res = text(http::status::service_unavailable, "overloaded\n");
+            if (r == refusal::failed) return text(http::status::internal_server_error, ec.message() + "\n");
+            if (r == refusal::overloaded) metrics_.overloaded.fetch_add(1, std::memory_order_relaxed);
+            auto res = text(http::status::service_unavailable, r == refusal::overloaded ? "overloaded\n" : "shutting down\n");
             set_retry_after(res, std::max<std::int64_t>(1, retry_s));
             return res;
         };
 
         // Overload first: a request over the global cap costs no permit of its client.
         auto slot = inflight_.try_acquire();
-        if (!slot) co_return overloaded(1);
+        if (!slot) co_return not_client(refusal::overloaded, {}, 1);
 
         // Then what the server can handle without queueing, as the adaptive limit has
         // learnt it: beyond it a request would only wait, and make every other one wait.
@@ -866,12 +870,12 @@ private:
         client = client_of(req, peer);
         auto d = on_bucket(client, [](auto& limiter, const auto& key) { return limiter.try_acquire(key); });
         if (d.error) {
-            if (server_check::refusal_of(d.error) == server_check::refusal::overloaded)
-                co_return overloaded(d.retry_after == std::chrono::nanoseconds::max() ? 1 : ceil_seconds(d.retry_after));
-            if (d.retry_after == std::chrono::nanoseconds::max()) {
-                if (shed_permit) shed_permit->ignore();
-                co_return text(http::status::internal_server_error, d.error.message() + "\n");
-            }
+            // An error that says when (the table full, none idle before then) is the
+            // server's excess; one that never passes, a failure.
+            const bool never = d.retry_after == std::chrono::nanoseconds::max();
+            refusal r = server_check::refusal_of(d.error);
+            if (r == refusal::client_rate && never) r = refusal::failed;
+            if (r != refusal::client_rate) co_return not_client(r, d.error, never ? 1 : ceil_seconds(d.retry_after));
         }
         std::uint64_t remaining = d.remaining;
         auto reset_after = d.reset_after;
@@ -901,22 +905,8 @@ private:
                     // it is still empty, and full one interval later than it was then.
                     remaining = 0;
                     reset_after = std::max<std::chrono::nanoseconds>(0ns, d.reset_after + opt_.rate.interval() - waited);
-                } else {
-                    switch (server_check::refusal_of(ec)) {
-                    case server_check::refusal::client_rate:
-                        break;
-                    case server_check::refusal::overloaded:
-                        co_return overloaded(1);
-                    case server_check::refusal::shutting_down: {
-                        if (shed_permit) shed_permit->ignore();
-                        auto res = text(http::status::service_unavailable, "shutting down\n");
-                        set_retry_after(res, 1);
-                        co_return res;
-                    }
-                    case server_check::refusal::failed:
-                        if (shed_permit) shed_permit->ignore();
-                        co_return text(http::status::internal_server_error, ec.message() + "\n");
-                    }
+                } else if (refusal r = server_check::refusal_of(ec); r != refusal::client_rate) {
+                    co_return not_client(r, ec, 1);
                 }
             }
             if (!granted) {
