@@ -84,37 +84,21 @@ try_result run_token_bucket(const options& o)
     });
 }
 
-// One check as the shm comparison makes it, on either limiter: a closure over the limiter
-// (and its io_context), each held by shared_ptr, reading the decision as above.
-template <class Bucket>
-auto bucket_check(std::shared_ptr<boost::asio::io_context> io, std::shared_ptr<Bucket> b)
+// One check as the shm comparison makes it, on either limiter: a closure over a Bucket
+// (built on its own io_context with `where...`, the segment's name for the shm one, and the
+// settings of run_token_bucket), each held by shared_ptr, reading the decision as above.
+template <class Bucket, class... Where>
+auto bucket_check(const options& o, const Where&... where)
 {
+    auto io = std::make_shared<boost::asio::io_context>();
+    auto b = o.admitting ? std::make_shared<Bucket>(*io, where..., rate::per_second(1e9), 1'000'000'000)
+                         : std::make_shared<Bucket>(*io, where..., rate::per_second(1000), 1);
     return [io = std::move(io), b = std::move(b)]() noexcept {
         const sluice::decision d = b->try_acquire(1);
         keep(d.remaining);
         keep(d.reset_after.count());
         return d.admitted;
     };
-}
-
-template <class Clock>
-auto local_bucket_check(const options& o)
-{
-    auto io = std::make_shared<boost::asio::io_context>();
-    using bucket = sluice::token_bucket<Clock>;
-    auto b = o.admitting ? std::make_shared<bucket>(*io, rate::per_second(1e9), 1'000'000'000)
-                         : std::make_shared<bucket>(*io, rate::per_second(1000), 1);
-    return bucket_check(std::move(io), std::move(b));
-}
-
-template <class Clock>
-auto shm_bucket_check(const options& o, const std::string& name)
-{
-    auto io = std::make_shared<boost::asio::io_context>();
-    using bucket = sluice::shm::token_bucket<Clock>;
-    auto b = o.admitting ? std::make_shared<bucket>(*io, name, rate::per_second(1e9), 1'000'000'000)
-                         : std::make_shared<bucket>(*io, name, rate::per_second(1000), 1);
-    return bucket_check(std::move(io), std::move(b));
 }
 
 // The in-process token_bucket<Clock> against the same on a shared-memory segment, timed
@@ -136,8 +120,8 @@ shm_pair run_shm_pair(const options& o, int procs)
     sluice::shm::remove(name);
     auto r = with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
         shm_pair out;
-        auto local = local_bucket_check<Clock>(o);
-        auto make_shm = [&o, &name] { return shm_bucket_check<Clock>(o, name); };
+        auto local = bucket_check<sluice::token_bucket<Clock>>(o);
+        auto make_shm = [&o, &name] { return bucket_check<sluice::shm::token_bucket<Clock>>(o, name); };
         std::optional<decltype(make_shm())> shm;
         if (procs == 0) shm.emplace(make_shm());
         const int threads = procs > 0 ? procs : o.threads;
