@@ -267,6 +267,8 @@ std::vector<std::int64_t> release_times(const sluice::limiter_options& o, int wa
         CHECK(q[i]->at <= slot + ns(o.coalesce_max));             // late by the window at most
         if (at.empty() || at.back() != q[i]->at) at.push_back(q[i]->at);
     }
+    // The window never holds the last waiter past its slot by more than coalesce.
+    CHECK(q.back()->at <= ns(t0 + 100us * waiters) + ns(o.coalesce));
     return at;
 }
 
@@ -282,12 +284,20 @@ TEST_CASE_TEMPLATE("coalescing: a deep queue of committed slots wakes once per c
     o.coalesce = 200us;
     o.coalesce_max = 1ms;
     // Slot 1 at +100 us (nothing woke before); 19 then queued: the next wake-up 1 ms later
-    // (+1.1 ms, slots 2-11); 9 left, 9 x 200 us = 1.8 ms, so 1 ms again (+2.1 ms, the rest).
-    CHECK(release_times<F>(o, 20) == std::vector<std::int64_t>{ns(t0 + 100us), ns(t0 + 1100us), ns(t0 + 2100us)});
+    // (+1.1 ms, slots 2-11); 9 left, 9 x 200 us = 1.8 ms, so 1 ms again, but the last slot
+    // (+2 ms) comes before that: the rest are released at it, none late.
+    CHECK(release_times<F>(o, 20) == std::vector<std::int64_t>{ns(t0 + 100us), ns(t0 + 1100us), ns(t0 + 2000us)});
+    CHECK(release_times<F>(o, 22) == std::vector<std::int64_t>{ns(t0 + 100us), ns(t0 + 1100us), ns(t0 + 2100us),
+                                                              ns(t0 + 2300us)});
 
-    // Few waiters: the window is coalesce x queued. 3 queued after the first release:
-    // 600 us; then 0 left.
-    CHECK(release_times<F>(o, 4) == std::vector<std::int64_t>{ns(t0 + 100us), ns(t0 + 700us)});
+    // Few waiters: the window is coalesce x queued (3 queued after the first release: 600
+    // us), but no later than the last slot (+400 us); never sooner than coalesce after
+    // the last wake-up (2 queued: slots at +200 and +300 us, the wake-up at +300).
+    CHECK(release_times<F>(o, 4) == std::vector<std::int64_t>{ns(t0 + 100us), ns(t0 + 400us)});
+    CHECK(release_times<F>(o, 3) == std::vector<std::int64_t>{ns(t0 + 100us), ns(t0 + 300us)});
+    o.coalesce = 250us;
+    CHECK(release_times<F>(o, 3) == std::vector<std::int64_t>{ns(t0 + 100us), ns(t0 + 350us)});
+    o.coalesce = 200us;
 
     // coalesce_max at coalesce: the fixed window of before, a wake-up every 200 us.
     o.coalesce_max = 200us;

@@ -106,10 +106,12 @@ TEST_CASE("reserving_queue: a cancelled waiter is refunded and every later waite
         test_waiter* w[3];
         for (auto*& x : w)
             x = f.ask(1, forever, t0);   // +100, +200, +300
+        CHECK(f.q.last_slot() == t0 + 300 * ms);
         auto out = handed_out([&](auto& d) { CHECK(f.q.cancel(w[victim], t0 + 50 * ms, d)); });
         CHECK(ids(out) == std::vector{w[victim]->id});
         CHECK(w[victim]->result == boost::asio::error::operation_aborted);
         CHECK(f.q.policy().empty_at() == t0 + 200 * ms);   // as if it had never asked
+        CHECK(f.q.last_slot() == t0 + 200 * ms);
         // The others leave at +100 and +200.
         std::vector<int> left;
         for (int i = 0; i < 3; ++i)
@@ -135,7 +137,9 @@ TEST_CASE("reserving_queue: refunds of several cancellations add up, in any orde
     for (int i : {5, 3, 1})
         handed_out([&](auto& d) { f.q.cancel(w[i], t0 + 150 * ms, d); });
     // #2, #4, #6, #7 at +200, +300, +400, +500; a new request queues behind them at +600.
+    CHECK(f.q.last_slot() == t0 + 500 * ms);
     auto* late = f.ask(1, forever, t0 + 150 * ms);
+    CHECK(f.q.last_slot() == t0 + 600 * ms);
     std::int64_t expect = t0 + 200 * ms;
     for (int i : {2, 4, 6, 7, static_cast<int>(late->id)}) {
         CHECK(f.q.wake_at() == expect);
@@ -317,6 +321,8 @@ struct model {
 
     std::int64_t wake() const { return fifo.empty() ? max_ns : static_cast<std::int64_t>(slot(0)); }
 
+    std::int64_t last() const { return fifo.empty() ? max_ns : static_cast<std::int64_t>(slot(fifo.size() - 1)); }
+
     // The expected answer to enqueue(n, max_wait) at t; true when it queues.
     bool enqueue(test_waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t t, boost::system::error_code& ec)
     {
@@ -379,6 +385,7 @@ void run_model(std::uint64_t seed, std::int64_t start, std::int64_t interval, st
         REQUIRE(q.size() == m.fifo.size());
         CHECK(q.queued_permits() == m.permits());
         REQUIRE(q.wake_at() == m.wake());
+        REQUIRE(q.last_slot() == m.last());
     };
 
     for (int step = 0; step < 4000; ++step) {

@@ -32,7 +32,9 @@ struct limiter_options {
     /// waiter queued does not move when a wake-up comes late, so a deep queue loses nothing
     /// of its rate to a longer window and pays for far fewer wake-ups; a lone waiter (a
     /// pacing loop, which commits its next slot only once the last one is released) keeps
-    /// `coalesce`, and so its spacing. At or below `coalesce`, the window stays `coalesce`.
+    /// `coalesce`, and so its spacing. The grown window ends no later than the last queued
+    /// slot: once every waiter is due, the wake-up comes (a queue's last release is at most
+    /// `coalesce` late). At or below `coalesce`, the window stays `coalesce`.
     /// Ignored by the window limiters (their waiters commit nothing ahead) and in strict
     /// mode. Negative values of coalesce, coalesce_max and strict_threshold throw
     /// system_error(error::invalid_option) when the limiter is built.

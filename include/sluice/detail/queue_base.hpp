@@ -42,9 +42,12 @@ concept waiting_queue = requires(Q& q, const Q& cq, waiter* w, std::uint64_t n, 
 
 /// A queue whose waiters hold slots committed when they queued (a reserving policy's): a
 /// wake-up that comes late moves no later slot, so the engine may coalesce more while many
-/// wait (limiter_options::coalesce_max).
+/// wait (limiter_options::coalesce_max), though not past last_slot(), when all are due.
 template <class Q>
-concept committed_slots = requires { requires Q::committed_slots; };
+concept committed_slots = requires(const Q& cq) {
+    requires Q::committed_slots;
+    { cq.last_slot() } -> std::same_as<std::int64_t>;
+};
 
 /// A waiting queue that can also serve acquire_blocking: reserve_blocking commits (or
 /// predicts) for a caller waiting on its own thread, unreserve_blocking gives back.

@@ -94,6 +94,13 @@ public:
     /// When release_due has work next: the head's slot; max_ns when nobody waits.
     std::int64_t wake_at() const noexcept { return list_.empty() ? max_ns : slot(list_.front()); }
 
+    /// The last queued waiter's slot (max_ns when nobody waits): by then every waiter queued
+    /// so far is due. The refunds not yet passed down to it are pending_shift_.
+    std::int64_t last_slot() const noexcept
+    {
+        return list_.empty() ? max_ns : sat_sub(list_.back()->ready, pending_shift_);
+    }
+
     /// Runs f(now), a change of the policy's configuration, and reschedules the waiters.
     /// When f returns {num, den} (the policy rescaled its debt around now by num / den, as
     /// gcra::set_rate does), the queued slots and pending refunds are rescaled the same way.

@@ -302,7 +302,7 @@ private:
             return;
         }
         std::int64_t wake = opts_.strict ? sat_sub(at, opts_.strict_threshold.count())
-                                         : std::max(at, sat_add(last_wake_, coalesce_window()));
+                                         : std::max(at, coalesced_until());
         timer_.expires_at(to_time_point<Clock>(wake));
         timer_.async_wait([self = this->shared_from_this(), gen](boost::system::error_code ec) {
             if (!ec) self->on_wake(gen);
@@ -316,18 +316,23 @@ private:
         return o;
     }
 
-    // The least time between two wake-ups: `coalesce`, grown with the queue when its
-    // waiters hold committed slots (see limiter_options::coalesce_max).
-    std::int64_t coalesce_window() const noexcept
+    // The earliest the next wake-up may come: `coalesce` after the last one, or later by
+    // the window grown with the queue when its waiters hold committed slots (see
+    // limiter_options::coalesce_max), but not past the queue's last slot: once every waiter
+    // is due, a longer window saves no wake-up and only holds the last ones back.
+    std::int64_t coalesced_until() const noexcept
     {
         const std::int64_t base = opts_.coalesce.count();
+        const std::int64_t until = sat_add(last_wake_, base);
         if constexpr (committed_slots<Queue>) {
-            const std::int64_t most = std::max(base, opts_.coalesce_max.count());
             const std::size_t q = queue_.size();
-            return q <= 1 ? base : std::min(most, sat_mul(q, base));
-        } else {
-            return base;
+            if (q > 1) {
+                const std::int64_t most = std::max(base, opts_.coalesce_max.count());
+                const std::int64_t grown = sat_add(last_wake_, std::min(most, sat_mul(q, base)));
+                return std::max(until, std::min(grown, queue_.last_slot()));
+            }
         }
+        return until;
     }
 
     // Strict mode: yield to the executor until the exact time.
