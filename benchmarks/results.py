@@ -533,6 +533,8 @@ BEFORE_AFTER_KEYS = {
     "keyed": (("ns_per_op", "%.1f ns", True), ("bytes_per_key", "%.0f B", True)),
     "shared": (("decisions_per_s", "%.0f/s", False), ("cpu_us_per_request", "%.2f us", True),
                ("heap_bytes_per_waiter", "%.0f B", True)),
+    "shm": (("ns_per_op", "%.1f ns", True), ("admitted", "%.0f", False), ("share_min", "%.2f", False),
+            ("share_max", "%.2f", True)),
     "bandwidth": (),
 }
 
@@ -546,7 +548,9 @@ def before_after(lines):
         base = job[len(BEFORE):] if job.startswith(BEFORE) else job
         if not base or base.startswith(("sim", "redis-benchmark")):
             continue
+        # A job whose lines differ by policy or backend (policies, shm) compares each apart.
         label = base + ("" if "policy" not in l or not base.startswith("policies") else " " + str(l["policy"]))
+        label += " " + str(l["backend"]) if base.startswith("shm/") and "backend" in l else ""
         if label not in groups:
             groups[label] = ([], [])
             jobs.append(label)
@@ -795,8 +799,9 @@ def merged(path, meta, only, body, bench):
     stays, with this run recorded as a later run of those sections."""
     old = [json.loads(l) for l in open(path) if l.strip()]
     old_meta = next((l["meta"] for l in old if "meta" in l), meta)
-    kept = [l for l in old if "meta" not in l
-            and JOB_SECTION.get(l.get("job", "").removeprefix(BEFORE).split("/")[0]) not in only]
+    # An earlier run's --before lines are dropped: a before/after table compares one run's jobs.
+    kept = [l for l in old if "meta" not in l and not l.get("job", "").startswith(BEFORE)
+            and JOB_SECTION.get(l.get("job", "").split("/")[0]) not in only]
     when = "%s to %s UTC, load average %s to %s, %s" % (meta["start"], meta["end"], meta["load_start"],
                                                           meta["load_end"], os.path.basename(bench))
     reruns = dict(old_meta.get("reruns", {}))
