@@ -533,7 +533,7 @@ BEFORE_AFTER_KEYS = {
     "keyed": (("ns_per_op", "%.1f ns", True), ("bytes_per_key", "%.0f B", True)),
     "shared": (("decisions_per_s", "%.0f/s", False), ("cpu_us_per_request", "%.2f us", True),
                ("heap_bytes_per_waiter", "%.0f B", True)),
-    "shm": (("ns_per_op", "%.1f ns", True), ("admitted", "%.0f", False), ("share_min", "%.2f", False),
+    "shm": (("ns_per_op", "%.1f ns", True), ("over_admission", "%+.4f", None), ("share_min", "%.2f", False),
             ("share_max", "%.2f", True)),
     "bandwidth": (),
 }
