@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <string>
@@ -689,6 +690,185 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
     auto big = parse(eval(c, sluice::redis::lua::sliding_log, "same", {"20", "10", "21"}));
     CHECK_FALSE(big.admitted);
     CHECK(big.wait == 0);   // beyond the limit: never
+}
+
+// A batch, as a process sends the requests of one key that wait while its previous call
+// is in flight: ARGV limit, window, n, now, ticket, then (n, ticket) pairs.
+struct log_request {
+    std::uint64_t n = 1;
+    std::string ticket;   // '' for a try
+};
+
+std::vector<std::string> batch_args(std::uint64_t limit, std::int64_t window_us, std::int64_t now,
+                                    const std::vector<log_request>& rs)
+{
+    std::vector<std::string> a{num(static_cast<std::int64_t>(limit)), num(window_us),
+                               num(static_cast<std::int64_t>(rs[0].n)), num(now), rs[0].ticket};
+    for (std::size_t i = 1; i < rs.size(); ++i) {
+        a.push_back(num(static_cast<std::int64_t>(rs[i].n)));
+        a.push_back(rs[i].ticket);
+    }
+    return a;
+}
+
+std::vector<verdict> parse_batch(const reply_ptr& r, std::size_t m)
+{
+    INFO("reply type ", r->type, (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string()));
+    REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    REQUIRE(r->elements == 6 * m);
+    std::vector<verdict> out;
+    for (std::size_t k = 0; k < m; ++k) {
+        auto el = [&](std::size_t j) {
+            REQUIRE(r->element[6 * k + j]->type == REDIS_REPLY_INTEGER);
+            return r->element[6 * k + j]->integer;
+        };
+        out.push_back({el(0) == 1, el(1), el(2), el(3), el(4), el(5)});
+    }
+    return out;
+}
+
+std::vector<std::string> members(redisContext* c, const std::string& key, bool scores)
+{
+    auto r = scores ? command(c, {"ZRANGE", key, "0", "-1", "WITHSCORES"}) : command(c, {"ZRANGE", key, "0", "-1"});
+    REQUIRE(r->type == REDIS_REPLY_ARRAY);
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < r->elements; ++i) out.emplace_back(r->element[i]->str, r->element[i]->len);
+    return out;
+}
+
+TEST_CASE("sliding log batch: decides as the same requests one call each, tickets and queue included" * doctest::timeout(120))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    struct cfg {
+        std::uint64_t limit;
+        std::int64_t window_us;
+        std::uint32_t seed;
+    };
+    for (cfg k : {cfg{1, 1000, 11}, cfg{6, 10'000, 12}, cfg{50, 40'000, 13}}) {
+        INFO("limit ", k.limit, " window ", k.window_us, " seed ", k.seed);
+        const std::string one = "one:" + std::to_string(k.limit), many = "many:" + std::to_string(k.limit);
+        auto keys = [](const std::string& key) {
+            return std::vector<std::string>{"EVAL", std::string(sluice::redis::lua::sliding_log), "3", key,
+                                            key + ":cfg", key + ":q"};
+        };
+        sluice_test::rng rng{k.seed};
+        std::int64_t now = 9'000'000;
+        std::vector<std::string> refused;   // tickets refused, asked again later (or left)
+        int id = 0, batches = 0, granted = 0, refusals = 0, waited = 0, multi = 0;
+        for (int step = 0; step < 600; ++step) {
+            std::uint64_t r = rng() % 100;
+            if (r < 15) now += k.window_us * 2;
+            else if (r < 70) now += static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(k.window_us / 2 + 1));
+            // One batch of 1 to 12 requests: tries, new waiters (some with deadlines that
+            // pass while they wait), waiters asking again; sometimes one asks beyond the limit.
+            std::vector<log_request> rs(1 + rng() % 12);
+            for (auto& q : rs) {
+                q.n = 1 + rng() % std::min<std::uint64_t>(k.limit, 3);
+                if (rng() % 50 == 0) q.n = k.limit + 1;
+                std::uint64_t what = rng() % 10;
+                if (what < 4 && !refused.empty()) {
+                    // Mostly the oldest waiter (first come, first served), sometimes another.
+                    std::size_t at = rng() % 5 == 0 ? rng() % refused.size() : 0;
+                    q.ticket = refused[at];
+                    refused.erase(refused.begin() + static_cast<std::ptrdiff_t>(at));
+                    q.n = std::stoull(q.ticket.substr(q.ticket.find(':') + 1));
+                    ++waited;
+                } else if (what < 7) {
+                    std::int64_t deadline = now + static_cast<std::int64_t>(rng() % 4 == 0 ? k.window_us / 2 : 2 * k.window_us);
+                    q.ticket = num(deadline) + ":" + std::to_string(q.n) + ":t" + std::to_string(++id);
+                }
+            }
+            for (const auto& q : rs) INFO("n ", q.n, " ticket ", q.ticket);
+            std::vector<verdict> each;
+            for (const auto& q : rs) {
+                auto argv = keys(one);
+                auto a = batch_args(k.limit, k.window_us, now, {q});
+                argv.insert(argv.end(), a.begin(), a.end());
+                each.push_back(parse(command(c, argv)));
+            }
+            auto argv = keys(many);
+            auto a = batch_args(k.limit, k.window_us, now, rs);
+            argv.insert(argv.end(), a.begin(), a.end());
+            auto together = parse_batch(command(c, argv), rs.size());
+            ++batches;
+            if (rs.size() > 1) ++multi;
+            for (std::size_t j = 0; j < rs.size(); ++j) {
+                INFO("step ", step, " request ", j, " of ", rs.size(), " now ", now);
+                CHECK(together[j].admitted == each[j].admitted);
+                CHECK(together[j].wait == each[j].wait);
+                CHECK(together[j].remaining == each[j].remaining);
+                CHECK(together[j].reset == each[j].reset);
+                CHECK(together[j].now == each[j].now);
+                if (each[j].admitted) ++granted;
+                else ++refusals;
+                if (!each[j].admitted && !rs[j].ticket.empty() && rs[j].n <= k.limit) refused.push_back(rs[j].ticket);
+            }
+            // Sometimes a waiter leaves, from both queues.
+            if (!refused.empty() && rng() % 8 == 0) {
+                std::size_t at = rng() % refused.size();
+                for (const auto& key : {one, many})
+                    command(c, {"EVAL", std::string(sluice::redis::lua::sliding_log_leave), "1", key + ":q", refused[at]});
+                refused.erase(refused.begin() + static_cast<std::ptrdiff_t>(at));
+            }
+            INFO("step ", step);
+            REQUIRE(members(c, one, true) == members(c, many, true));
+            REQUIRE(members(c, one + ":q", false) == members(c, many + ":q", false));
+        }
+        // Every path was taken (a limit of 1 under this load grants a few dozen).
+        CHECK(multi > 500);
+        CHECK(granted > 20);
+        CHECK(refusals > 1000);
+        CHECK(waited > 50);
+        // Both logs expire together: the batch sets the same expiry.
+        auto t1 = command(c, {"PTTL", one})->integer, t2 = command(c, {"PTTL", many})->integer;
+        CHECK(std::abs(t1 - t2) <= 1000);
+        (void)batches;
+    }
+}
+
+TEST_CASE("sliding log batch: decides as policy::sliding_log; a bad request fails the call with nothing written" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    const std::uint64_t limit = 20;
+    const std::int64_t window_us = 100'000;
+    sluice::policy::sliding_log local(limit, std::chrono::microseconds(window_us));
+    sluice_test::rng rng{21};
+    std::int64_t now = 3'000'000;
+    int granted = 0, refused = 0;
+    for (int step = 0; step < 1500; ++step) {
+        if (rng() % 100 < 60) now += static_cast<std::int64_t>(rng() % 60'000);
+        std::vector<log_request> rs(1 + rng() % 16);
+        for (auto& q : rs) q.n = 1 + rng() % 3;
+        auto argv = std::vector<std::string>{"EVAL", std::string(sluice::redis::lua::sliding_log), "1", "model"};
+        auto a = batch_args(limit, window_us, now, rs);
+        argv.insert(argv.end(), a.begin(), a.end());
+        auto vs = parse_batch(command(c, argv), rs.size());
+        for (std::size_t j = 0; j < rs.size(); ++j) {
+            auto d = local.try_acquire(rs[j].n, now * 1000);
+            INFO("step ", step, " request ", j, " n ", rs[j].n, " now ", now);
+            REQUIRE(vs[j].admitted == d.admitted);
+            CHECK(vs[j].wait * 1000 == d.retry_after.count());
+            CHECK(static_cast<std::uint64_t>(vs[j].remaining) == d.remaining);
+            CHECK(vs[j].reset * 1000 == d.reset_after.count());
+            (d.admitted ? granted : refused) += 1;
+        }
+    }
+    CHECK(granted > 1000);
+    CHECK(refused > 1000);
+
+    // A bad n or ticket anywhere in the batch: an error reply, and nothing decided before it.
+    const auto before = members(c, "model", true);
+    for (auto bad : {std::vector<log_request>{{1, ""}, {0, ""}}, std::vector<log_request>{{1, ""}, {1, "soon:1:x"}},
+                     std::vector<log_request>{{2, ""}, {1, ""}, {1, "x"}}}) {
+        auto argv = std::vector<std::string>{"EVAL", std::string(sluice::redis::lua::sliding_log), "1", "model"};
+        auto a = batch_args(limit, window_us, now + window_us * 3, bad);
+        argv.insert(argv.end(), a.begin(), a.end());
+        auto text = error_text(command(c, argv));
+        CHECK((text.find("n must") != std::string::npos || text.find("ticket must") != std::string::npos));
+        CHECK(members(c, "model", true) == before);
+    }
 }
 
 TEST_SUITE_END();

@@ -234,7 +234,23 @@ namespace detail {
 inline constexpr auto sliding_log_text = with_prelude(R"lua(
 local arg_limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
 local arg_window; arg_window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
-local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
+-- The requests, decided in order: n at 3 and its ticket at 5, then one (n, ticket) pair
+-- each from 6 on. All are checked before anything is written: a bad one fails the call
+-- with nothing decided.
+local ns, tickets = {}, {}
+local i, ti = 3, 5
+repeat
+  local n; n, e = int_arg(i, 'n', 1, LIM) if e then return e end
+  local t = ARGV[ti]
+  if t == '' then t = false end
+  if t and not tonumber(string.match(t, '^(%d+):')) then
+    return redis.error_reply('ERR sluice: ticket must be deadline_us:n:id')
+  end
+  ns[#ns + 1] = n
+  tickets[#tickets + 1] = t or false
+  if i == 3 then i = 6 else i = i + 2 end
+  ti = i + 1
+until ARGV[i] == nil
 local limit, window, now, extra_ttl
 limit, window, e = config('limit', 'window', arg_limit, arg_window, 16777216, LIM) if e then return e end
 now, extra_ttl, e = clock(4) if e then return e end
@@ -242,123 +258,150 @@ if now + 2 * window >= 9007199254740992 then
   return redis.error_reply('ERR sluice: now + 2 * window_us exceeds 2^53 us')
 end
 local key = KEYS[1]
-if n > limit then return {0, 0, 0, 0, now, 0} end
-local r = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', fmt(now - window))
-if type(r) == 'table' and r.err then
-  return redis.error_reply('ERR sluice: key ' .. key .. ': ' .. r.err)
-end
-local count = redis.call('ZCARD', key)
-local newest = now - window
-local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if last[2] then newest = tonumber(last[2]) end
--- The waiters' queue: permits the live tickets before ours (all of them for a request
--- without a ticket) still wait for; tickets past their deadline are dropped. Read in
--- chunks, and only as far as the answer needs: once the tickets read hold more than the
--- window has room for, this request waits whatever follows (a refusal's room is then 0).
--- A waiter stopped short of its ticket counts each ticket between as one permit more
--- (ZRANK, without reading them), so that its wait is when the entries leave that make
--- room for all of them and its own, not a wake-up for each entry that leaves (exact for
--- waiters of one permit each). Most calls without a ticket find no queue:
--- EXISTS tells so for about a third of what a ZRANGE of the missing key costs (a queue of
--- the wrong type is still found by the ZRANGE); a waiter's call, whose ticket is
--- queued, reads the queue at once.
 local q = KEYS[3]
-local ticket = ARGV[5]
-if ticket == '' then ticket = nil end
-local ahead = 0
-local partial = false
-local read = 0
-if q and (ticket or redis.call('EXISTS', q) == 1) then
-  local from = 0
-  local done = false
-  while not done do
-    local entries = redis.pcall('ZRANGE', q, from, from + 15)
-    if type(entries) == 'table' and entries.err then
-      return redis.error_reply('ERR sluice: key ' .. q .. ': ' .. entries.err)
+local out = {}
+-- What every decision of the call reads, read once (on the first request the limit does not
+-- refuse outright) and then kept up to date here: the log's count after the trim, its
+-- newest stamp, the permits already at the stamp of this call's grants (all grants of one
+-- call share it), and whether the waiters' queue exists.
+local ready = false
+local count, newest, had_last, stored_newest, at_stamp, queued
+local stamp
+for r = 1, #ns do
+  local n, ticket = ns[r], tickets[r]
+  if n > limit then
+    out[#out + 1] = 0 out[#out + 1] = 0 out[#out + 1] = 0 out[#out + 1] = 0 out[#out + 1] = now out[#out + 1] = 0
+  else
+    if not ready then
+      local t = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', fmt(now - window))
+      if type(t) == 'table' and t.err then
+        return redis.error_reply('ERR sluice: key ' .. key .. ': ' .. t.err)
+      end
+      count = redis.call('ZCARD', key)
+      newest = now - window
+      local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      had_last = last[2] ~= nil
+      if had_last then newest = tonumber(last[2]) end
+      stored_newest = newest
+      stamp = now
+      if newest > stamp then stamp = newest end
+      ready = true
     end
-    if #entries == 0 then break end
-    local kept = 0
-    for _, m in ipairs(entries) do
-      if m == ticket then done = true break end
-      local dl, k = string.match(m, '^(%d+):(%d+):')
-      dl = tonumber(dl)
-      k = tonumber(k)
-      if dl == nil or k == nil or dl < now then
-        redis.call('ZREM', q, m)
-      else
-        kept = kept + 1
-        read = read + 1
-        ahead = ahead + k
-        if count + ahead + n > limit then
-          done = true
-          partial = true
-          break
+    -- The waiters' queue: permits the live tickets before ours (all of them for a request
+    -- without a ticket) still wait for; tickets past their deadline are dropped. Read in
+    -- chunks, and only as far as the answer needs: once the tickets read hold more than the
+    -- window has room for, this request waits whatever follows (a refusal's room is then 0).
+    -- A waiter stopped short of its ticket counts each ticket between as one permit more
+    -- (ZRANK, without reading them), so that its wait is when the entries leave that make
+    -- room for all of them and its own, not a wake-up for each entry that leaves (exact for
+    -- waiters of one permit each). Most calls without a ticket find no queue:
+    -- EXISTS tells so for about a third of what a ZRANGE of the missing key costs (a queue of
+    -- the wrong type is still found by the ZRANGE); a waiter's call, whose ticket is
+    -- queued, reads the queue at once.
+    local ahead = 0
+    local partial = false
+    local read = 0
+    if q and not ticket and queued == nil then queued = redis.call('EXISTS', q) == 1 end
+    if q and (ticket or queued) then
+      local from = 0
+      local done = false
+      while not done do
+        local entries = redis.pcall('ZRANGE', q, from, from + 15)
+        if type(entries) == 'table' and entries.err then
+          return redis.error_reply('ERR sluice: key ' .. q .. ': ' .. entries.err)
         end
+        if #entries == 0 then break end
+        local kept = 0
+        for _, m in ipairs(entries) do
+          if m == ticket then done = true break end
+          local dl, k = string.match(m, '^(%d+):(%d+):')
+          dl = tonumber(dl)
+          k = tonumber(k)
+          if dl == nil or k == nil or dl < now then
+            redis.call('ZREM', q, m)
+          else
+            kept = kept + 1
+            read = read + 1
+            ahead = ahead + k
+            if count + ahead + n > limit then
+              done = true
+              partial = true
+              break
+            end
+          end
+        end
+        if #entries < 16 then break end
+        from = from + kept
+      end
+      if partial and ticket then
+        local p = redis.call('ZRANK', q, ticket)
+        if not p then p = redis.call('ZCARD', q) end
+        if p > read then ahead = ahead + (p - read) end
       end
     end
-    if #entries < 16 then break end
-    from = from + kept
-  end
-  if partial and ticket then
-    local p = redis.call('ZRANK', q, ticket)
-    if not p then p = redis.call('ZCARD', q) end
-    if p > read then ahead = ahead + (p - read) end
-  end
-end
-if count + ahead + n > limit then
-  local need = count + ahead + n - limit
-  local wait = window
-  if need <= count then
-    local nth = redis.call('ZRANGE', key, need - 1, need - 1, 'WITHSCORES')
-    wait = tonumber(nth[2]) + window - now
-  end
-  if wait < 1 then wait = 1 end
-  if ticket then
-    local dl = tonumber(string.match(ticket, '^(%d+):'))
-    if dl == nil then return redis.error_reply('ERR sluice: ticket must be deadline_us:n:id') end
-    redis.call('ZADD', q, 'NX', fmt(now), ticket)
-    local ttl = math.ceil((dl - now) / 1000) + 1000
-    if ttl > redis.call('PTTL', q) then redis.call('PEXPIRE', q, fmt(ttl)) end
-  end
-  local room = limit - count - ahead
-  if room < 0 or partial then room = 0 end
-  local reset = newest + window - now
-  if reset < 0 then reset = 0 end
-  return {0, wait, room, reset, now, 0}
-end
-if ticket then redis.call('ZREM', q, ticket) end
-local stamp = now
-if newest > stamp then stamp = newest end
--- Members of one stamp are numbered on from those already there: only a stamp equal to
--- the newest can have any.
-local base = 0
-if last[2] and stamp == newest then base = redis.call('ZCOUNT', key, fmt(stamp), fmt(stamp)) end
-local s = fmt(stamp)
-if n == 1 then
-  redis.call('ZADD', key, s, s .. ':' .. (base + 1))
-else
-  local i = 1
-  while i <= n do
-    local args = {}
-    local j = 0
-    while i <= n and j < 1000 do
-      args[#args + 1] = s
-      args[#args + 1] = s .. ':' .. fmt(base + i)
-      i = i + 1
-      j = j + 1
+    if count + ahead + n > limit then
+      local need = count + ahead + n - limit
+      local wait = window
+      if need <= count then
+        local nth = redis.call('ZRANGE', key, need - 1, need - 1, 'WITHSCORES')
+        wait = tonumber(nth[2]) + window - now
+      end
+      if wait < 1 then wait = 1 end
+      if ticket then
+        local dl = tonumber(string.match(ticket, '^(%d+):'))
+        redis.call('ZADD', q, 'NX', fmt(now), ticket)
+        queued = true
+        local ttl = math.ceil((dl - now) / 1000) + 1000
+        if ttl > redis.call('PTTL', q) then redis.call('PEXPIRE', q, fmt(ttl)) end
+      end
+      local room = limit - count - ahead
+      if room < 0 or partial then room = 0 end
+      local reset = newest + window - now
+      if reset < 0 then reset = 0 end
+      out[#out + 1] = 0 out[#out + 1] = wait out[#out + 1] = room out[#out + 1] = reset out[#out + 1] = now out[#out + 1] = 0
+    else
+      if ticket then redis.call('ZREM', q, ticket) end
+      -- Members of one stamp are numbered on from those already there: only a stamp equal
+      -- to the stored newest can have any before this call.
+      if at_stamp == nil then
+        at_stamp = 0
+        if had_last and stamp == stored_newest then at_stamp = redis.call('ZCOUNT', key, fmt(stamp), fmt(stamp)) end
+      end
+      local s = fmt(stamp)
+      if n == 1 then
+        redis.call('ZADD', key, s, s .. ':' .. fmt(at_stamp + 1))
+      else
+        local j = 1
+        while j <= n do
+          local args = {}
+          local c = 0
+          while j <= n and c < 1000 do
+            args[#args + 1] = s
+            args[#args + 1] = s .. ':' .. fmt(at_stamp + j)
+            j = j + 1
+            c = c + 1
+          end
+          redis.call('ZADD', key, unpack(args))
+        end
+      end
+      at_stamp = at_stamp + n
+      out[#out + 1] = 1 out[#out + 1] = 0 out[#out + 1] = limit - count - ahead - n
+      out[#out + 1] = stamp + window - now out[#out + 1] = now out[#out + 1] = 0
+      count = count + n
+      newest = stamp
     end
-    redis.call('ZADD', key, unpack(args))
   end
 end
-local reset = stamp + window - now
 -- The log must outlive its newest stamp by a window. Its expiry is set once per window-long
 -- epoch of the stamps, to the end of the next epoch: later stamps of the same epoch are
 -- covered (sliding_log_configure sets it again when the window changes).
-local epoch = math.floor(stamp / window)
-if not last[2] or math.floor(newest / window) ~= epoch then
-  redis.call('PEXPIRE', key, fmt(math.ceil(((epoch + 2) * window - now) / 1000) + extra_ttl))
+if at_stamp ~= nil then
+  local epoch = math.floor(stamp / window)
+  if not had_last or math.floor(stored_newest / window) ~= epoch then
+    redis.call('PEXPIRE', key, fmt(math.ceil(((epoch + 2) * window - now) / 1000) + extra_ttl))
+  end
 end
-return {1, 0, limit - count - ahead - n, reset, now, 0}
+return out
 )lua");
 } // namespace detail
 /// Sliding window log, as policy::sliding_log: at no instant t do more than `limit`
@@ -372,7 +415,16 @@ return {1, 0, limit - count - ahead - n, reset, now, 0}
 /// for a request without a ticket), so waiters are served first come, first served
 /// across processes and a try never overtakes them; a ticket is dropped when granted,
 /// when its holder leaves (sliding_log_leave) or once past its deadline.
-/// ARGV: limit (1..2^24), window_us, n, [now_us] ('' for the server's), [ticket].
+/// ARGV: limit (1..2^24), window_us, n, [now_us] ('' for the server's), [ticket] ('':
+/// none), then, for a batch, one more request per pair: n, ticket ('': none).
+/// A batch is decided in order at one instant, exactly as that many calls in a row would
+/// be: the reply is six integers per request, in the order of the requests (six for one).
+/// Its fixed part (arguments, configuration, TIME, the trim, the log's count and newest
+/// stamp, whether a queue exists, the expiry) is paid once a call: a process sends the
+/// requests of one key that wait while its previous call is in flight as one batch.
+/// Every argument is checked before anything is written (an error reply decides nothing);
+/// a wrong-type queue met after grants of the same batch fails the call with those grants
+/// consumed.
 /// Never reserves ahead. A refusal's [1]: when the window holds enough entries, when they
 /// leave; otherwise one window. The queue is read only as far as the answer needs (in
 /// chunks, until our ticket or until the tickets read fill the window's room); a refusal
