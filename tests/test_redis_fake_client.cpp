@@ -320,6 +320,162 @@ TEST_CASE("fake client: the window's waiter keeps its ticket across retries and 
     CHECK(f.client.calls[0].args == std::vector<std::string>{ticket});
 }
 
+// The window's six integers for a try: granted, wait, remaining.
+std::vector<std::int64_t> window_verdict(bool granted, std::int64_t wait, std::int64_t remaining)
+{
+    return {granted ? 1 : 0, wait, remaining, 100'000, 1'000'000, 0};
+}
+
+redis::reply batch_reply(std::vector<std::vector<std::int64_t>> vs)
+{
+    std::vector<std::int64_t> flat;
+    for (auto& v : vs) flat.insert(flat.end(), v.begin(), v.end());
+    return ints(flat);
+}
+
+TEST_CASE("fake client: the window's tries for one key wait for its call in flight and go together as the next call")
+{
+    fixture f;
+    redis::sliding_window<fake_client, clk> w(f.client, 5, 1s);
+    std::vector<std::optional<sluice::decision>> got(4);
+    auto record = [&](int i) {
+        return [&got, i](error_code ec, sluice::decision d) {
+            CHECK_FALSE(ec);
+            got[static_cast<std::size_t>(i)] = d;
+        };
+    };
+    w.async_try_acquire("k", 1, record(0));
+    REQUIRE(f.client.calls.size() == 1);
+    CHECK(f.client.calls[0].args == std::vector<std::string>{"5", "1000000", "1"});
+    // Three more while it is in flight (one of another key, which goes at once).
+    w.async_try_acquire("k", 2, record(1));
+    w.async_try_acquire("other", 1, record(3));
+    w.async_try_acquire("k", 3, record(2));
+    REQUIRE(f.client.calls.size() == 2);
+    CHECK(f.client.calls[1].keys[0] == "{sluice:other}");
+    f.client.answer({}, ints(window_verdict(true, 0, 4)));
+    f.run();
+    // The reply sends the next call: the two that waited, in order, no ticket.
+    REQUIRE(f.client.calls.size() == 2);
+    CHECK(f.client.calls[1].keys[0] == "{sluice:k}");
+    CHECK(f.client.calls[1].args == std::vector<std::string>{"5", "1000000", "2", "", "", "3", ""});
+    REQUIRE(got[0]);
+    CHECK(got[0]->admitted);
+    CHECK(got[0]->remaining == 4);
+    CHECK_FALSE(got[1]);
+    f.client.answer({}, ints(window_verdict(false, 10'000, 0)));   // "other"
+    f.client.answer({}, batch_reply({window_verdict(true, 0, 2), window_verdict(false, 250'000, 0)}));
+    f.run();
+    CHECK(f.client.calls.empty());
+    REQUIRE(got[1]);
+    CHECK(got[1]->admitted);
+    CHECK(got[1]->remaining == 2);
+    REQUIRE(got[2]);
+    CHECK_FALSE(got[2]->admitted);
+    CHECK(got[2]->retry_after == 250ms);
+    REQUIRE(got[3]);
+    CHECK_FALSE(got[3]->admitted);
+    auto st = w.stats();
+    CHECK(st.backend.commands == 3);
+    CHECK(st.try_admitted == 2);
+    CHECK(st.try_refused == 2);
+
+    // Nothing in flight any more: the next try goes at once, alone.
+    w.async_try_acquire("k", 1, record(0));
+    CHECK(f.client.calls.size() == 1);
+    f.client.answer({}, ints(window_verdict(true, 0, 1)));
+    f.run();
+}
+
+TEST_CASE("fake client: the window's batch is at most 64 requests; a waiting try cancelled is not sent")
+{
+    fixture f;
+    redis::sliding_window<fake_client, clk> w(f.client, 1000, 1s);
+    int admitted = 0, aborted = 0;
+    auto on = [&](error_code ec, sluice::decision d) {
+        if (ec == asio::error::operation_aborted) ++aborted;
+        else if (!ec && d.admitted) ++admitted;
+    };
+    w.async_try_acquire("k", 1, on);
+    asio::cancellation_signal sig;
+    for (int i = 0; i < 70; ++i) {
+        if (i == 10) w.async_try_acquire("k", 1, asio::bind_cancellation_slot(sig.slot(), on));
+        else w.async_try_acquire("k", 1, on);
+    }
+    REQUIRE(f.client.calls.size() == 1);
+    sig.emit(asio::cancellation_type::terminal);
+    CHECK(aborted == 0);   // never inside the emit
+    f.run();
+    CHECK(aborted == 1);
+    f.client.answer({}, ints(window_verdict(true, 0, 999)));
+    f.run();
+    REQUIRE(f.client.calls.size() == 1);
+    CHECK(f.client.calls[0].args.size() == 5 + 2 * 63);   // 64 requests
+    f.client.answer({}, batch_reply(std::vector<std::vector<std::int64_t>>(64, window_verdict(true, 0, 1))));
+    f.run();
+    REQUIRE(f.client.calls.size() == 1);
+    CHECK(f.client.calls[0].args.size() == 5 + 2 * 4);   // the 5 left
+    f.client.answer({}, batch_reply(std::vector<std::vector<std::int64_t>>(5, window_verdict(true, 0, 1))));
+    f.run();
+    CHECK(f.client.calls.empty());
+    CHECK(admitted == 70);
+    CHECK(w.stats().backend.commands == 3);
+}
+
+TEST_CASE("fake client: a window batch that fails fails each of its requests; one closed while waiting sends nothing")
+{
+    fixture f;
+    redis::shared_options o;
+    o.on_failure = redis::failure_policy::fail_closed;
+    redis::sliding_window<fake_client, clk> w(f.client, 5, 1s, o);
+    std::vector<error_code> ecs;
+    auto on = [&](error_code ec, sluice::decision) { ecs.push_back(ec); };
+    w.async_try_acquire("k", 1, on);
+    w.async_try_acquire("k", 1, on);
+    w.async_try_acquire("k", 1, on);
+    f.client.answer({}, ints(window_verdict(true, 0, 4)));
+    f.run();
+    REQUIRE(f.client.calls.size() == 1);
+    SUBCASE("Redis unreachable: the failure policy answers each")
+    {
+        f.client.answer(make_error_code(sluice::error::backend_unavailable));
+        f.run();
+        REQUIRE(ecs.size() == 3);
+        CHECK_FALSE(ecs[0]);
+        CHECK(ecs[1] == sluice::error::backend_unavailable);
+        CHECK(ecs[2] == sluice::error::backend_unavailable);
+    }
+    SUBCASE("a reply of the wrong shape is believed by none")
+    {
+        f.client.answer({}, ints(window_verdict(true, 0, 4)));   // six integers for two requests
+        f.run();
+        REQUIRE(ecs.size() == 3);
+        CHECK(ecs[1] == sluice::error::protocol_error);
+        CHECK(ecs[2] == sluice::error::protocol_error);
+    }
+    SUBCASE("a batch's part that cannot answer a try is not believed")
+    {
+        // A grant with a wait: not an answer to a try.
+        f.client.answer({}, batch_reply({window_verdict(true, 0, 3), {1, 5'000, 0, 0, 1'000'000, 0}}));
+        f.run();
+        REQUIRE(ecs.size() == 3);
+        CHECK_FALSE(ecs[1]);
+        CHECK(ecs[2] == sluice::error::protocol_error);
+    }
+    SUBCASE("closed while waiting: error::closed, nothing sent")
+    {
+        w.async_try_acquire("k", 1, on);
+        w.close();
+        f.client.answer({}, batch_reply({window_verdict(true, 0, 3), window_verdict(true, 0, 2)}));
+        f.run();
+        CHECK(f.client.calls.empty());   // the fourth was not sent
+        REQUIRE(ecs.size() == 4);
+        CHECK_FALSE(ecs[1]);
+        CHECK_FALSE(ecs[2]);
+        CHECK(ecs[3] == sluice::error::closed);
+    }
+}
+
 TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetches in the background")
 {
     fixture f;

@@ -5,6 +5,7 @@
 // script, over a simulated fleet.
 #include <sluice/error.hpp>
 #include <sluice/redis/detail/acquire_fsm.hpp>
+#include <sluice/redis/detail/key_batches.hpp>
 #include <sluice/redis/detail/lease_book.hpp>
 #include <sluice/redis/detail/try_fsm.hpp>
 #include <sluice/redis/detail/wake_queue.hpp>
@@ -912,6 +913,127 @@ TEST_CASE("parse_verdict: a server's now beyond 2^53 us is not believed (found b
     CHECK(redis::detail::parse_verdict(reply_with_now(-(two53 - 1))));   // a test's simulated clock
     CHECK_FALSE(redis::detail::parse_verdict(reply_with_now(two53)));
     CHECK_FALSE(redis::detail::parse_verdict(reply_with_now(INT64_MIN + 5)));
+}
+
+namespace {
+struct batch_entry {
+    std::uint64_t id;
+};
+} // namespace
+
+TEST_CASE("key batches: one call per key in flight; those that wait go together, in order, at most max_batch a call")
+{
+    sluice::redis::detail::key_batches<batch_entry> kb(3);
+    batch_entry a{1}, b{2}, c{3}, d{4}, e{5}, x{6};
+    CHECK(kb.submit("k", a));    // nothing in flight: goes now
+    CHECK_FALSE(kb.submit("k", b));
+    CHECK(kb.submit("other", x));   // another key: its own call
+    CHECK_FALSE(kb.submit("k", c));
+    CHECK_FALSE(kb.submit("k", d));
+    CHECK_FALSE(kb.submit("k", e));
+    CHECK(kb.in_flight() == 2);
+    CHECK(kb.waiting("k") == 4);
+    auto c1 = kb.cancel("k", 3);
+    REQUIRE(c1);
+    CHECK(c1->id == 3);
+    CHECK_FALSE(kb.cancel("k", 3));
+    CHECK_FALSE(kb.cancel("nope", 2));
+    auto n1 = kb.returned("k");
+    REQUIRE(n1.size() == 3);
+    CHECK(n1[0].id == 2);
+    CHECK(n1[1].id == 4);
+    CHECK(n1[2].id == 5);
+    CHECK_FALSE(kb.submit("k", a));   // the batch is in flight
+    auto n2 = kb.returned("k");
+    REQUIRE(n2.size() == 1);
+    CHECK(n2[0].id == 1);
+    CHECK(kb.returned("k").empty());   // nothing waited: the key is free
+    CHECK(kb.in_flight() == 1);
+    CHECK(kb.returned("other").empty());
+    CHECK(kb.in_flight() == 0);
+    CHECK(kb.returned("k").empty());   // a stray return changes nothing
+    CHECK(kb.submit("k", b));
+}
+
+TEST_CASE("key batches: model, random submits, returns and cancels over several keys: each request sent once or cancelled, in order")
+{
+    sluice::redis::detail::key_batches<batch_entry> kb(4);
+    sluice_test::rng rng{99};
+    const std::string keys[] = {"a", "b", "c"};
+    // The model: per key, whether a call is in flight and the ids waiting, in order.
+    struct key_model {
+        bool busy = false;
+        std::deque<std::uint64_t> waiting;
+    };
+    key_model model[3];
+    std::uint64_t next_id = 0, sent = 0, cancelled = 0;
+    std::vector<bool> done;
+    for (int step = 0; step < 20'000; ++step) {
+        std::size_t k = rng() % 3;
+        auto& m = model[k];
+        std::uint64_t op = rng() % 10;
+        INFO("step ", step, " key ", keys[k], " op ", op);
+        if (op < 5) {
+            batch_entry e{next_id++};
+            done.push_back(false);
+            bool now = kb.submit(keys[k], e);
+            REQUIRE(now == !m.busy);
+            if (now) {
+                m.busy = true;
+                done[e.id] = true;
+                ++sent;
+            } else {
+                m.waiting.push_back(e.id);
+            }
+        } else if (op < 8) {
+            auto next = kb.returned(keys[k]);
+            if (!m.busy) {
+                REQUIRE(next.empty());
+                continue;
+            }
+            std::size_t want = std::min<std::size_t>(4, m.waiting.size());
+            REQUIRE(next.size() == want);
+            for (auto& e : next) {
+                REQUIRE(e.id == m.waiting.front());
+                m.waiting.pop_front();
+                REQUIRE_FALSE(done[e.id]);
+                done[e.id] = true;
+                ++sent;
+            }
+            m.busy = want > 0;
+        } else if (!m.waiting.empty()) {
+            std::size_t at = rng() % m.waiting.size();
+            std::uint64_t id = m.waiting[at];
+            auto c = kb.cancel(keys[k], id);
+            REQUIRE(c);
+            REQUIRE(c->id == id);
+            m.waiting.erase(m.waiting.begin() + static_cast<std::ptrdiff_t>(at));
+            done[id] = true;
+            ++cancelled;
+            REQUIRE_FALSE(kb.cancel(keys[k], id));
+        }
+        std::size_t busy = 0;
+        for (std::size_t j = 0; j < 3; ++j) {
+            busy += model[j].busy;
+            REQUIRE(kb.waiting(keys[j]) == model[j].waiting.size());
+        }
+        REQUIRE(kb.in_flight() == busy);
+    }
+    // Every request is sent once or cancelled once those waiting are drained.
+    for (std::size_t j = 0; j < 3; ++j) {
+        while (model[j].busy) {
+            auto next = kb.returned(keys[j]);
+            for (auto& e : next) {
+                REQUIRE_FALSE(done[e.id]);
+                done[e.id] = true;
+            }
+            model[j].busy = !next.empty();
+        }
+    }
+    CHECK(std::all_of(done.begin(), done.end(), [](bool b) { return b; }));
+    CHECK(sent > 5'000);
+    CHECK(cancelled > 500);
+    CHECK(kb.in_flight() == 0);
 }
 
 TEST_SUITE_END();

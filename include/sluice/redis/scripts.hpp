@@ -266,7 +266,16 @@ local out = {}
 -- call share it), and whether the waiters' queue exists.
 local ready = false
 local count, newest, had_last, stored_newest, at_stamp, queued
-local stamp
+local stamp, s
+-- The grants' members, added to the log in as few ZADDs as can be: before the log is read
+-- again (a refusal's wait), and at the end.
+local adds = {}
+local function add()
+  if #adds > 0 then
+    redis.call('ZADD', key, unpack(adds))
+    adds = {}
+  end
+end
 for r = 1, #ns do
   local n, ticket = ns[r], tickets[r]
   if n > limit then
@@ -308,6 +317,7 @@ for r = 1, #ns do
       while not done do
         local entries = redis.pcall('ZRANGE', q, from, from + 15)
         if type(entries) == 'table' and entries.err then
+          add()
           return redis.error_reply('ERR sluice: key ' .. q .. ': ' .. entries.err)
         end
         if #entries == 0 then break end
@@ -343,6 +353,7 @@ for r = 1, #ns do
       local need = count + ahead + n - limit
       local wait = window
       if need <= count then
+        add()
         local nth = redis.call('ZRANGE', key, need - 1, need - 1, 'WITHSCORES')
         wait = tonumber(nth[2]) + window - now
       end
@@ -366,23 +377,12 @@ for r = 1, #ns do
       if at_stamp == nil then
         at_stamp = 0
         if had_last and stamp == stored_newest then at_stamp = redis.call('ZCOUNT', key, fmt(stamp), fmt(stamp)) end
+        s = fmt(stamp)
       end
-      local s = fmt(stamp)
-      if n == 1 then
-        redis.call('ZADD', key, s, s .. ':' .. fmt(at_stamp + 1))
-      else
-        local j = 1
-        while j <= n do
-          local args = {}
-          local c = 0
-          while j <= n and c < 1000 do
-            args[#args + 1] = s
-            args[#args + 1] = s .. ':' .. fmt(at_stamp + j)
-            j = j + 1
-            c = c + 1
-          end
-          redis.call('ZADD', key, unpack(args))
-        end
+      for j = at_stamp + 1, at_stamp + n do
+        adds[#adds + 1] = s
+        adds[#adds + 1] = s .. ':' .. fmt(j)
+        if #adds >= 2000 then add() end
       end
       at_stamp = at_stamp + n
       out[#out + 1] = 1 out[#out + 1] = 0 out[#out + 1] = limit - count - ahead - n
@@ -392,6 +392,7 @@ for r = 1, #ns do
     end
   end
 end
+add()
 -- The log must outlive its newest stamp by a window. Its expiry is set once per window-long
 -- epoch of the stamps, to the end of the next epoch: later stamps of the same epoch are
 -- covered (sliding_log_configure sets it again when the window changes).

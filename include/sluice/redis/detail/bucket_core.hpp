@@ -68,6 +68,13 @@ public:
         return r.how == eval_request::mode::configure ? configure_ : gcra_;
     }
 
+    // A request's script call: one for each, its reply completes `h`.
+    template <class Handler>
+    void async_decide(const std::string& key, const eval_request& r, bool cancellable, Handler&& h)
+    {
+        this->eval(script_for(r), base_type::keys(key), args(r), cancellable, std::forward<Handler>(h));
+    }
+
     // The script's arguments: this limiter's interval and burst (the key's configuration
     // in Redis, when it has one, replaces them), then the request.
     std::vector<std::string> args(const eval_request& r) const

@@ -15,6 +15,8 @@
 #include <sluice/redis/script.hpp>
 #include <sluice/redis/shared_options.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <atomic>
@@ -128,14 +130,27 @@ public:
     // Every script call the limiter sends.
     void count_command() noexcept { commands_.fetch_add(1, std::memory_order_relaxed); }
 
+    // Sends one script call, counted; its reply completes `h`. `cancellable`: the
+    // operation's cancellation reaches the client (otherwise the call runs to its reply).
+    template <class Handler>
+    void eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args, bool cancellable,
+              Handler&& h)
+    {
+        count_command();
+        if (cancellable)
+            client_.async_eval(s, std::move(keys), std::move(args), std::forward<Handler>(h));
+        else
+            client_.async_eval(s, std::move(keys), std::move(args),
+                               boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), std::forward<Handler>(h)));
+    }
+
     // A script call nobody waits for (a refund, leaving a queue): counted, and its failure
     // counted as a Redis error; `self` keeps the counters alive until the reply.
     static void send(std::shared_ptr<limiter_core> self, const script& s, std::vector<std::string> keys,
                      std::vector<std::string> args)
     {
-        self->count_command();
-        Client& c = self->client();
-        c.async_eval(s, std::move(keys), std::move(args), [self = std::move(self)](boost::system::error_code ec, auto&&) {
+        limiter_core& c = *self;
+        c.eval(s, std::move(keys), std::move(args), true, [self = std::move(self)](boost::system::error_code ec, auto&&) {
             if (ec) self->on_error();
         });
     }

@@ -10,7 +10,6 @@
 #include <sluice/redis/detail/parked_op.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/post.hpp>
@@ -71,15 +70,7 @@ private:
             rt.sent_us = system_now_us();
             sent = s.request;
             Core& c = *core;
-            c.count_command();
-            // Built before `self` moves (argument evaluation order is unspecified).
-            std::vector<std::string> keys = c.keys(fsm.key());
-            std::vector<std::string> args = c.args(s.request);
-            if (s.cancellable)
-                c.client().async_eval(c.script_for(s.request), std::move(keys), std::move(args), std::move(self));
-            else
-                c.client().async_eval(c.script_for(s.request), std::move(keys), std::move(args),
-                                      boost::asio::bind_cancellation_slot(boost::asio::cancellation_slot(), std::move(self)));
+            c.async_decide(fsm.key(), s.request, s.cancellable, std::move(self));
             return;
         }
         case op_step::kind::sleep:
