@@ -145,6 +145,15 @@ Redis); rate-limiter-flexible (its 1 s window of Q points allows a burst of Q). 
 share of what the quota allows over the run; shares are each process's admissions against an
 equal share."""
 
+WINDOW_TEXT = """\
+Decisions one Redis makes a second for one key, every caller trying (`--mode try`) at a rate
+the fleet cannot reach (never refused for the rate): `redis::sliding_window` (limit Q/10 per
+100 ms) sends the tries of one key that come while its previous call is in flight as one
+batched script call, one call per key in flight a process; `redis::token_bucket` (burst 1)
+sends one call a try; the floor sends the window's keys and arguments to a script of the
+scripts' shared prelude and one SET, one call a decision: the least an unbatched decision
+costs on this path. The round trip is the median of the processes' last ones."""
+
 WAIT_TEXT = """\
 `--scenario shared --mode wait`: each request reserves its slot in Redis (pipelined round
 trips) and waits locally until it; the key's first seconds are reserved ahead, so all wait at
@@ -268,6 +277,8 @@ SHM_ROWS = (("t1 admitting", ["--threads", "1", "--admitting=true"]),
 SHM_FLEET = (("try", []), ("floor: clock + CAS, bare loop", ["--limiter", "floor"]), ("acquire", ["--mode", "acquire"]))
 SHM_KEYED = (("1,000,000 string keys", ["--key", "string"]), ("1,000,000 u64 keys", ["--key", "u64"]))
 FLEET_RATES = ("1000", "10000", "100000")
+WINDOW_COLS = (("sluice window", ["--limiter", "window"]), ("sluice bucket", ["--limiter", "bucket"]),
+               ("floor: one script call a decision", ["--limiter", "floor"]))
 FLEET_COLS = ("sluice try, lease 64", "sluice acquire, bucket", "sluice acquire, window", "rate-limiter-flexible")
 
 
@@ -328,6 +339,10 @@ def plan(a, B, peers):
                          ("sluice acquire, window", [B] + base + ["--mode", "acquire", "--limiter", "window"]),
                          ("rate-limiter-flexible", [rlflex] + base)):
             jobs.append(("shared", "fleet/%s/%s" % (rate, col), cmd))
+    base = ["--scenario", "shared", "--procs", procs, "--concurrency", "32", "--rate", "200000", "--seconds", secs,
+            "--port", "6399", "--mode", "try"]
+    for col, extra in WINDOW_COLS:
+        jobs.append(("shared", "window/" + col, [B] + base + extra))
     jobs.append(("shared", "wait", [B, "--scenario", "shared", "--mode", "wait", "--waiters", waiters, "--rate", "100000",
                                     "--seconds", "5" if quick else "20", "--port", "6396"]))
     jobs.append(("shared", "redis-benchmark", None))   # redis_benchmark() below
@@ -681,6 +696,13 @@ def render(res):
     md += table(["fleet: %s processes x 32 callers, burst 1, %s s, one Redis" % (procs, secs), "admitted, % of the quota",
                  "over-admission, %", "Redis commands, % of decisions", "shares, min / max of equal",
                  "decisions per second"], rows)
+    md += ["", WINDOW_TEXT, ""]
+    md += table(["one key, %s processes x 32 callers, 200,000/s, tries, %s s" % (procs, secs), "decisions per second",
+                 "Redis commands, % of decisions", "round trip, us", "fleet CPU, cores", "shares, min / max of equal"],
+                [[c, res.cell("window/" + c, "decisions_per_s", "%.0f"), res.cell("window/" + c, "commands_per_decision", "%.2f", 100),
+                  res.cell("window/" + c, "round_trip_us", "%.0f"), res.cell("window/" + c, "fleet_cpu_cores", "%.2f"),
+                  "%s / %s" % (res.cell("window/" + c, "share_min", "%.2f"), res.cell("window/" + c, "share_max", "%.2f"))]
+                 for c, _ in WINDOW_COLS])
     md += ["", "## Waiting on Redis", "", WAIT_TEXT, ""]
     wn = next((str(l.get("waiters")) for l in res.lines if l["job"] == "wait" and "waiters" in l), "W")
     md += table(["waiting on Redis: %s requests at once on one token bucket" % wn, "waiting at once",
@@ -790,7 +812,7 @@ def render(res):
 # ------------------------------------------------------------------------------------------
 
 JOB_SECTION = {"try": "try", "policies": "policies", "fanout": "fanout", "pace": "pace", "keyed": "keyed",
-               "shared": "shared", "fleet": "shared", "shm": "shm", "wait": "shared", "redis-benchmark": "shared",
+               "shared": "shared", "fleet": "shared", "window": "shared", "shm": "shm", "wait": "shared", "redis-benchmark": "shared",
                "bandwidth": "bandwidth", "sim": "simulation", "examples": "examples"}
 
 

@@ -83,6 +83,13 @@ std::string error_text(const reply_ptr& r)
 
 std::string num(std::int64_t v) { return std::to_string(v); }
 
+// A sliding log's limit and window, and the seed of a random run on it.
+struct log_cfg {
+    std::uint64_t limit;
+    std::int64_t window_us;
+    std::uint32_t seed;
+};
+
 // Calls the sliding log on `key`, its configuration and waiters' queue beside it: ARGV as given.
 auto sliding_log_on(redisContext* c, const std::string& key)
 {
@@ -634,12 +641,7 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
 {
     server_fixture f;
     auto* c = f.ctx.get();
-    struct cfg {
-        std::uint64_t limit;
-        std::int64_t window_us;
-        std::uint32_t seed;
-    };
-    for (cfg k : {cfg{1, 1000, 1}, cfg{5, 10'000, 2}, cfg{100, 50'000, 3}}) {
+    for (log_cfg k : {log_cfg{1, 1000, 1}, log_cfg{5, 10'000, 2}, log_cfg{100, 50'000, 3}}) {
         INFO("limit ", k.limit, " window ", k.window_us);
         std::string key = "log:" + std::to_string(k.limit);
         sluice::policy::sliding_log local(k.limit, std::chrono::microseconds(k.window_us));
@@ -740,12 +742,7 @@ TEST_CASE("sliding log batch: decides as the same requests one call each, ticket
 {
     server_fixture f;
     auto* c = f.ctx.get();
-    struct cfg {
-        std::uint64_t limit;
-        std::int64_t window_us;
-        std::uint32_t seed;
-    };
-    for (cfg k : {cfg{1, 1000, 11}, cfg{6, 10'000, 12}, cfg{50, 40'000, 13}}) {
+    for (log_cfg k : {log_cfg{1, 1000, 11}, log_cfg{6, 10'000, 12}, log_cfg{50, 40'000, 13}}) {
         INFO("limit ", k.limit, " window ", k.window_us, " seed ", k.seed);
         const std::string one = "one:" + std::to_string(k.limit), many = "many:" + std::to_string(k.limit);
         auto keys = [](const std::string& key) {

@@ -10,6 +10,7 @@
 
 #include <sluice/redis/cluster.hpp>
 #include <sluice/redis/connection.hpp>
+#include <sluice/redis/sliding_window.hpp>
 #include <sluice/redis/token_bucket.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -76,8 +77,23 @@ void after_hops(const strand_type& s, int hops, std::function<void()> f)
 
 // What the lanes saw, checked on the test's thread once they are done.
 struct tally {
-    std::atomic<int> replied{0}, aborted{0}, wrong{0}, off_strand{0}, extra{0}, finished{0};
+    std::atomic<int> replied{0}, aborted{0}, wrong{0}, off_strand{0}, extra{0}, finished{0}, admitted{0};
 };
+
+// Every operation's handler ran once, on its lane's strand, with a reply or
+// operation_aborted; both happened (the cancellations did race the replies).
+template <class Lanes>
+void check_lanes(const tally& t, int operations, const Lanes& all)
+{
+    CHECK(t.off_strand == 0);
+    CHECK(t.extra == 0);
+    CHECK(t.wrong == 0);
+    CHECK(t.replied + t.aborted == operations);
+    CHECK(t.replied > 0);
+    CHECK(t.aborted > 0);
+    for (auto& ln : all)
+        for (auto& n : ln->calls) CHECK(n.load() == 1);
+}
 
 // One caller: a strand of the handlers' io_context with its own cancellation signal, and
 // one operation at a time on it, each cancelled (or not) a random number of turns after it
@@ -170,24 +186,16 @@ void run_lanes(const sluice::redis::connection_config& cfg, int lanes, int per_l
     }
     client_side.stop();
     user_side.stop();
-    CHECK(t.off_strand == 0);
-    CHECK(t.extra == 0);
-    CHECK(t.wrong == 0);
-    CHECK(t.replied + t.aborted == lanes * per_lane);
-    // Both outcomes happened: the cancellations did race the replies.
-    CHECK(t.replied > 0);
-    CHECK(t.aborted > 0);
+    check_lanes(t, lanes * per_lane, all);
     MESSAGE("replied " << t.replied.load() << ", aborted " << t.aborted.load());
-    for (auto& ln : all)
-        for (auto& n : ln->calls) CHECK(n.load() == 1);
 }
 
 // One caller of a token bucket: a strand of the handlers' io_context, one async_acquire at a
 // time, each cancelled (or not) a random time after it started: while its reservation is
 // on its way, or while it waits for its slot in the limiter's engine. Each handler must
 // run exactly once, on this strand, granted or with operation_aborted.
-template <class Bucket>
-struct acquire_lane : std::enable_shared_from_this<acquire_lane<Bucket>> {
+template <class Bucket, bool Tries = false>
+struct acquire_lane : std::enable_shared_from_this<acquire_lane<Bucket, Tries>> {
     acquire_lane(strand_type s, Bucket& b, int id, int ops, tally& t)
         : strand(std::move(s)), bucket(b), id(id), calls(static_cast<std::size_t>(ops)),
           rng(static_cast<unsigned>(id) * 104729u + 3), t(t)
@@ -201,11 +209,20 @@ struct acquire_lane : std::enable_shared_from_this<acquire_lane<Bucket>> {
             ++t.finished;
             return;
         }
-        bucket.async_acquire("lane" + std::to_string(id % 4), 1, 1s,
-                             asio::bind_cancellation_slot(
-                                 sig.slot(), asio::bind_executor(strand, [self = this->shared_from_this(), i](error_code ec) {
-                                     self->done(i, ec);
-                                 })));
+        if constexpr (Tries)
+            bucket.async_try_acquire("lane" + std::to_string(id % 4), 1,
+                                     asio::bind_cancellation_slot(
+                                         sig.slot(), asio::bind_executor(strand, [self = this->shared_from_this(), i](
+                                                                                     error_code ec, sluice::decision d) {
+                                             if (!ec && d.admitted) ++self->t.admitted;
+                                             self->done(i, ec);
+                                         })));
+        else
+            bucket.async_acquire("lane" + std::to_string(id % 4), 1, 1s,
+                                 asio::bind_cancellation_slot(
+                                     sig.slot(), asio::bind_executor(strand, [self = this->shared_from_this(), i](error_code ec) {
+                                         self->done(i, ec);
+                                     })));
         auto cancel = [self = this->shared_from_this()] {
             self->sig.emit(self->rng() % 2 ? asio::cancellation_type::terminal : asio::cancellation_type::total);
         };
@@ -241,6 +258,37 @@ struct acquire_lane : std::enable_shared_from_this<acquire_lane<Bucket>> {
     int next = 0;
     tally& t;
 };
+
+using lane_client = sluice::redis::basic_connection<strand_type>;
+
+// `lanes` lanes of `per_lane` operations each on the limiter make(client) builds: the client
+// on a strand of two threads, the lanes on strands of two others (check_lanes); the
+// limiter's stats once all are done.
+template <class Limiter, bool Tries, class Make>
+sluice::limiter_stats run_lanes(int lanes, int per_lane, tally& t, Make make)
+{
+    sluice_test::redis_server srv;
+    pool client_side(2), user_side(2);
+    std::vector<std::shared_ptr<acquire_lane<Limiter, Tries>>> all;
+    sluice::limiter_stats s;
+    {
+        lane_client c(asio::make_strand(client_side.io), srv.config());
+        REQUIRE(sluice_test::wait_until([&] { return c.connected(); }, 10000ms));
+        auto limiter = make(c);
+        for (int l = 0; l < lanes; ++l) {
+            all.push_back(std::make_shared<acquire_lane<Limiter, Tries>>(asio::make_strand(user_side.io), *limiter, l,
+                                                                          per_lane, t));
+            asio::post(all.back()->strand, [ln = all.back()] { ln->start_next(); });
+        }
+        REQUIRE(sluice_test::wait_until([&] { return t.finished == lanes; }, 150000ms));
+        s = limiter->stats();
+        limiter->close();
+    }
+    client_side.stop();
+    user_side.stop();
+    check_lanes(t, lanes * per_lane, all);
+    return s;
+}
 
 } // namespace
 
@@ -312,42 +360,29 @@ TEST_CASE("cluster: cancelled from the handlers' strands on another io_context w
 
 TEST_CASE("token bucket: waiters cancelled from their strands while they wait in the engine, client on a strand of two threads" * doctest::timeout(180))
 {
-    sluice_test::redis_server srv;
-    using client_type = sluice::redis::basic_connection<strand_type>;
-    using bucket_type = sluice::redis::token_bucket<client_type>;
-    constexpr int lanes = 8, per_lane = 100;
-    pool client_side(2), user_side(2);
+    using bucket_type = sluice::redis::token_bucket<lane_client>;
     tally t;
-    std::vector<std::shared_ptr<acquire_lane<bucket_type>>> all;
-    sluice::limiter_stats s;
-    {
-        client_type c(asio::make_strand(client_side.io), srv.config());
-        REQUIRE(sluice_test::wait_until([&] { return c.connected(); }, 10000ms));
-        bucket_type tb(c, sluice::rate::per_second(2000), 1);
-        for (int l = 0; l < lanes; ++l) {
-            all.push_back(std::make_shared<acquire_lane<bucket_type>>(asio::make_strand(user_side.io), tb, l, per_lane, t));
-            asio::post(all.back()->strand, [ln = all.back()] { ln->start_next(); });
-        }
-        REQUIRE(sluice_test::wait_until([&] { return t.finished == lanes; }, 150000ms));
-        s = tb.stats();
-        tb.close();
-    }
-    client_side.stop();
-    user_side.stop();
-    CHECK(t.off_strand == 0);
-    CHECK(t.extra == 0);
-    CHECK(t.wrong == 0);
-    CHECK(t.replied + t.aborted == lanes * per_lane);
-    CHECK(t.replied > 0);
-    CHECK(t.aborted > 0);
+    auto s = run_lanes<bucket_type, false>(8, 100, t, [](lane_client& c) {
+        return std::make_unique<bucket_type>(c, sluice::rate::per_second(2000), 1);
+    });
     // The limiter counted each request once, as its handler saw it.
     CHECK(s.admitted == static_cast<std::uint64_t>(t.replied.load()));
     CHECK(s.cancelled == static_cast<std::uint64_t>(t.aborted.load()));
     CHECK(s.waiting == 0);
     CHECK(s.waited > 0);
     MESSAGE("granted " << t.replied.load() << ", cancelled " << t.aborted.load() << ", of which waited " << s.waited);
-    for (auto& ln : all)
-        for (auto& n : ln->calls) CHECK(n.load() == 1);
+}
+
+TEST_CASE("sliding window: tries batched per key, cancelled from their strands while they wait for the key's call, client on a strand of two threads" * doctest::timeout(180))
+{
+    using window_type = sluice::redis::sliding_window<lane_client>;
+    tally t;
+    auto s = run_lanes<window_type, true>(16, 300, t, [](lane_client& c) { return std::make_unique<window_type>(c, 1000, 50ms); });
+    CHECK(t.admitted > 0);
+    CHECK(s.try_admitted == static_cast<std::uint64_t>(t.admitted.load()));
+    // Four keys, sixteen lanes: requests waited for their key's call and went together.
+    CHECK(s.backend.commands < static_cast<std::uint64_t>(t.replied.load()));
+    MESSAGE("tries answered " << t.replied.load() << ", cancelled " << t.aborted.load() << ", calls " << s.backend.commands);
 }
 
 TEST_CASE("connection: on a strand, io_context run by two threads" * doctest::timeout(60))

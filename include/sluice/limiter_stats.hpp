@@ -75,7 +75,8 @@ struct limiter_stats {
 
     /// Limiters whose state lives in a shared backend (sluice::redis); zero elsewhere.
     struct backend_counts {
-        /// Commands sent (decisions, reservations, leases, refunds, configuration).
+        /// Commands sent (decisions, reservations, leases, refunds, configuration); a
+        /// batch of requests in one script call is one.
         std::uint64_t commands = 0;
         /// Commands that failed: unreachable, no reply in time, error replies, malformed
         /// replies.

@@ -40,6 +40,13 @@ namespace sluice::redis {
 /// A check that finds the time left shorter than the wait still needed completes with
 /// error::timed_out.
 ///
+/// Batching: at most one script call per key is in flight from a limiter. A request (a try,
+/// or a waiter's re-check) for a key with no call in flight goes at once; those that come
+/// while one is in flight wait for its reply and go together as the next call (up to 64; the
+/// script decides them in order at one instant, as that many calls in a row would), so a
+/// busy key pays the script's fixed part once per round trip, not once per request. A
+/// request may wait for the call in flight before its own: up to two command timeouts.
+///
 /// Operations and stats(): those of redis::token_bucket (the contract of every sluice
 /// limiter, sluice::limiter, with the key first); a try takes one round trip; a wait
 /// counted in stats() is the time from the request to its grant when it slept before a
@@ -61,8 +68,9 @@ namespace sluice::redis {
 /// sleeps before a re-check it completes at once with operation_aborted, having consumed
 /// nothing. Cancelled during a round trip, a grant stands and completes with success, a
 /// refusal completes with operation_aborted. async_try_acquire honours terminal and
-/// partial cancellation, forwarded to the client: permits the server granted meanwhile
-/// stay consumed. close() completes every sleeping request with error::closed and lets a
+/// partial cancellation: waiting for its key's call in flight, it completes at once with
+/// operation_aborted, having sent nothing; its own call in flight is not cancelled (others'
+/// requests ride in it) and it completes with its decision. close() completes every sleeping request with error::closed and lets a
 /// request whose round trip is under way complete with its reply (a grant stands: it is
 /// consumed in Redis).
 ///
