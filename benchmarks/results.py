@@ -546,7 +546,8 @@ BEFORE_AFTER_KEYS = {
                ("max_rss_kib", "%.0f KiB", True)),
     "pace": (("achieved_rate", "%.0f/s", False), ("gap_err_p50", "%.2f", True)),
     "keyed": (("ns_per_op", "%.1f ns", True), ("bytes_per_key", "%.0f B", True)),
-    "shared": (("decisions_per_s", "%.0f/s", False), ("cpu_us_per_request", "%.2f us", True),
+    "shared": (("decisions_per_s", "%.0f/s", False), ("over_admission", "%+.4f", None),
+               ("commands_per_decision", "%.3f", True), ("cpu_us_per_request", "%.2f us", True),
                ("heap_bytes_per_waiter", "%.0f B", True)),
     "shm": (("ns_per_op", "%.1f ns", True), ("over_admission", "%+.4f", None), ("share_min", "%.2f", False),
             ("share_max", "%.2f", True)),
@@ -576,7 +577,7 @@ def before_after(lines):
         before, after = groups[label]
         if not before or not after:
             continue
-        section = label.split("/")[0]
+        section = JOB_SECTION.get(label.split("/")[0], label.split("/")[0])
         for key, fmt, lower in BEFORE_AFTER_KEYS.get(section, ()):
             b = [x[key] for x in before if isinstance(x.get(key), (int, float))]
             a = [x[key] for x in after if isinstance(x.get(key), (int, float))]
