@@ -220,12 +220,12 @@ private:
     // One call for the requests of `b` (all of one key); its reply, split, completes each.
     void send_batch(const std::string& key, std::vector<batched> b)
     {
-        while (this->closed()) {
-            // Closed while they waited: nothing sent, as for a request made after close().
+        if (this->closed()) {
+            // Closed while they waited: nothing sent, as for a request made after close();
+            // the next ones in turn, until none waits.
             for (auto& x : b) boost::asio::dispatch(x.ex, completion(x, make_error_code(error::closed), reply{}));
-            std::lock_guard lock(this->mutex_);
-            b = batches_.returned(key);
-            if (b.empty()) return;
+            send_next(key);
+            return;
         }
         std::vector<std::string> a{limit_arg_, window_arg_, std::move(b[0].n)};
         a.reserve(5 + 2 * b.size());
