@@ -238,10 +238,10 @@ local arg_window; arg_window, e = int_arg(2, 'window_us', 1, LIM) if e then retu
 -- each from 6 on. All are checked before anything is written: a bad one fails the call
 -- with nothing decided.
 local ns, tickets = {}, {}
-local i, ti = 3, 5
+local i = 3
 repeat
   local n; n, e = int_arg(i, 'n', 1, LIM) if e then return e end
-  local t = ARGV[ti]
+  local t = ARGV[i == 3 and 5 or i + 1]
   if t == '' then t = false end
   if t and not tonumber(string.match(t, '^(%d+):')) then
     return redis.error_reply('ERR sluice: ticket must be deadline_us:n:id')
@@ -249,7 +249,6 @@ repeat
   ns[#ns + 1] = n
   tickets[#tickets + 1] = t or false
   if i == 3 then i = 6 else i = i + 2 end
-  ti = i + 1
 until ARGV[i] == nil
 local limit, window, now, extra_ttl
 limit, window, e = config('limit', 'window', arg_limit, arg_window, 16777216, LIM) if e then return e end
