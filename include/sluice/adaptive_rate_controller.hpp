@@ -185,7 +185,7 @@ public:
         } else {
             // After a decrease, the climb back takes (1 - decrease) / increase seconds and ends in
             // about one refusal: slower at low rates, so that a cycle holds >= 200 requests
-            // (about 0.5 % refused).
+            // (at most one refused in 200).
             const double base = before_decrease_ > 0 ? before_decrease_ : rate_;
             const double slope = before_decrease_ > 0
                                      ? std::min(opts_.increase, (1 - opts_.decrease) * before_decrease_ / 200)

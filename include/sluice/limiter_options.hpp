@@ -19,22 +19,27 @@ struct limiter_options {
     /// Most permits waiting at once (summed over waiting requests); error::queue_full beyond.
     std::uint64_t max_queued_permits = std::numeric_limits<std::uint64_t>::max();
 
-    /// Default mode: the least time between two wake-ups of the limiter's timer. At high
-    /// rates each wake-up releases every waiter that has come due since the last one, so a
-    /// release may be up to this much late (never early), and the timer costs a bounded
-    /// number of system calls per second instead of one per waiter. 0 wakes for every slot.
-    /// Ignored in strict mode.
+    /// Default mode: the least time between two wake-ups of the limiter's timer, so that the
+    /// timer costs a bounded number of system calls per second instead of one per waiter;
+    /// each wake-up releases every waiter that has come due since the last one. A release is
+    /// never early. Besides the reactor's own lateness it is late by at most `coalesce` on
+    /// the window limiters and the concurrency limits (their deadlines too), and on a token
+    /// or leaky bucket for a lone waiter and for the last waiter of its queue; a bucket with
+    /// several waiters queued may release up to coalesce_max late (see there). 0 wakes for
+    /// every slot. Ignored in strict mode.
     std::chrono::nanoseconds coalesce = std::chrono::microseconds(200);
 
-    /// How far the coalescing may grow while many wait on a limiter whose waiters hold
-    /// committed slots (token and leaky buckets): with q such waiters queued, the least time
-    /// between wake-ups is coalesce x q, at most coalesce_max. A slot committed when its
-    /// waiter queued does not move when a wake-up comes late, so a deep queue loses nothing
-    /// of its rate to a longer window and pays for far fewer wake-ups; a lone waiter (a
-    /// pacing loop, which commits its next slot only once the last one is released) keeps
-    /// `coalesce`, and so its spacing. The grown window ends no later than the last queued
-    /// slot: once every waiter is due, the wake-up comes (a queue's last release is at most
-    /// `coalesce` late). At or below `coalesce`, the window stays `coalesce`.
+    /// How far the coalescing may grow while several wait on a limiter whose waiters hold
+    /// committed slots (token and leaky buckets): with q waiters queued, the least time
+    /// between wake-ups is coalesce x q, at most coalesce_max, so a release may come up to
+    /// coalesce_max late (never early). A slot committed when its waiter queued does not
+    /// move when a wake-up comes late, so a deep queue loses nothing of its rate to a longer
+    /// window and pays for far fewer wake-ups; a lone waiter (a pacing loop, which commits
+    /// its next slot only once the last one is released) keeps `coalesce`, and so its
+    /// spacing. The grown window ends no later than the last queued slot, so a queue's last
+    /// release is at most `coalesce` late. At or below `coalesce`, the window stays
+    /// `coalesce`. Callers that ask again as soon as they are granted (q of them at rate r
+    /// reserve q / r ahead) lose rate when coalesce_max is longer than q / r.
     /// Ignored by the window limiters (their waiters commit nothing ahead) and in strict
     /// mode. Negative values of coalesce, coalesce_max and strict_threshold throw
     /// system_error(error::invalid_option) when the limiter is built.

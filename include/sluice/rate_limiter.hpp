@@ -57,10 +57,11 @@ using rate_engine = wait_engine<rate_queue<Policy>, Clock, Executor>;
 /// Waiting: requests queue in FIFO order, so a large request is never starved by a
 /// stream of small ones, and try_acquire never barges ahead of queued waiters. One timer
 /// per limiter, armed for the earliest waiter, releases every waiter whose time has come
-/// in one pass (coalesced: limiter_options::coalesce). Reserving policies (GCRA) commit
-/// each waiter's slot when it queues: a wake-up needs no re-check, and a late wake-up does
-/// not delay later slots. Window policies retry the head of the queue when its window, or
-/// the oldest log entry, frees enough capacity.
+/// in one pass (coalesced: limiter_options::coalesce and coalesce_max say how late a
+/// release may be). Reserving policies (GCRA) commit each waiter's slot when it queues: a
+/// wake-up needs no re-check, and a late wake-up does not delay later slots. Window
+/// policies retry the head of the queue when its window, or the oldest log entry, frees
+/// enough capacity.
 ///
 /// Executor: every completion handler runs on its associated executor (a strand, another
 /// io_context), or on the limiter's executor when it has none. It is never invoked from

@@ -32,9 +32,10 @@ std::int64_t tsc_now_slow() noexcept;
 } // namespace detail
 
 /// A std::chrono clock that reads the x86 time-stamp counter (rdtsc) and scales it to
-/// nanoseconds: about half the cost of steady_clock::now(). Its time points are on
-/// steady_clock's time line (same epoch), within the bound below. sluice::default_clock,
-/// the Clock of every limiter unless told otherwise, is this clock.
+/// nanoseconds, cheaper to read than steady_clock::now() (benchmarks/RESULTS.md, "try",
+/// has both). Its time points are on steady_clock's time line (same epoch), within the
+/// bound below. sluice::default_clock, the Clock of every limiter unless told otherwise,
+/// is this clock.
 ///
 /// Used only where the counter is a clock: the CPU reports an invariant TSC (cpuid
 /// 0x80000007, EDX bit 8) and the kernel itself keeps time with it (its clocksource is
@@ -47,7 +48,7 @@ std::int64_t tsc_now_slow() noexcept;
 /// Calibration, without blocking anyone: the first sample (counter and steady_clock) is
 /// taken at load; until the counter's rate has been measured over at least 1 ms,
 /// now() returns steady_clock's reading; the first call after that computes the rate
-/// (a few hundred ns) and switches to the counter, starting 2 us ahead of steady_clock
+/// (once) and switches to the counter, starting 2 us ahead of steady_clock
 /// (more than the calibration's error, so that no thread sees time go back at the switch).
 /// Time is then a chain of straight lines of 8 ms each: in the last 100 us of a line, the
 /// first reader to get a lock compares the two clocks again and sets the slope of the next
@@ -84,8 +85,8 @@ std::int64_t tsc_now_slow() noexcept;
 ///   arrive out of order. No check of the cores' skew is made at calibration.
 /// - now() is lock-free except while a line is overdue (nobody read the clock in the last
 ///   100 us of a line, e.g. after an idle spell) or the counter was found behind: then one
-///   reader computes the next line and readers arriving meanwhile wait for it (a few
-///   hundred ns; up to a read of the clocksource file, about 10 us, once a second).
+///   reader computes the next line and readers arriving meanwhile wait for it (the time
+///   of that computation, and once a second of a read of the clocksource file).
 ///
 /// Timers: a limiter on tsc_clock arms an Asio timer on it; the reactor sleeps for the
 /// difference to tsc_clock::now() and checks again on waking, so timers behave as on
