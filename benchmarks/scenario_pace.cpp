@@ -7,9 +7,12 @@
 //   gap_err_p50/p99 = percentiles (index len/2 and len*99/100 of the sorted list) of
 //                     |gap - 1/R| / (1/R) over the N gaps
 // --strict: limiter_options{.strict = true} (the last strict_threshold of each wait is
-// spent re-posting to the executor until the exact time). One io_context, one thread
-// (concurrency hint 1). Extra keys: strict, slack_us, io_uring, gap_p50_us, gap_min_us,
-// gap_max_us.
+// spent re-posting to the executor until the exact time). --policy floor: no limiter,
+// Asio alone: the coroutine awaits one steady_timer set to each slot of the schedule (the
+// initial release + i / R), the least a paced waiter on Asio's timers can get, without a
+// limiter's arithmetic, lock, coalescing or slack. One io_context, one thread
+// (concurrency hint 1). Extra keys: policy, strict, slack_us, io_uring, gap_p50_us,
+// gap_min_us, gap_max_us.
 #include "bench_common.hpp"
 
 #include <sluice/leaky_bucket.hpp>
@@ -21,6 +24,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
@@ -61,6 +66,19 @@ asio::awaitable<void> pace_loop(sluice::leaky_bucket<>& bucket, std::int64_t n,
     }
 }
 
+// --policy floor: the schedule on one timer, no limiter.
+asio::awaitable<void> pace_floor_loop(std::int64_t n, double rate, std::vector<std::int64_t>& times)
+{
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    const auto start = std::chrono::steady_clock::now();
+    times.push_back(pace_now_ns());
+    for (std::int64_t i = 1; i <= n; ++i) {
+        timer.expires_at(start + std::chrono::nanoseconds(static_cast<std::int64_t>(static_cast<double>(i) * 1e9 / rate)));
+        co_await timer.async_wait(asio::use_awaitable);
+        times.push_back(pace_now_ns());
+    }
+}
+
 } // namespace
 
 std::int64_t pace_slack_us = -1;   // the leaky bucket's default_slack
@@ -69,6 +87,12 @@ int run_pace(const options& o)
 {
     if (o.n < 1 || !(o.rate > 0)) {
         std::fprintf(stderr, "sluice-bench: pace needs --n >= 1 and --rate > 0\n");
+        return 2;
+    }
+    const bool floor = o.policy == "floor";
+    if (!floor && o.policy != "leaky" && o.policy != "gcra") {
+        // "gcra" is the default of --policy for `try`; pace's limiter is the leaky bucket.
+        std::fprintf(stderr, "sluice-bench: pace: --policy leaky (default) or floor, got '%s'\n", o.policy.c_str());
         return 2;
     }
     asio::io_context io(1);
@@ -83,7 +107,10 @@ int run_pace(const options& o)
     times.reserve(static_cast<std::size_t>(o.n) + 1);
     std::int64_t errors = 0;
     const double cpu0 = cpu_seconds();
-    asio::co_spawn(io, pace_loop(bucket, o.n, times, errors), asio::detached);
+    if (floor)
+        asio::co_spawn(io, pace_floor_loop(o.n, o.rate, times), asio::detached);
+    else
+        asio::co_spawn(io, pace_loop(bucket, o.n, times, errors), asio::detached);
     io.run();
     const double cpu1 = cpu_seconds();
     if (!o.trace.empty()) {
@@ -109,6 +136,7 @@ int run_pace(const options& o)
     j.add("scenario", "pace")
         .add("rate", o.rate)
         .add("n", static_cast<long long>(o.n))
+        .add("policy", floor ? "floor" : "leaky")
         .add("achieved_rate", static_cast<double>(o.n) / total)
         .add("gap_err_p50", errs[errs.size() / 2])
         .add("gap_err_p99", errs[errs.size() * 99 / 100])

@@ -54,7 +54,7 @@ struct scenario_entry {
 constexpr scenario_entry scenarios[] = {
     {"try", run_try, "--threads T --ops N --admitting=true|false --policy P"},
     {"fanout", run_fanout, "--waiters W --rate R [--waiter coroutine|callback] [--policy leaky|floor|queue] [--coalesce-us N] [--coalesce-max-us N] [--trace FILE]"},
-    {"pace", run_pace, "--n N --rate R [--strict] [--slack-us N] [--trace FILE: each grant, ns after the first]"},
+    {"pace", run_pace, "--n N --rate R [--strict] [--slack-us N] [--policy leaky|floor] [--trace FILE: each grant, ns after the first]"},
     {"keyed", run_keyed, "--keys K --dist uniform|zipf --key string|u64|ipv4|ipv6 --threads T --ops N --admitting=true|false [--policy keyed|naive] [--backend local|shm]"},
     {"bandwidth", run_bandwidth, "--connections C --rate BYTES/s (e.g. 50MB/s, 2MiB/s) --seconds D"},
     {"shared", run_shared, "--procs P --concurrency C --rate Q --seconds D [--backend redis|shm] --port PORT [--lease N] [--mode try|acquire|wait] [--limiter bucket|window|floor] [--waiters W]"},
