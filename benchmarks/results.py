@@ -1161,7 +1161,8 @@ def main():
         with open(out) as f:
             lines = [json.loads(l) for l in f if l.strip()]
         res = Results(lines)
-        meta["not_run"] = not_run(res, only)
+        meta["not_run"] = not_run(res, only) + (["the plots (benchmarks/plot.py needs python3-matplotlib)"]
+                                                 if "plots" in only and page and not meta.get("plots") else [])
         lines[0] = {"meta": meta}
         with open(out, "w") as f:
             f.write("".join(json.dumps(l) + "\n" for l in lines))
