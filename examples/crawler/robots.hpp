@@ -51,11 +51,12 @@ public:
         return r;
     }
 
-    /// The rules `text` gives the crawler whose product token is `agent`.
-    static robots_rules parse(std::string_view text, std::string_view agent)
+    /// The rules `text` gives the crawler whose product token is `agent`, from its first
+    /// `limit` bytes (max_size; the tests give less).
+    static robots_rules parse(std::string_view text, std::string_view agent, std::size_t limit = max_size)
     {
-        if (text.size() > max_size) {
-            text = text.substr(0, max_size);
+        if (text.size() > limit) {
+            text = text.substr(0, limit);
             const auto eol = text.find_last_of("\r\n");
             text = eol == std::string_view::npos ? std::string_view{} : text.substr(0, eol + 1);
         }
