@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The crawler against a hostile site, a local server (python3 stdlib) that answers as one
 might: a robots.txt of 50 MB (streamed, never held here), a seed that redirects to itself, a
-loop of three pages, a chain of redirects longer than the crawler follows, and pages whose
-links change on every fetch. Checked from the server's side (what was asked) and the
+loop of three pages, a chain of redirects longer than the crawler follows, pages whose
+links change on every fetch, and a body that never ends. Checked from the server's side (what was asked) and the
 crawler's (exit code, summary, peak memory):
 
 - robots.txt: read only as far as RFC 9309's 500 KiB (its rules there honoured, those past
@@ -10,7 +10,9 @@ crawler's (exit code, summary, peak memory):
 - redirect loops (to itself, of three) and a chain of more than 10: pages lost, exit 3,
   named in the summary (stdout) or on stderr;
 - endless pages: the crawl ends at --max-pages-per-host, the pages past it counted and
-  named, exit 3.
+  named, exit 3;
+- a body trickled a byte at a time: each attempt ends at --timeout-ms (the whole request,
+  not each read), the page given up, exit 3.
 
 usage: test_crawler_hostile.py CRAWLER"""
 
@@ -112,6 +114,18 @@ def serve(site):
                 if i < 14:
                     return self.answer(307, headers=[("Location", "/chain/%d" % (i + 1))])
                 return self.answer(200, page([]))
+            if path == "/slow":
+                # A body trickled a byte at a time: at most 10 s of it, then hang up.
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                for _ in range(200):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+                self.close_connection = True
+                return None
             if path.startswith("/endless"):
                 # Links that change on every fetch: three new pages each time.
                 with site.lock:
@@ -233,6 +247,18 @@ check(len(pages) == 40, "links that change on every fetch: 40 pages fetched, no 
 m = re.search(r"host 127\.0\.0\.1:%d: (\d+) pages past --max-pages-per-host 40, not fetched" % port, out)
 check(m is not None and int(m.group(1)) > 0, "the host past its bound named in the summary (%s)" % (m and m.group(0)))
 check(took < 30, "the endless site's crawl ended in %.1f s" % took)
+srv.shutdown()
+
+# ---- a body trickled a byte at a time ---------------------------------------------------
+site = Site()
+srv = serve(site)
+port = srv.server_address[1]
+t0 = time.monotonic()
+rc, out, err, _ = crawl(port, "/slow", "--timeout-ms", "1000", "--retries", "1")
+took = time.monotonic() - t0
+check(rc == 3 and "giving up on http://127.0.0.1:%d/slow after 2 attempts" % port in err,
+      "a body trickled a byte at a time: each attempt ends at --timeout-ms, the page given up, exit 3 (%d)" % rc)
+check(took < 6, "a body trickled a byte at a time: given up in %.1f s (2 attempts of 1 s and a backoff)" % took)
 srv.shutdown()
 
 res = subprocess.run([CRAWLER, "--help"], capture_output=True, text=True)
