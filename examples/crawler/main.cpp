@@ -597,17 +597,22 @@ private:
         const auto sent = h.learner.on_sent(std::chrono::nanoseconds(now_ns()));
         const auto write = ++h.writes;
         h.next_write = std::max(h.next_write, now + interval_of(h));   // from the write itself
-        http::response_parser<crawl::capped_body> parser;
-        parser.header_limit(64 * 1024);
-        parser.body_limit(boost::none);   // the body's cap, chosen after the header, bounds it
+        std::optional<http::response_parser<crawl::capped_body>> reading;
         auto [ec, wn] = co_await http::async_write(conn->stream, req, asio::as_tuple(asio::use_awaitable));
         (void)wn;
-        if (!ec) {
-            auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, parser,
+        // A 1xx answer is interim (RFC 9110 section 15.2): the final one follows it on the
+        // connection. As many as come within the request's deadline are read past.
+        do {
+            reading.emplace();
+            reading->header_limit(64 * 1024);
+            reading->body_limit(boost::none);   // the body's cap, chosen after the header, bounds it
+            if (ec) break;
+            auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, *reading,
                                                               asio::as_tuple(asio::use_awaitable));
             ec = rec;
             (void)rn;
-        }
+        } while (!ec && reading->get().result_int() / 100 == 1);
+        auto& parser = *reading;
         // What to read of the body: a page or robots.txt within its limit, small answers
         // whole (to keep the connection), nothing of the rest.
         enum class skip { none, type, size } skipped = skip::none;

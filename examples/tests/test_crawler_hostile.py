@@ -2,7 +2,7 @@
 """The crawler against a hostile site, a local server (python3 stdlib) that answers as one
 might: a robots.txt of 50 MB (streamed, never held here), a seed that redirects to itself, a
 loop of three pages, a chain of redirects longer than the crawler follows, pages whose
-links change on every fetch, and a body that never ends. Checked from the server's side (what was asked) and the
+links change on every fetch, interim answers, and a body that never ends. Checked from the server's side (what was asked) and the
 crawler's (exit code, summary, peak memory):
 
 - robots.txt: read only as far as RFC 9309's 500 KiB (its rules there honoured, those past
@@ -11,6 +11,8 @@ crawler's (exit code, summary, peak memory):
   named in the summary (stdout) or on stderr;
 - endless pages: the crawl ends at --max-pages-per-host, the pages past it counted and
   named, exit 3;
+- interim answers (100, 103) before the final one: read past, the final one's links
+  followed;
 - a body trickled a byte at a time: each attempt ends at --timeout-ms (the whole request,
   not each read), the page given up, exit 3.
 
@@ -114,6 +116,11 @@ def serve(site):
                 if i < 14:
                     return self.answer(307, headers=[("Location", "/chain/%d" % (i + 1))])
                 return self.answer(200, page([]))
+            if path == "/interim":
+                # Two interim answers before the final one, whose link must be followed.
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
+                                 b"Link: </style.css>; rel=preload\r\n\r\n")
+                return self.answer(200, page(["/after-interim"]))
             if path == "/slow":
                 # A body trickled a byte at a time: at most 10 s of it, then hang up.
                 self.send_response(200)
@@ -247,6 +254,15 @@ check(len(pages) == 40, "links that change on every fetch: 40 pages fetched, no 
 m = re.search(r"host 127\.0\.0\.1:%d: (\d+) pages past --max-pages-per-host 40, not fetched" % port, out)
 check(m is not None and int(m.group(1)) > 0, "the host past its bound named in the summary (%s)" % (m and m.group(0)))
 check(took < 30, "the endless site's crawl ended in %.1f s" % took)
+srv.shutdown()
+
+# ---- interim answers ----------------------------------------------------------------------
+site = Site()
+srv = serve(site)
+port = srv.server_address[1]
+rc, out, err, _ = crawl(port, "/interim", "--per-host-inflight", "1")
+check(rc == 0 and "/after-interim" in site.asked and "crawl finished: 2 pages" in out,
+      "100 and 103 before a 200: read past, the final answer's link followed, exit 0 (%d, %s)" % (rc, site.asked))
 srv.shutdown()
 
 # ---- a body trickled a byte at a time ---------------------------------------------------
