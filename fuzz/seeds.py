@@ -296,6 +296,7 @@ write("url", [
     url("http://[::1]:8080/x", "//[fe80::1]/y"), url("http://Example.COM:80/%7euser/", "HTTP://EXAMPLE.com/%7Ea"),
     url("http://host/", "mailto:x@y"), url("http://user@host:99999/", "https://h/"), url("localhost:8080/", "x"),
     url("http://h/a/b", "./../../.."), url("http://h/", "javascript:void(0)"), url("http://h/p", ""),
+    url("http://h:99999/", "http:///x"), url("http://h:0/x", "http:/.//h://x"),
 ])
 
 # links: a byte choosing the charset (0 none, 1 utf-8, 3 iso-8859-1, 5 utf-16, 7 unknown), then the page.
