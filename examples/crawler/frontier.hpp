@@ -2,8 +2,9 @@
 // are keys (authority and target) the crawler makes; it does the fetching.
 //
 // Each URL is fetched once, at most --max-pages in all and --max-pages-per-host of one host:
-// a site can make pages without end (a page whose links change on every fetch), so a host's
-// pages past its bound are counted, not fetched.
+// a site can make pages without end (a page whose links change on every fetch), so the links
+// to a host's pages past its bound are counted, not followed. Only the URLs fetched are
+// recorded: a host's take at most its bound, however many links its pages hold.
 //
 // A redirect is an edge from the URL fetched to the URL it names. A URL is fetched once, so
 // it has one edge at most: the URLs a chain of redirects passes end in a page, or come back
@@ -30,23 +31,23 @@ public:
     {
     }
 
-    /// Records the URL `key`: true the first time (fetch it, unless something else says
-    /// not), false when it was seen before.
-    bool first_sight(const std::string& key)
+    /// Whether the URL `key` was recorded (to be fetched, or fetched).
+    bool seen(const std::string& key) const
     {
-        auto& n = nodes_[node(key)];
-        if (n.seen) return false;
-        n.seen = true;
-        return true;
+        auto it = index_.find(key);
+        return it != index_.end() && nodes_[it->second].seen;
     }
+
+    /// Records the URL `key`, to be fetched: seen() says so from now on.
+    void record(const std::string& key) { nodes_[node(key)].seen = true; }
 
     enum class admit {
         fetch,             // within the bounds: fetch it
         over_max_pages,    // past --max-pages: not fetched, as asked
-        over_host_bound,   // past the host's bound: not fetched, counted
+        over_host_bound,   // past the host's bound: not fetched, counted (each time)
     };
 
-    /// A place for a new page of `host` (one that first_sight() saw for the first time).
+    /// A place for a new page of `host` (one not seen()).
     admit place(const std::string& host)
     {
         if (max_pages_ > 0 && admitted_ >= max_pages_) return admit::over_max_pages;
@@ -61,7 +62,7 @@ public:
         return admit::fetch;
     }
 
-    /// Pages of `host` found past its bound (all hosts': over_bound()).
+    /// Links to pages of `host` found past its bound (all hosts': over_bound()).
     std::uint64_t over_bound(const std::string& host) const
     {
         auto it = hosts_.find(host);

@@ -209,8 +209,8 @@ struct tally {
     std::uint64_t seeds_lost = 0;      // a seed disallowed or redirected off the crawl (failures)
     std::uint64_t redirect_loops = 0;  // URLs whose redirects come back to them, or lead into such a loop (failures)
     std::uint64_t long_chains = 0;     // more than max_redirects in a row (failures)
-    std::uint64_t over_bound = 0;      // past --max-pages-per-host (failures)
-    std::uint64_t disallowed = 0;      // by robots.txt
+    std::uint64_t over_bound = 0;      // links past --max-pages-per-host (failures)
+    std::uint64_t disallowed = 0;      // by robots.txt (each link)
     std::uint64_t other_types = 0;     // not in --content-types
     std::uint64_t too_large = 0;       // over --max-bytes
     std::uint64_t redirects = 0;       // followed
@@ -287,7 +287,7 @@ public:
         }
         for (auto& [name, h] : hosts_)
             if (auto over = book_.over_bound(name))
-                std::printf("  host %s: %llu pages past --max-pages-per-host %llu, not fetched\n", name.c_str(), n(over),
+                std::printf("  host %s: %llu links past --max-pages-per-host %llu, not followed\n", name.c_str(), n(over),
                             n(opt_.max_pages_per_host));
         for (auto& l : loops_) std::printf("  redirect loop: %s\n", l.c_str());
         if (loops_found_ > loops_.size())
@@ -296,7 +296,7 @@ public:
         for (auto& [code, k] : status_counts_) statuses += " " + std::to_string(code) + "=" + std::to_string(k);
         std::printf("  status:%s\n", statuses.empty() ? " none" : statuses.c_str());
         std::printf("  not fetched: %llu given up, %llu error statuses, %llu blocked by an unreachable robots.txt, "
-                    "%llu seeds lost, %llu in redirect loops, %llu after more than %llu redirects, %llu past "
+                    "%llu seeds lost, %llu in redirect loops, %llu after more than %llu redirects, %llu links past "
                     "--max-pages-per-host; skipped: %llu disallowed by robots.txt, %llu of other types, %llu over "
                     "--max-bytes, %llu redirects off the crawl, links of %llu nofollow pages; %llu redirects followed\n",
                     n(lost_.given_up), n(lost_.error_status), n(lost_.blocked), n(lost_.seeds_lost),
@@ -348,11 +348,14 @@ private:
     }
 
     // Schedules a page once (de-duplicated), unless robots.txt forbids it, within --max-pages
-    // and the host's bound (--max-pages-per-host).
+    // and the host's bound (--max-pages-per-host). Only the pages scheduled are recorded, so
+    // that a site's links cost memory only up to its bound; those skipped are counted each
+    // time they are found.
     void enqueue(host_state& h, const std::string& target, std::uint64_t redirects, bool seed)
     {
         if (finished_) return;
-        if (!book_.first_sight(h.name + target)) return;
+        const std::string key = h.name + target;
+        if (book_.seen(key)) return;
         if (h.robots_known && !h.robots.allowed(target)) {
             skip_disallowed(h, target, seed);
             return;
@@ -363,11 +366,12 @@ private:
         case crawl::frontier_book::admit::over_host_bound:
             if (book_.over_bound(h.name) == 1)
                 note("host " + h.name + ": more than --max-pages-per-host " + std::to_string(opt_.max_pages_per_host) +
-                     " pages; the rest are counted, not fetched");
+                     " pages; links to the rest are counted, not followed");
             ++lost_.over_bound;
             if (seed) ++lost_.seeds_lost;
             return;
         }
+        book_.record(key);
         ++outstanding_;
         h.frontier.push_back(page{target, 0, redirects, seed, false});
         h.wake.cancel();

@@ -73,7 +73,7 @@ inline void print_usage(std::FILE* to)
         "  --timeout-ms N          per request, and per wait for a permit (default 5000)\n"
         "  --max-pages N           stop finding pages after N (default 0: no limit)\n"
         "  --max-pages-per-host N  fetch at most N pages of one host (default 10000; 0: no bound): a site\n"
-        "                          can make pages without end; those found past it are counted, not fetched\n"
+        "                          can make pages without end; links past it are counted, not followed\n"
         "  --retries N             retries of a page after a 429, 503, 5xx or connection error (default 5)\n"
         "  --backoff-base-ms N     after a refusal without Retry-After or an error, the host waits a\n"
         "  --backoff-cap-ms N      random time up to min(cap, base x 2^(k-1)), k the failures in a row\n"

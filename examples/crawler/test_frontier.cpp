@@ -16,10 +16,14 @@ using strings = std::vector<std::string>;
 TEST_CASE("frontier: each URL once")
 {
     frontier_book b(0, 0);
-    CHECK(b.first_sight("h/a"));
-    CHECK_FALSE(b.first_sight("h/a"));
-    CHECK(b.first_sight("h/b"));
-    CHECK(b.first_sight("g/a"));
+    CHECK_FALSE(b.seen("h/a"));
+    b.record("h/a");
+    CHECK(b.seen("h/a"));
+    CHECK_FALSE(b.seen("h/b"));
+    CHECK_FALSE(b.seen("g/a"));
+    b.redirect("h/b", "h/c");   // named by a redirect: not seen until recorded
+    CHECK_FALSE(b.seen("h/b"));
+    CHECK_FALSE(b.seen("h/c"));
     CHECK(b.place("h") == admit::fetch);
     CHECK(b.admitted() == 1);
 }
@@ -48,7 +52,7 @@ TEST_CASE("frontier: a host's bound; pages past it counted, per host; --max-page
 TEST_CASE("frontier: a page that redirects to itself is a loop of one")
 {
     frontier_book b(0, 0);
-    b.first_sight("h/a");
+    b.record("h/a");
     auto r = b.redirect("h/a", "h/a");
     CHECK(r.what == kind::loop);
     CHECK(r.cycle == strings{"h/a"});
@@ -61,7 +65,7 @@ TEST_CASE("frontier: a loop of three is found by the redirect that closes it")
     frontier_book b(0, 0);
     auto r = b.redirect("h/a", "h/b");
     CHECK(r.what == kind::follow);
-    CHECK(b.first_sight("h/b"));   // the target is not "seen" by being named
+    CHECK_FALSE(b.seen("h/b"));   // the target is not "seen" by being named
     CHECK(b.redirect("h/b", "h/c").what == kind::follow);
     r = b.redirect("h/c", "h/a");
     CHECK(r.what == kind::loop);

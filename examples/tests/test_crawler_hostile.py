@@ -274,7 +274,7 @@ took = time.monotonic() - t0
 pages = [a for a in site.asked if a.startswith("/endless")]
 check(rc == 3, "links that change on every fetch: exit 3 at the bound (%d)" % rc)
 check(len(pages) == 40, "links that change on every fetch: 40 pages fetched, no more (%d)" % len(pages))
-m = re.search(r"host 127\.0\.0\.1:%d: (\d+) pages past --max-pages-per-host 40, not fetched" % port, out)
+m = re.search(r"host 127\.0\.0\.1:%d: (\d+) links past --max-pages-per-host 40, not followed" % port, out)
 check(m is not None and int(m.group(1)) > 0, "the host past its bound named in the summary (%s)" % (m and m.group(0)))
 check(took < 30, "the endless site's crawl ended in %.1f s" % took)
 srv.shutdown()
