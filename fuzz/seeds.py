@@ -317,3 +317,17 @@ write("links", [
     page(7, "<a href='/unknown-charset'>x</a>"),
 ])
 
+# frontier: --max-pages (0..31), the bound per host (0..7), then steps: a link (an even byte:
+# host in bits 1-2, target in bits 3-6) or a redirect (1, from, to: host << 4 | target).
+def link(host, target): return u8(host << 1 | target << 3)
+def moved(a, b): return u8(1) + u8(a) + u8(b)
+write("frontier", [
+    u8(0) + u8(0) + link(0, 1) + moved(0x01, 0x01),                                  # to itself
+    u8(0) + u8(0) + moved(0x01, 0x02) + moved(0x02, 0x03) + moved(0x03, 0x01) + moved(0x04, 0x02),  # 3, then into
+    u8(0) + u8(0) + moved(0x09, 0x01) + moved(0x01, 0x02) + moved(0x02, 0x01) + moved(0x01, 0x05),  # led in before
+    u8(0) + u8(0) + moved(0x01, 0x03) + moved(0x02, 0x03) + moved(0x03, 0x04) + moved(0x05, 0x01) +
+    moved(0x04, 0x05),                                                               # chains join, then close
+    u8(5) + u8(2) + b"".join(link(h, t) for h in range(3) for t in range(3)),        # the bounds
+    u8(0) + u8(3) + b"".join(link(1, t) for t in range(8)) + link(1, 2) + moved(0x12, 0x13),
+])
+
