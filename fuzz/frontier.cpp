@@ -1,8 +1,8 @@
 // fuzz-covers: examples/crawler/frontier.hpp
 // The crawler's frontier as a crawled site drives it: links to any of a few URLs, and
 // redirects between them in any order, so that chains join and loops close in every way.
-// Checked against a plain model (a map of each URL's first redirect, walked from every URL
-// each step): a redirect closes a loop exactly when the URL it leads to comes back to the
+// Checked against a plain model (each URL's first redirect, walked from every URL at each
+// step): a redirect closes a loop exactly when the URL it leads to comes back to the
 // one redirecting, and then names that loop in order; it leads into a loop exactly when
 // its chain ends in one found before; the URLs lost are those whose chains now end in a
 // loop that did not before; a URL is seen once recorded, never before; and no host gets
@@ -15,6 +15,7 @@
 
 #include "../examples/crawler/frontier.hpp"
 
+#include <array>
 #include <map>
 #include <set>
 #include <string>
@@ -25,27 +26,31 @@ using kind = frontier_book::redirect_result::kind;
 
 namespace {
 
-std::string key(std::uint8_t b) { return "h" + std::to_string(b >> 4 & 3) + "/" + std::to_string(b & 15); }
+// URL number b: one of 4 hosts, one of 16 targets.
+std::uint8_t url_of(std::uint8_t b) { return b & 63; }
+std::string key(std::uint8_t u) { return "h" + std::to_string(u >> 4) + "/" + std::to_string(u & 15); }
 
 struct model {
-    std::map<std::string, std::string> next;
+    std::array<int, 64> next;   // each URL's first redirect, -1 none
+    std::uint64_t named = 0;    // the URLs named so far, a bit each
 
-    // Whether x's chain of redirects ends in a loop.
-    bool looped(const std::string& x) const
+    model() { next.fill(-1); }
+
+    // Whether u's chain of redirects ends in a loop.
+    bool looped(int u) const
     {
-        std::set<std::string> passed;
-        for (std::string at = x;;) {
-            if (!passed.insert(at).second) return true;
-            auto it = next.find(at);
-            if (it == next.end()) return false;
-            at = it->second;
+        std::uint64_t passed = 0;
+        for (; u >= 0; u = next[static_cast<std::size_t>(u)]) {
+            if (passed >> u & 1) return true;
+            passed |= std::uint64_t{1} << u;
         }
+        return false;
     }
 
-    std::uint64_t looped_count(const std::set<std::string>& urls) const
+    std::uint64_t looped_count() const
     {
         std::uint64_t n = 0;
-        for (auto& u : urls) n += looped(u);
+        for (int u = 0; u < 64; ++u) n += (named >> u & 1) && looped(u);
         return n;
     }
 };
@@ -59,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint64_t per_host = in.byte() & 7;
     frontier_book book(max_pages, per_host);
     model m;
-    std::set<std::string> urls, recorded;
+    std::set<std::string> recorded;
     std::map<std::string, std::uint64_t> pages, over;
     std::uint64_t admitted = 0, over_all = 0;
 
@@ -89,27 +94,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             FUZZ_CHECK(book.admitted() == admitted);
             continue;
         }
-        const std::string from = key(in.byte()), to = key(in.byte());
-        urls.insert(from);
-        urls.insert(to);
-        const std::uint64_t before = m.looped_count(urls);
-        const bool had = m.next.count(from) > 0;
-        const bool into = !had && m.looped(to);
-        if (!had) m.next[from] = to;
+        const std::uint8_t f = url_of(in.byte()), t = url_of(in.byte());
+        const std::string from = key(f), to = key(t);
+        m.named |= std::uint64_t{1} << f | std::uint64_t{1} << t;
+        const std::uint64_t before = m.looped_count();
+        const bool had = m.next[f] >= 0;
+        const bool into = !had && m.looped(t);
+        if (!had) m.next[f] = t;
         const auto r = book.redirect(from, to);
-        const std::uint64_t after = m.looped_count(urls);
+        const std::uint64_t after = m.looped_count();
         FUZZ_CHECK(r.lost == after - before);
         FUZZ_CHECK(book.looped() == after);
         if (had) {
             FUZZ_CHECK(r.what == kind::follow && r.lost == 0);
         } else if (into) {
             FUZZ_CHECK(r.what == kind::into_loop);
-        } else if (m.looped(from)) {
+        } else if (m.looped(f)) {
             FUZZ_CHECK(r.what == kind::loop);
             std::vector<std::string> cycle;
-            for (std::string at = to; cycle.size() <= urls.size(); at = m.next.at(at)) {
-                cycle.push_back(at);
-                if (at == from) break;
+            for (int at = t; cycle.size() <= 64; at = m.next[static_cast<std::size_t>(at)]) {
+                cycle.push_back(key(static_cast<std::uint8_t>(at)));
+                if (at == f) break;
             }
             FUZZ_CHECK(r.cycle == cycle);
         } else {
