@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus fuzz/corpus/TARGET/seed-* from the inputs of the tests (test_rate,
 test_http_fields, test_http_fuzz, test_redis_fsm, test_redis_sans_io,
-test_redis_sentinel_fsm): text as it is for the parsers, and for the Redis machines the
+test_redis_sentinel_fsm, and the crawler's test_robots, test_url, test_links): text as it is for the parsers, and for the Redis machines the
 same scenarios in the byte stream their targets read (fuzz/fuzz.hpp: fuzz::input). Inputs
 found by fuzzing are kept beside them as found-*; this script leaves those alone.
 
@@ -261,3 +261,73 @@ write("server_request", [
     u8(0) + b"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
     u8(0) + b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
 ])
+
+# ---- what a crawled site sends (examples/crawler) ------------------------------------------
+# robots: a mode byte (bit 0: a small limit, the byte's top six bits part of it; bit 1: plain
+# rules), the User-Agent, a path, a pattern, then the file (after a byte of the limit in
+# mode 1) or, mode 2, the rules (allow?, pattern).
+ROBOTS = ("User-Agent : foobot\nDisallow: /a\n\nuser-agent: *\ndisallow: /b\n\nUser-agent: FOOBOT/1.0\n"
+          "Disallow: /c\nuser-agent: barbot\nuser-agent: bazbot\ndisallow: /d   # a comment\n")
+RFC = ("User-agent: *\nAllow: /example/page/\nDisallow: /example/page/disallowed.gif\nDisallow: /example/\n"
+       "Allow: /same\nDisallow: /same\nDisallow: /*.php$\nDisallow: /private*/\nCrawl-delay: 2.5\n")
+def robots(mode, agent, path, pattern, body):
+    return u8(mode) + text(agent) + text(path) + text(pattern) + (body.encode() if isinstance(body, str) else body)
+def rule(allow, pattern): return u8(1 if allow else 0) + text(pattern)
+write("robots", [
+    robots(0, "FooBot/2.1", "/c/x", "/fish*.php", ROBOTS),
+    robots(0, "sluice-crawler/0.2", "/example/page/x.html", "/*.php$", RFC),
+    robots(0, "bot", "/caf%C3%A9/x", "/a*b*c$", "User-agent: *\r\nDisallow: /caf\xc3\xa9\r\nDisallow: /%7ejoe\r"
+           "Crawl-delay: 2.5\r\nDisallow:\nSitemap: http://x/s.xml\nCrawl-delay: soon\n"),
+    robots(0, "", "/", "*", "Disallow: /\nfoo bar\nUser-agent: *\nAllow: /\n"),
+    robots(1 + 4 * 30, "bot", "/example/x", "/private/", u8(20) + RFC.encode()),
+    robots(1 + 4 * 63, "bot", "/private/x", "/private/", u8(63) + b"User-agent: *\r\nDisallow: /private/\r\n"
+           b"Allow: /\n" + b"x" * 200 + b"\nDisallow: /later/\n"),
+    robots(2, "bot", "/example/page/x.php", "/ab*ba$", rule(1, "/example/page/") + rule(0, "/example/") +
+           rule(0, "/*.php$") + rule(1, "/same") + rule(0, "/same") + rule(0, "/*")),
+    robots(2, "bot", "/aXbYbZc", "/a**a", rule(0, "/a*b*c$") + rule(1, "/a*") + rule(0, "$")),
+])
+
+# url: the base (length-prefixed), then the reference as a page writes it.
+def url(base, ref): return text(base) + (ref.encode() if isinstance(ref, str) else ref)
+BASE = "http://a/b/c/d;p?q"
+write("url", [
+    url(BASE, "g;x?y#s"), url(BASE, "../../../g"), url(BASE, "//g:8080/x/./y/../z"), url(BASE, "?y"),
+    url(BASE, "  /a b\tc\n%zz<>\"{}|\\^`"), url(BASE, "g#s#t"), url(BASE, b"/caf\xc3\xa9?q=\xff"),
+    url("http://[::1]:8080/x", "//[fe80::1]/y"), url("http://Example.COM:80/%7euser/", "HTTP://EXAMPLE.com/%7Ea"),
+    url("http://host/", "mailto:x@y"), url("http://user@host:99999/", "https://h/"), url("localhost:8080/", "x"),
+    url("http://h/a/b", "./../../.."), url("http://h/", "javascript:void(0)"), url("http://h/p", ""),
+    url("http://h:99999/", "http:///x"), url("http://h:0/x", "http:/.//h://x"),
+])
+
+# links: a byte choosing the charset (0 none, 1 utf-8, 3 iso-8859-1, 5 utf-16, 7 unknown), then the page.
+def page(cs, html): return u8(cs) + (html.encode() if isinstance(html, str) else html)
+write("links", [
+    page(0, "<!doctype html><html><body>\n<a href=\"p1.html\">double</a><a href='p2.html'>single</a>"
+            "<A HREF=\"P3.html\">upper</A><a href=p4.html>unquoted</a><a hReF = \"dir/p5.html\" >sp</a>"
+            "<a href=\"page?a=1&amp;b=2\">entity</a><a href=\"x&#47;y\">n</a><a name=\"anchor\">no</a>"
+            "<area href=\"/map.html\"><link href=\"/style.css\" rel=\"stylesheet\"><img src=\"i.png\"></body></html>"),
+    page(0, "<html><head><base href=\"http://h/base/\"><base href=\"/second/\">"
+            "<meta name=\"ROBOTS\" content=\"noindex, NoFollow\"></head><body><a href=\"x\">x</a></body></html>"),
+    page(0, "<meta name=robots content=none><a href=a>a</a>"),
+    page(0, "<a href=\"/ok\"><p><a href=/broken<div></a><!-- <a href=/commented> --><script>'<a href=/s>'</script>"),
+    page(1, b"<a href=\"/caf\xc3\xa9\">cafe</a><a href=\"/\xe2\x82\xac\">euro</a><a href=\"/\xf0\x9f\x98\x80\">"),
+    page(3, b"<meta charset=\"iso-8859-1\"><a href=\"/caf\xe9\">cafe</a>"),
+    page(0, b"<a href=\"/\xed\xa0\x80\">surrogate</a><a href=\"/\xc0\xaf\">overlong</a><a href=\"/\xf4\x90\x80\x80\">"),
+    page(5, "\ufeff<a href=\"/u16\">x</a>".encode("utf-16-le")),
+    page(7, "<a href='/unknown-charset'>x</a>"),
+])
+
+# frontier: --max-pages (0..31), the bound per host (0..7), then steps: a link (an even byte:
+# host in bits 1-2, target in bits 3-6) or a redirect (1, from, to: host << 4 | target).
+def link(host, target): return u8(host << 1 | target << 3)
+def moved(a, b): return u8(1) + u8(a) + u8(b)
+write("frontier", [
+    u8(0) + u8(0) + link(0, 1) + moved(0x01, 0x01),                                  # to itself
+    u8(0) + u8(0) + moved(0x01, 0x02) + moved(0x02, 0x03) + moved(0x03, 0x01) + moved(0x04, 0x02),  # 3, then into
+    u8(0) + u8(0) + moved(0x09, 0x01) + moved(0x01, 0x02) + moved(0x02, 0x01) + moved(0x01, 0x05),  # led in before
+    u8(0) + u8(0) + moved(0x01, 0x03) + moved(0x02, 0x03) + moved(0x03, 0x04) + moved(0x05, 0x01) +
+    moved(0x04, 0x05),                                                               # chains join, then close
+    u8(5) + u8(2) + b"".join(link(h, t) for h in range(3) for t in range(3)),        # the bounds
+    u8(0) + u8(3) + b"".join(link(1, t) for t in range(8)) + link(1, 2) + moved(0x12, 0x13),
+])
+

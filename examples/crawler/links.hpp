@@ -5,6 +5,7 @@
 
 #include <libxml/HTMLparser.h>
 #include <libxml/parserInternals.h>
+#include <libxml/xmlerror.h>
 
 #include <algorithm>
 #include <cctype>
@@ -96,6 +97,9 @@ inline bool valid_utf8(std::string_view s)
 
 // Malformed markup is the normal case: nothing to report.
 inline void ignore_error(void*, xmlErrorPtr) {}
+// Errors raised outside the parser's context (a charset conversion that fails on the
+// page's bytes) go to libxml2's generic handler, stderr by default: no message of ours.
+inline void ignore_generic(void*, const char*, ...) {}
 
 } // namespace detail
 
@@ -114,6 +118,7 @@ inline page_links extract_links(std::string_view html, std::string_view charset 
     if (!charset.empty()) enc = xmlParseCharEncoding(std::string(charset).c_str());
     if (enc == XML_CHAR_ENCODING_ERROR) enc = XML_CHAR_ENCODING_NONE;
     if (enc == XML_CHAR_ENCODING_NONE && detail::valid_utf8(html)) enc = XML_CHAR_ENCODING_UTF8;
+    xmlSetGenericErrorFunc(nullptr, detail::ignore_generic);   // this thread's handler
     htmlParserCtxtPtr ctxt = htmlCreatePushParserCtxt(&sax, nullptr, nullptr, 0, nullptr, enc);
     if (!ctxt) return out;
     ctxt->_private = &out;

@@ -16,7 +16,9 @@
 // --user-agent's product token; Crawl-delay lowers the pace), links taken from the HTML by
 // libxml2's parser and resolved by uriparser (RFC 3986), redirects followed on the crawled
 // hosts, pages of other media types or larger than --max-bytes skipped after their header.
-// Only the seeds' hosts are crawled; each page is fetched once.
+// Only the seeds' hosts are crawled; each page is fetched once, at most --max-pages-per-host
+// of one host, and redirect loops are found and named (frontier.hpp). Every body is read
+// within its limit as it arrives (capped_body.hpp), robots.txt's first 500 KiB only.
 //
 //     build/examples/crawler --spawn-servers 2 --per-host-rate 20/s
 //     build/examples/crawler --seed http://localhost:8080/ --per-host-rate 50/s --max-pages 500
@@ -30,6 +32,8 @@
 
 #include "../common/pace_learner.hpp"
 #include "../common/spawn_server.hpp"
+#include "capped_body.hpp"
+#include "frontier.hpp"
 #include "links.hpp"
 #include "options.hpp"
 #include "retry_policy.hpp"
@@ -65,7 +69,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include <unistd.h>
@@ -204,13 +207,19 @@ struct tally {
     std::uint64_t error_status = 0;    // 4xx/5xx answers (failures)
     std::uint64_t blocked = 0;         // robots.txt unreachable: complete disallow (failures)
     std::uint64_t seeds_lost = 0;      // a seed disallowed or redirected off the crawl (failures)
-    std::uint64_t disallowed = 0;      // by robots.txt
+    std::uint64_t redirect_loops = 0;  // URLs whose redirects come back to them, or lead into such a loop (failures)
+    std::uint64_t long_chains = 0;     // more than max_redirects in a row (failures)
+    std::uint64_t over_bound = 0;      // links past --max-pages-per-host (failures)
+    std::uint64_t disallowed = 0;      // by robots.txt (each link)
     std::uint64_t other_types = 0;     // not in --content-types
     std::uint64_t too_large = 0;       // over --max-bytes
     std::uint64_t redirects = 0;       // followed
-    std::uint64_t redirects_off = 0;   // to another host, another scheme, or too many
+    std::uint64_t redirects_off = 0;   // to another host or another scheme
     std::uint64_t nofollow = 0;        // pages whose robots meta tag asked not to follow
-    std::uint64_t failures() const { return given_up + error_status + blocked + seeds_lost; }
+    std::uint64_t failures() const
+    {
+        return given_up + error_status + blocked + seeds_lost + redirect_loops + long_chains + over_bound;
+    }
 };
 
 class crawler {
@@ -225,7 +234,8 @@ public:
           agent_token_(crawl::product_token(o.user_agent)),
           progress_(io),
           signals_(io, SIGINT, SIGTERM),
-          tty_(::isatty(STDERR_FILENO) != 0)
+          tty_(::isatty(STDERR_FILENO) != 0),
+          book_(o.max_pages, o.max_pages_per_host)
     {
         for (auto& t : o.content_types) accept_ += (accept_.empty() ? "" : ", ") + t;
     }
@@ -275,15 +285,24 @@ public:
                                                               : std::string()))
                                                             .c_str());
         }
+        for (auto& [name, h] : hosts_)
+            if (auto over = book_.over_bound(name))
+                std::printf("  host %s: %llu links past --max-pages-per-host %llu, not followed\n", name.c_str(), n(over),
+                            n(opt_.max_pages_per_host));
+        for (auto& l : loops_) std::printf("  redirect loop: %s\n", l.c_str());
+        if (loops_found_ > loops_.size())
+            std::printf("  redirect loops: %llu more, not named\n", n(loops_found_ - loops_.size()));
         std::string statuses;
         for (auto& [code, k] : status_counts_) statuses += " " + std::to_string(code) + "=" + std::to_string(k);
         std::printf("  status:%s\n", statuses.empty() ? " none" : statuses.c_str());
         std::printf("  not fetched: %llu given up, %llu error statuses, %llu blocked by an unreachable robots.txt, "
-                    "%llu seeds lost; skipped: %llu disallowed by robots.txt, %llu of other types, %llu over "
+                    "%llu seeds lost, %llu in redirect loops, %llu after more than %llu redirects, %llu links past "
+                    "--max-pages-per-host; skipped: %llu disallowed by robots.txt, %llu of other types, %llu over "
                     "--max-bytes, %llu redirects off the crawl, links of %llu nofollow pages; %llu redirects followed\n",
-                    n(lost_.given_up), n(lost_.error_status), n(lost_.blocked), n(lost_.seeds_lost), n(lost_.disallowed),
-                    n(lost_.other_types), n(lost_.too_large), n(lost_.redirects_off), n(lost_.nofollow),
-                    n(lost_.redirects));
+                    n(lost_.given_up), n(lost_.error_status), n(lost_.blocked), n(lost_.seeds_lost),
+                    n(lost_.redirect_loops), n(lost_.long_chains), n(crawl::options::max_redirects), n(lost_.over_bound),
+                    n(lost_.disallowed), n(lost_.other_types), n(lost_.too_large), n(lost_.redirects_off),
+                    n(lost_.nofollow), n(lost_.redirects));
         auto waits = permit_waits_;
         std::sort(waits.begin(), waits.end());
         auto pct = [&waits](double p) {
@@ -328,16 +347,31 @@ private:
         return *it->second;
     }
 
-    // Schedules a page once (de-duplicated), within --max-pages, unless robots.txt forbids it.
+    // Schedules a page once (de-duplicated), unless robots.txt forbids it, within --max-pages
+    // and the host's bound (--max-pages-per-host). Only the pages scheduled are recorded, so
+    // that a site's links cost memory only up to its bound; those skipped are counted each
+    // time they are found.
     void enqueue(host_state& h, const std::string& target, std::uint64_t redirects, bool seed)
     {
         if (finished_) return;
-        if (opt_.max_pages > 0 && seen_.size() >= opt_.max_pages) return;
-        if (!seen_.insert(h.name + target).second) return;
+        const std::string key = h.name + target;
+        if (book_.seen(key)) return;
         if (h.robots_known && !h.robots.allowed(target)) {
             skip_disallowed(h, target, seed);
             return;
         }
+        switch (book_.place(h.name)) {
+        case crawl::frontier_book::admit::fetch: break;
+        case crawl::frontier_book::admit::over_max_pages: return;   // as asked: not a failure
+        case crawl::frontier_book::admit::over_host_bound:
+            if (book_.over_bound(h.name) == 1)
+                note("host " + h.name + ": more than --max-pages-per-host " + std::to_string(opt_.max_pages_per_host) +
+                     " pages; links to the rest are counted, not followed");
+            ++lost_.over_bound;
+            if (seed) ++lost_.seeds_lost;
+            return;
+        }
+        book_.record(key);
         ++outstanding_;
         h.frontier.push_back(page{target, 0, redirects, seed, false});
         h.wake.cancel();
@@ -567,17 +601,22 @@ private:
         const auto sent = h.learner.on_sent(std::chrono::nanoseconds(now_ns()));
         const auto write = ++h.writes;
         h.next_write = std::max(h.next_write, now + interval_of(h));   // from the write itself
-        http::response_parser<http::string_body> parser;
-        parser.header_limit(64 * 1024);
-        parser.body_limit(boost::none);   // Beast checks a Content-Length with the header: ours comes later
+        std::optional<http::response_parser<crawl::capped_body>> reading;
         auto [ec, wn] = co_await http::async_write(conn->stream, req, asio::as_tuple(asio::use_awaitable));
         (void)wn;
-        if (!ec) {
-            auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, parser,
+        // A 1xx answer is interim (RFC 9110 section 15.2): the final one follows it on the
+        // connection. As many as come within the request's deadline are read past.
+        do {
+            reading.emplace();
+            reading->header_limit(64 * 1024);
+            reading->body_limit(boost::none);   // the body's cap, chosen after the header, bounds it
+            if (ec) break;
+            auto [rec, rn] = co_await http::async_read_header(conn->stream, conn->buffer, *reading,
                                                               asio::as_tuple(asio::use_awaitable));
             ec = rec;
             (void)rn;
-        }
+        } while (!ec && reading->get().result_int() / 100 == 1);
+        auto& parser = *reading;
         // What to read of the body: a page or robots.txt within its limit, small answers
         // whole (to keep the connection), nothing of the rest.
         enum class skip { none, type, size } skipped = skip::none;
@@ -592,15 +631,16 @@ private:
                 else if (length && *length > opt_.max_bytes) skipped = skip::size;
                 limit = opt_.max_bytes;
             } else if (status / 100 == 2) {
-                limit = 2 * crawl::robots_rules::max_size;
+                limit = crawl::robots_rules::read_size;   // a longer one is read that far, and parsed
             }
             body = skipped == skip::none && (status / 100 == 2 || !length || *length <= limit);
             if (body && !parser.is_done()) {
-                parser.body_limit(limit);
+                parser.get().body().cap = static_cast<std::size_t>(limit);
                 auto [bec, bn] = co_await http::async_read(conn->stream, conn->buffer, parser,
                                                            asio::as_tuple(asio::use_awaitable));
                 (void)bn;
-                // Past the limit: a page is skipped, another answer is known by its header.
+                // Past the limit: a page is skipped, robots.txt read as far as the limit,
+                // another answer known by its header.
                 if (bec == http::error::body_limit) skipped = status / 100 == 2 && !p.robots ? skip::size : skip::none;
                 else ec = bec;
             }
@@ -692,7 +732,7 @@ private:
 
     // The host's pace from this answer: RateLimit fields when the host sends them (the
     // library's controller reads them), else what the learner makes of a refusal or not.
-    void learn(host_state& h, const examples::pace_learner::sent& sent, const http::response<http::string_body>& res)
+    void learn(host_state& h, const examples::pace_learner::sent& sent, const http::response_header<>& res)
     {
         const unsigned status = res.result_int();
         auto joined = [&res](std::string_view name) {
@@ -717,17 +757,17 @@ private:
         if (h.learner.on_answer(now, sent, status == 429 || status == 503)) apply_pace(h);
     }
 
-    static std::string_view field(const http::response<http::string_body>& res, http::field f)
+    static std::string_view field(const http::response_header<>& res, http::field f)
     {
         auto v = res[f];
         return {v.data(), v.size()};
     }
 
-    void robots_answer(host_state& h, const page& p, const http::response<http::string_body>& res)
+    void robots_answer(host_state& h, const page& p, const http::response<crawl::capped_body>& res)
     {
         const unsigned status = res.result_int();
         if (status / 100 == 2) {
-            robots_known(h, crawl::robots_rules::parse(res.body(), agent_token_));
+            robots_known(h, crawl::robots_rules::parse(res.body().text, agent_token_));
         } else if (status >= 300 && status < 400 && res.find(http::field::location) != res.end() && p.redirects < 5) {
             // Followed on this host (RFC 9309 asks for five redirects at least).
             std::string why;
@@ -745,6 +785,8 @@ private:
         }
     }
 
+    // A redirect on the crawled hosts is followed, unless it closes a loop (or leads into
+    // one), or is one too many in a row: then the pages of the chain are lost, and named.
     void redirect(host_state& h, const page& p, std::string_view location)
     {
         std::string why;
@@ -752,15 +794,36 @@ private:
         auto to = crawl::resolve(from, crawl::clean_reference(location));
         auto u = to ? crawl::parse_http_url(*to, why) : std::nullopt;
         auto it = u ? hosts_.find(u->authority()) : hosts_.end();
-        if (it == hosts_.end() || p.redirects >= crawl::options::max_redirects) {
+        if (it == hosts_.end()) {
             ++lost_.redirects_off;
             if (p.seed) {
                 ++lost_.seeds_lost;
                 note("seed " + from + " redirects to " + std::string(location) + ": not followed (" +
-                     (p.redirects >= crawl::options::max_redirects ? "too many redirects"
-                      : !u                                        ? why
-                                                                  : "another host") +
-                     ")");
+                     (!u ? why : "another host") + ")");
+            }
+            return;
+        }
+        if (p.redirects >= crawl::options::max_redirects) {
+            ++lost_.long_chains;
+            note("not fetched: " + from + " redirects to " + u->str() + ", after " + std::to_string(p.redirects) +
+                 " redirects in a row: too many");
+            return;
+        }
+        auto r = book_.redirect(h.name + p.target, u->authority() + u->target);
+        using kind = crawl::frontier_book::redirect_result::kind;
+        if (r.what != kind::follow) {
+            lost_.redirect_loops += r.lost;
+            std::string named;
+            if (r.what == kind::loop) {
+                // The loop as it goes round, from `from`: a long one shortened.
+                std::rotate(r.cycle.begin(), r.cycle.end() - 1, r.cycle.end());
+                for (std::size_t i = 0; i < r.cycle.size() && i < 8; ++i) named += "http://" + r.cycle[i] + " -> ";
+                named += r.cycle.size() > 8 ? "... (" + std::to_string(r.cycle.size()) + " URLs) -> " + from : from;
+                if (loops_.size() < 10) loops_.push_back(named);
+                ++loops_found_;
+                note("redirect loop: " + named);
+            } else {
+                note("not fetched: " + from + " redirects to " + u->str() + ", into a redirect loop");
             }
             return;
         }
@@ -770,7 +833,7 @@ private:
 
     // Links of a page: resolved against its URL (or its <base>), followed on the crawled
     // hosts only, unless the page asks not to be followed.
-    void follow_links(host_state& h, const std::string& target, const http::response<http::string_body>& res)
+    void follow_links(host_state& h, const std::string& target, const http::response<crawl::capped_body>& res)
     {
         const auto type = field(res, http::field::content_type);
         std::string charset;
@@ -778,7 +841,7 @@ private:
             charset = std::string(type.substr(c + 8, type.find(';', c) - c - 8));
             std::erase(charset, '"');
         }
-        auto links = crawl::extract_links(res.body(), charset);
+        auto links = crawl::extract_links(res.body().text, charset);
         if (links.nofollow) {
             ++lost_.nofollow;
             return;
@@ -904,7 +967,9 @@ private:
     asio::signal_set signals_;
     bool tty_;
     std::map<std::string, std::unique_ptr<host_state>> hosts_;
-    std::unordered_set<std::string> seen_;
+    crawl::frontier_book book_;                    // which pages, each once; the redirects' loops
+    std::vector<std::string> loops_;               // the first ones found, named in the summary
+    std::uint64_t loops_found_ = 0;
     std::uint64_t outstanding_ = 0;   // pages queued or being fetched; 0 ends the crawl
     std::uint64_t fetching_ = 0, in_flight_ = 0;
     std::uint64_t pages_ = 0, requests_ = 0, errors_ = 0;

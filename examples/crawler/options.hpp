@@ -29,6 +29,9 @@ struct options {
     std::uint64_t inflight = 16;
     std::uint64_t timeout_ms = 5000;
     std::uint64_t max_pages = 0;   // 0: no limit
+    // A site can make pages without end (links that change on every fetch): a crawl of it
+    // ends here unless the user asks for more (0: no bound).
+    std::uint64_t max_pages_per_host = 10'000;
     std::uint64_t retries = 5;
     std::uint64_t backoff_base_ms = 200;
     std::uint64_t backoff_cap_ms = 30'000;
@@ -69,6 +72,8 @@ inline void print_usage(std::FILE* to)
         "  --inflight N            requests in flight in all (default 16)\n"
         "  --timeout-ms N          per request, and per wait for a permit (default 5000)\n"
         "  --max-pages N           stop finding pages after N (default 0: no limit)\n"
+        "  --max-pages-per-host N  fetch at most N pages of one host (default 10000; 0: no bound): a site\n"
+        "                          can make pages without end; links past it are counted, not followed\n"
         "  --retries N             retries of a page after a 429, 503, 5xx or connection error (default 5)\n"
         "  --backoff-base-ms N     after a refusal without Retry-After or an error, the host waits a\n"
         "  --backoff-cap-ms N      random time up to min(cap, base x 2^(k-1)), k the failures in a row\n"
@@ -83,12 +88,16 @@ inline void print_usage(std::FILE* to)
         "  --max-bytes SIZE        a page larger than this is skipped, not read (default 8MiB; B, kB, MB,\n"
         "                          KiB, MiB)\n"
         "Redirects (301, 302, 303, 307, 308) are followed on the crawled hosts, at most 10 in a row.\n"
+        "robots.txt is read up to 500 KiB (RFC 9309), a longer one up to its last line within them.\n"
         "Progress goes to stderr; the summary to stdout.\n"
         "exit code: 0  every page found was fetched (links skipped by robots.txt, --content-types or\n"
-        "              --max-bytes, and redirects off the crawled hosts, are listed, not failures)\n"
+        "              --max-bytes, redirects off the crawled hosts, and pages past --max-pages, are\n"
+        "              listed, not failures)\n"
         "           3  the crawl finished, but some pages were not fetched: given up after --retries,\n"
-        "              answered with an error status (a 404 seed too), or blocked by an unreachable\n"
-        "              robots.txt; each is named on stderr\n"
+        "              answered with an error status (a 404 seed too), blocked by an unreachable\n"
+        "              robots.txt, in a redirect loop (a page that redirects to itself too), after\n"
+        "              more than 10 redirects in a row, or past --max-pages-per-host; each is named\n"
+        "              on stderr, the loops and the hosts past their bound in the summary too\n"
         "           2  bad usage   1  could not run (a host that does not resolve, a server that did not\n"
         "              start)   130  interrupted\n",
         to);
@@ -168,6 +177,8 @@ inline int parse_args(int argc, char** argv, options& o)
             ok = examples::parse_number(v, o.timeout_ms) && o.timeout_ms > 0 && o.timeout_ms <= 3'600'000;
         } else if (a == "--max-pages") {
             ok = examples::parse_number(v, o.max_pages);
+        } else if (a == "--max-pages-per-host") {
+            ok = examples::parse_number(v, o.max_pages_per_host);
         } else if (a == "--retries") {
             ok = examples::parse_number(v, o.retries) && o.retries <= 1000;
         } else if (a == "--backoff-base-ms") {

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstddef>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,8 +31,13 @@ inline std::string product_token(std::string_view user_agent)
 
 class robots_rules {
 public:
-    /// Only the first 500 KiB are read: the least RFC 9309 asks a crawler to parse.
+    /// Only the first 500 KiB are parsed: the least RFC 9309 (section 2.5) asks a crawler
+    /// to parse. A longer text is cut after its last line end within them: a rule cut in
+    /// the middle could say more than the file does ("Allow: /" of "Allow: /public/").
     static constexpr std::size_t max_size = 500 * 1024;
+    /// What a reader of robots.txt keeps at most: one byte more than is parsed tells a
+    /// longer file from one of exactly max_size bytes.
+    static constexpr std::size_t read_size = max_size + 1;
 
     /// Everything allowed: no robots.txt (4xx), or an empty one.
     robots_rules() = default;
@@ -45,10 +51,15 @@ public:
         return r;
     }
 
-    /// The rules `text` gives the crawler whose product token is `agent`.
-    static robots_rules parse(std::string_view text, std::string_view agent)
+    /// The rules `text` gives the crawler whose product token is `agent`, from its first
+    /// `limit` bytes (max_size; the tests give less).
+    static robots_rules parse(std::string_view text, std::string_view agent, std::size_t limit = max_size)
     {
-        text = text.substr(0, max_size);
+        if (text.size() > limit) {
+            text = text.substr(0, limit);
+            const auto eol = text.find_last_of("\r\n");
+            text = eol == std::string_view::npos ? std::string_view{} : text.substr(0, eol + 1);
+        }
         struct group {
             std::vector<std::string> agents;
             std::vector<rule> rules;
@@ -130,26 +141,21 @@ public:
     {
         const bool anchored = !pattern.empty() && pattern.back() == '$';
         if (anchored) pattern.remove_suffix(1);
-        // Greedy matching with backtracking to the last "*": linear for these patterns.
-        std::size_t p = 0, s = 0, star = std::string_view::npos, mark = 0;
-        while (s < path.size()) {
-            if (p < pattern.size() && pattern[p] == '*') {
-                star = p++;
-                mark = s;
-            } else if (p < pattern.size() && pattern[p] == path[s]) {
-                ++p;
-                ++s;
-            } else if (p == pattern.size() && !anchored) {
-                return true;   // a prefix match is a match
-            } else if (star != std::string_view::npos) {
-                p = star + 1;
-                s = ++mark;
-            } else {
-                return false;
-            }
+        // The literal pieces between the "*"s, each taken at its leftmost place after the
+        // one before (no later place leaves more for the rest): no backtracking, so a
+        // hostile pattern costs one pass over the path per piece, not its length times the
+        // path's.
+        auto star = pattern.find('*');
+        if (!path.starts_with(pattern.substr(0, star))) return false;
+        if (star == std::string_view::npos) return !anchored || path.size() == pattern.size();
+        std::size_t at = star;
+        for (pattern.remove_prefix(star + 1);; pattern.remove_prefix(star + 1)) {
+            star = pattern.find('*');
+            const auto piece = pattern.substr(0, star);
+            if (star == std::string_view::npos)   // the last piece: anywhere after, or at the end
+                return anchored ? path.size() - at >= piece.size() && path.ends_with(piece) : find(path, piece, at);
+            if (!find(path, piece, at)) return false;
         }
-        while (p < pattern.size() && pattern[p] == '*') ++p;
-        return p == pattern.size();
     }
 
 private:
@@ -157,6 +163,16 @@ private:
         std::string pattern;
         bool allow;
     };
+
+    // Finds piece in path at or after `at` (glibc's memmem: linear), and moves `at` past it.
+    static bool find(std::string_view path, std::string_view piece, std::size_t& at)
+    {
+        if (piece.empty()) return true;
+        const void* p = ::memmem(path.data() + at, path.size() - at, piece.data(), piece.size());
+        if (!p) return false;
+        at = static_cast<std::size_t>(static_cast<const char*>(p) - path.data()) + piece.size();
+        return true;
+    }
 
     static std::string_view trim(std::string_view s)
     {

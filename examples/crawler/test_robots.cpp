@@ -103,3 +103,52 @@ TEST_CASE("robots: percent-encoding, CR line ends, Crawl-delay, empty rules, the
     CHECK(robots_rules::parse(big, "bot").allowed("/x"));
     CHECK_FALSE(robots_rules::parse("User-agent: *\nCrawl-delay: soon\n", "bot").crawl_delay().has_value());
 }
+
+TEST_CASE("robots: a file past 500 KiB is parsed up to its last line end within them (RFC 9309 2.5)")
+{
+    const auto max = robots_rules::max_size;
+    // n bytes: a group disallowing /private/, then a comment line up to byte n.
+    auto lines = [](std::size_t n) {
+        const std::string head = "User-agent: *\nDisallow: /private/\n";
+        return head + std::string(n - head.size() - 1, '#') + "\n";
+    };
+    // "Allow: /" ends within the limit; the next line ends past it, so does what follows.
+    std::string cut = lines(max - 20) + "Allow: /\n" + std::string(40, 'x') + "\nDisallow: /later/\n";
+    REQUIRE(cut.size() > max);
+    auto r = robots_rules::parse(cut, "bot");
+    CHECK(r.rule_count() == 2);
+    CHECK_FALSE(r.allowed("/private/x"));   // the longer match still wins
+    CHECK(r.allowed("/later/x"));           // past the limit: not read
+    // A rule whose line straddles the limit is not read at all: not even "Allow: /".
+    std::string straddle = lines(max - 5) + "Allow: /public/\n";
+    auto s = robots_rules::parse(straddle, "bot");
+    CHECK(s.rule_count() == 1);
+    CHECK(s.allowed("/public/x"));
+    CHECK_FALSE(s.allowed("/private/x"));
+    CHECK_FALSE(robots_rules::parse(lines(max - 5) + "Allow: /private/\n", "bot").allowed("/private/x"));
+    // A file of exactly max_size bytes is read whole, its last line too (without a line end).
+    std::string exact = lines(max - 11) + "Disallow:/z";
+    REQUIRE(exact.size() == max);
+    CHECK_FALSE(robots_rules::parse(exact, "bot").allowed("/z"));
+    CHECK(robots_rules::parse(exact + "\n", "bot").allowed("/z"));   // one byte more: the last line ends past it
+    // No line end within the limit: nothing is read, everything allowed.
+    CHECK(robots_rules::parse("User-agent: * Disallow: /" + std::string(max, 'a'), "bot").rule_count() == 0);
+    CHECK(robots_rules::read_size == max + 1);
+}
+
+TEST_CASE("robots: a hostile pattern costs a pass over the path per piece, not a backtracking search")
+{
+    // With backtracking to the last '*', each of the path's 200,000 places would be tried
+    // against the pattern's 100,000 a's: 2e10 steps. Taken piece by piece, it is linear.
+    const std::string path = "/" + std::string(200'000, 'a');
+    const std::string pattern = "/*" + std::string(100'000, 'a') + "b";
+    CHECK_FALSE(robots_rules::matches(pattern, path));
+    CHECK(robots_rules::matches(pattern, path + "b"));
+    CHECK(robots_rules::matches("/*a*a*a$", path));
+    CHECK_FALSE(robots_rules::matches("/*b*a", path));
+    CHECK(robots_rules::matches("/a**a", "/aa"));
+    CHECK_FALSE(robots_rules::matches("/ab*ba$", "/aba"));   // the pieces may not overlap
+    CHECK(robots_rules::matches("/ab*ba$", "/abba"));
+    CHECK(robots_rules::matches("$", ""));
+    CHECK_FALSE(robots_rules::matches("$", "/"));
+}

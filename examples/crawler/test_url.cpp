@@ -133,3 +133,16 @@ TEST_CASE("url: what the crawler fetches: http, a host, a port, a target without
     CHECK_FALSE(crawl::parse_http_url("http://a b/", why));
     CHECK(why.find("not a valid URL") != std::string::npos);
 }
+
+TEST_CASE("url: a path that would read back as an authority is no link (found by fuzzing)")
+{
+    // "/.//h/a" loses its "/." to normalization: the path "//h/a" without an authority
+    // would be written "http://h/a", a URL of another host than the text names.
+    CHECK_FALSE(resolve("http:/.//H/a", "b").has_value());
+    CHECK_FALSE(resolve("http://a/b", "http:/.//evil/x").has_value());
+    CHECK_FALSE(resolve("foo:/.//x", "").has_value());
+    // With an authority, or without one and a path of one slash, nothing changes.
+    CHECK(resolve("http://a/b", "/.//x") == "http://a//x");
+    CHECK(resolve("http:/a/b", "c") == "http:/a/c");
+    CHECK(resolve("http:///x", "y") == "http:///y");
+}

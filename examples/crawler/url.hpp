@@ -114,7 +114,13 @@ inline std::optional<std::string> resolve(std::string_view base, std::string_vie
     detail::uri out;
     if (uriAddBaseUriExA(&out.u, &r.u, &b.u, URI_RESOLVE_STRICTLY) != URI_SUCCESS) return std::nullopt;
     if (uriNormalizeSyntaxA(&out.u) != URI_SUCCESS) return std::nullopt;
-    return out.str();
+    auto text = out.str();
+    // Without an authority, a path that starts with "//" reads back as one: "http:/.//h/x"
+    // resolves to the path "//h/x", written "http://h/x", a URL of host h. RFC 3986
+    // section 3.3 allows no such URI; it is no link.
+    detail::uri back(text);
+    if (!back.parsed || (back.u.hostText.first != nullptr) != (out.u.hostText.first != nullptr)) return std::nullopt;
+    return text;
 }
 
 /// Parses an absolute URL the crawler can fetch: http, a host and an optional port, no
