@@ -707,11 +707,6 @@ private:
         co_return !ec && res.keep_alive();
     }
 
-    // A connection's read buffer: a header (8 KiB at most) and what came after it. Bodies
-    // pass through it and are dropped (server_check::discard_body): this is all a connection
-    // holds of a request, so --max-connections bounds the memory of every request at once.
-    static constexpr std::size_t read_buffer_size = 16 * 1024;
-
     // Reads up to `upto` of the request (server_check::request_reader) within `limit`; a read
     // past it completes with beast::error::timeout, the socket still open for an answer.
     static asio::awaitable<boost::system::error_code> read_within(const std::shared_ptr<connection>& c,
@@ -771,7 +766,7 @@ private:
         const auto peer_ip = server_check::canonical(peer.address());
         const std::string peer_addr = peer_ip.to_string();
         const auto idle_timeout = std::chrono::milliseconds(opt_.idle_timeout_ms);
-        beast::flat_buffer buf(read_buffer_size);
+        beast::flat_buffer buf(server_check::read_buffer_size);
         server_check::request_count count(opt_.keepalive_requests);
         for (;;) {
             server_check::request_reader reader;
