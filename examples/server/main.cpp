@@ -726,6 +726,7 @@ private:
             c->stream.socket().cancel(ignored);
         });
         boost::system::error_code ec;
+        std::size_t want = 512;
         for (;;) {
             buf.consume(reader.take(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()), upto, ec));
             if (ec != http::error::need_more) break;   // read, or a parse error
@@ -733,9 +734,12 @@ private:
                 ec = http::error::buffer_overflow;
                 break;
             }
-            auto [e, n] = co_await c->stream.async_read_some(buf.prepare(buf.max_size() - buf.size()),
-                                                             asio::as_tuple(asio::use_awaitable));
+            // 512 bytes at first (all an idle connection holds), twice as many after a read
+            // that filled its room (more is coming), up to the buffer's size.
+            const auto room = std::min(std::max(want, buf.capacity() - buf.size()), buf.max_size() - buf.size());
+            auto [e, n] = co_await c->stream.async_read_some(buf.prepare(room), asio::as_tuple(asio::use_awaitable));
             buf.commit(n);
+            if (n == room) want = std::min(2 * room, buf.max_size());
             if (e == asio::error::eof) {
                 reader.end(ec);
                 break;
