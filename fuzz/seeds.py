@@ -240,26 +240,57 @@ write("limiter_core", [
     number(0) + u8(3) + u8(0) + number(0) + u8(3) + u8(1) + u16(5000),
 ])
 
-# server_request: a mode byte (bit 0: the peer is a trusted proxy; bits 1-7: ms between two
-# requests), then one connection's bytes (the example server's tests send the same).
-GET = "GET /api/items?id=7 HTTP/1.1\r\nHost: example.test\r\n\r\n"
+# server_request: a mode byte (bit 0: the peer is a trusted proxy; bit 1: the proxies write
+# Forwarded; bits 2-6: ms between two requests; bit 7: the client waits at the end instead
+# of closing), the size of the pieces the bytes arrive in (0: at once), a line of ranges to
+# trust, then one connection's bytes (what the example server's tests send).
+def conn(stream, trusted=False, forwarded=False, ms=0, waits=False, piece=0, ranges=""):
+    mode = (1 if trusted else 0) | (2 if forwarded else 0) | (min(ms, 31) << 2) | (128 if waits else 0)
+    return u8(mode) + u8(piece) + ranges.encode() + b"\n" + (stream.encode() if isinstance(stream, str) else stream)
+
+
+def req(target="/", fields="", version="1.1", method="GET", body=""):
+    host = "Host: example.test\r\n" if version == "1.1" else ""
+    return "%s %s HTTP/%s\r\n%s%s\r\n%s" % (method, target, version, host, fields, body)
+
+
+GET = req("/api/items?id=7")
 write("server_request", [
-    u8(2 * 50) + GET.encode(),
-    u8(2 * 20) + (GET * 8).encode(),
-    u8(1 + 2 * 5) + b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 203.0.113.9, 198.51.100.4\r\n\r\n" * 3,
-    u8(1) + b"GET /x HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: ::ffff:10.0.0.1\r\n\r\n",
-    u8(0) + b"HEAD http://example.test/p?q=1 HTTP/1.1\r\nHost: example.test\r\n\r\n",
-    u8(0) + b"GET / HTTP/1.0\r\n\r\n",
-    u8(0) + b"POST /submit HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello" + GET.encode(),
-    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
-    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
-    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-    u8(0) + b"GET / HTTP/2.0\r\nHost: a\r\n\r\n",
-    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nX-Long: " + b"x" * 9000 + b"\r\n\r\n",
-    u8(0) + b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n",
-    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n" + GET.encode(),
-    u8(0) + b"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
-    u8(0) + b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+    conn(GET, ms=31),
+    conn(GET * 8 + req("/metrics") + req("/api/work?a=1&ms=250") + req("/site/5") + req("/site/x") + req("/robots.txt") + req("/"), ms=20),
+    conn(GET * 17, piece=7),   # past the cap of requests a connection carries
+    conn(req(fields="X-Forwarded-For: 203.0.113.9\r\nX-Forwarded-For: 198.51.100.4, 10.1.2.3\r\n") * 3,
+         trusted=True, ms=5, ranges="10.0.0.0/8 fd00::/8 ::ffff:127.0.0.0/104"),
+    conn(req(fields="X-Forwarded-For: [2001:db8::7]:4711, ::ffff:10.0.0.1, 192.0.2.9:80, unknown\r\n") +
+         req(fields="X-Forwarded-For: 10.0.0.1, [fd00::2]\r\n"), trusted=True, ranges="10.0.0.0/8 fd00::/8"),
+    conn(req(fields='Forwarded: for=unknown, for="[2001:db8:cafe::17]:4711";proto=http\r\n'
+                    'Forwarded: For="\\1.2.3.4";;by=_x;, for="192.0.2.43:_p-1";host="%s"\r\n' % ("h" * 70)),
+         trusted=True, forwarded=True, ranges="192.0.2.0/24 1.2.3.4"),
+    conn(req("http://example.test/p?q=1", method="HEAD")),
+    conn(req(version="1.0") + req(version="1.0", fields="Connection: keep-alive\r\n") + GET),
+    conn(req("/submit", "Content-Length: 5\r\n", method="POST", body="hello") + GET, piece=3),
+    conn(req(fields="Content-Length: 10\r\n", body="0123456789") + GET, piece=1),
+    conn(req(fields="Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", body="3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n") + GET),
+    conn(req(fields="Transfer-Encoding: chunked\r\nContent-Length: 3\r\n", body="0\r\n\r\n")),
+    conn(req(fields="Transfer-Encoding: chunked, chunked\r\n", body="0\r\n\r\n")),
+    conn(req(fields="Transfer-Encoding: foo, chunked\r\n", body="0\r\n\r\n")),
+    conn(req(version="1.0", fields="Transfer-Encoding: chunked\r\n", body="0\r\n\r\n")),
+    conn(req(fields="X-A: one\r\n two\r\n"), piece=2),
+    conn(req(fields="Transfer-Encoding: chunked\r\n", body="5\r\nhello\r\n0\r\n\r\n") + GET, piece=2),
+    conn(req(fields="Transfer-Encoding: chunked;q=1\r\n", body="0\r\n\r\n")),
+    conn(req(fields="Transfer-Encoding: gzip\r\nContent-Length: 3\r\n", body="abc")),
+    conn("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\nGET / HTTP/1.1\r\nHost: h:8o\r\n\r\n"),
+    conn("GET / HTTP/1.1\r\nHost: [::1]x\r\n\r\n"),
+    conn("GET / HTTP/1.1\r\nHost: [::1]:8x\r\n\r\n"),
+    conn("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"),
+    conn("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab"),
+    conn("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+    conn("GET / HTTP/2.0\r\nHost: a\r\n\r\n"),
+    conn(req(fields="X-Long: " + "x" * 9000 + "\r\n")),
+    conn("GET /" + "a" * 9000 + " HTTP/1.1\r\n"),
+    conn("GET / HTTP/1.1\r\nHost: a\r\n", waits=True),
+    conn(req(fields="Content-Length: 2000000\r\n")),
+    conn("GET * HTTP/1.1\r\nHost: a\r\n\r\n"),
 ])
 
 # ---- what a crawled site sends (examples/crawler) ------------------------------------------

@@ -1,34 +1,43 @@
-// The example server's handling of what a client sends (examples/server): any bytes as one
-// connection's stream, read request by request as the server reads them (Beast's parser
-// with the server's limits: the header first, checked, then the body), answered as the
-// server answers (server_check: after_read_error, check_header, origin_form, client_of),
-// and a request that may be served goes to the per-client limit (sluice::keyed token
-// buckets on a manual clock). The first byte: bit 0, the peer is a trusted proxy (its
-// X-Forwarded-For names the client); bits 1-7, milliseconds between two requests.
+// fuzz-covers: examples/server/request_check.hpp examples/server/client_identity.hpp
+//
+// The example server's request path (examples/server), driven as its session drives it,
+// by the same functions: any bytes as one connection's stream, arriving in pieces of a
+// size the input picks, read into a buffer of the server's size by request_reader (the
+// header, then the verdict from after_read_error or check(), then the body, dropped); a
+// request that may be served is routed (route_of), its client named (client_of, over the
+// trusted networks the input lists, from X-Forwarded-For or Forwarded), limited (sluice::keyed
+// token buckets on a manual clock, refusal_of on the outcome), and the connection carries
+// at most request_count's requests.
+//
+// The input: a mode byte (bit 0: the peer is a trusted proxy; bit 1: the proxies write
+// Forwarded; bits 2-6: milliseconds between two requests; bit 7: at the end of the stream
+// the client waits, till the idle timeout, instead of closing), a byte for the size of the
+// pieces (0: all at once), a line of address ranges to trust (networks::add, separated by
+// spaces, ended by "\n"), then the stream.
 //
 // Checked: every refusal is one of the statuses the server documents, with a reason, and
 // only 405 keeps the connection; a request let through is a GET or HEAD with a Host (for
-// HTTP/1.1), an origin-form target and no smuggling (Transfer-Encoding with
-// Content-Length); the client is the peer, or (trusted peer only) an IP address in
-// canonical text; no client is admitted more than burst + rate x elapsed; the limiter never
-// tracks more keys than its cap. No crash, no hang (at most 64 requests a stream).
+// HTTP/1.1), an origin-form target, and a Transfer-Encoding only in HTTP/1.1, without
+// Content-Length, chunked once and last; the reader takes every byte of a body of known
+// length as it comes (the buffer never holds one); a range the trusted set takes is in it;
+// the
+// client is the peer unless the peer is trusted, and canonical; a route names a page that
+// exists and a bounded wait; no client is admitted more than burst + rate x elapsed; the
+// limiter never tracks more keys than its cap; a connection carries at most its cap of
+// requests. No crash, no hang.
 #include "fuzz.hpp"
 
+#include "../examples/server/client_identity.hpp"
 #include "../examples/server/request_check.hpp"
 
 #include <sluice/keyed.hpp>
 #include <sluice/manual_clock.hpp>
 #include <sluice/token_bucket.hpp>
 
-#include <boost/asio/buffer.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/address.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 
 #include <chrono>
 #include <map>
-#include <set>
 #include <string>
 
 namespace {
@@ -36,10 +45,13 @@ namespace {
 namespace http = boost::beast::http;
 using clock = sluice::basic_manual_clock<struct server_request_tag>;
 using per_client_limit = sluice::keyed<sluice::token_bucket<clock>>;
+using server_check::request_reader;
 
 constexpr std::uint64_t burst = 5;
 constexpr double per_second = 10;
-constexpr std::size_t max_keys = 1000;   // more than 64 requests can name: no overflow
+constexpr std::size_t max_keys = 1000;   // more than a stream's requests can name: no overflow
+constexpr std::uint64_t max_requests = 16;   // --keepalive-requests
+constexpr std::uint64_t pages = 100;
 
 bool known_refusal(http::status s)
 {
@@ -50,6 +62,7 @@ bool known_refusal(http::status s)
     case http::status::payload_too_large:
     case http::status::uri_too_long:
     case http::status::request_header_fields_too_large:
+    case http::status::not_implemented:
     case http::status::http_version_not_supported:
         return true;
     default:
@@ -57,34 +70,39 @@ bool known_refusal(http::status s)
     }
 }
 
-// Feeds `stream` from `off` to the parser until it stops (the header, or the whole
-// message once eager), as a read that got everything the client sent; the end of the
-// stream is the client's end of stream, as Beast's read reports it.
-boost::system::error_code feed(http::request_parser<http::string_body>& p, std::string_view stream, std::size_t& off,
-                               bool until_done)
-{
-    boost::system::error_code ec;
-    for (;;) {
-        if (until_done ? p.is_done() : p.is_header_done()) return {};
-        if (off == stream.size()) {
-            if (!p.got_some()) return http::error::end_of_stream;
-            p.put_eof(ec);
-            return ec ? ec : boost::system::error_code{};
-        }
-        const std::size_t n = p.put(boost::asio::buffer(stream.data() + off, stream.size() - off), ec);
-        off += n;
-        if (ec == http::error::need_more) {
-            ec = {};
-            if (n == 0 && off < stream.size()) {
-                // The parser wants more than there is before it can take any of it: the
-                // rest of the stream is all that will come.
-                off = stream.size();
+// A connection as the server's session reads it (main.cpp read_within): a buffer of
+// read_buffer_size bytes, filled by reads of what has arrived, emptied by the reader.
+struct connection {
+    std::string_view stream;   // everything the client sends, in order
+    std::size_t piece;         // bytes a read gets at most
+    bool waits;                // at the end, the client waits instead of closing
+    std::size_t off = 0;       // how much of the stream has been read
+    std::string buf;           // read and not taken yet
+
+    // Reads until `upto` is read; the error to answer (after_read_error), or none. At the
+    // end of the stream the client closes (its end of stream), or waits for the idle
+    // timeout to strike.
+    boost::system::error_code read(request_reader& r, request_reader::part upto)
+    {
+        boost::system::error_code ec;
+        for (;;) {
+            buf.erase(0, r.take(buf, upto, ec));
+            if (ec != http::error::need_more) return ec;
+            // A body of known length is taken as it comes: none of it waits in the buffer.
+            if (upto == request_reader::part::body && r.header().count(http::field::transfer_encoding) == 0)
+                FUZZ_CHECK(buf.empty());
+            if (buf.size() == server_check::read_buffer_size) return http::error::buffer_overflow;
+            if (off == stream.size()) {
+                if (waits) return boost::beast::error::timeout;
+                r.end(ec);
+                return ec;
             }
-            continue;
+            const auto n = std::min({piece, stream.size() - off, server_check::read_buffer_size - buf.size()});
+            buf.append(stream.substr(off, n));
+            off += n;
         }
-        if (ec) return ec;
     }
-}
+};
 
 } // namespace
 
@@ -93,12 +111,31 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::input in(data, size);
     const std::uint8_t mode = in.byte();
     const bool trusted_peer = mode & 1;
-    const auto step = std::chrono::milliseconds(mode >> 1);
-    const std::string_view stream = in.rest();
+    const auto which = mode & 2 ? server_check::proxy_header::forwarded : server_check::proxy_header::x_forwarded_for;
+    const auto step = std::chrono::milliseconds((mode >> 2) & 31);
+    const bool waits = mode & 128;
+    const std::size_t piece = in.byte();
+    std::string_view rest = in.rest();
+    const auto eol = rest.find('\n');
+    std::string_view ranges = rest.substr(0, eol);
+    rest = eol == std::string_view::npos ? std::string_view{} : rest.substr(eol + 1);
 
-    const std::string peer = "192.0.2.1";
-    std::set<std::string, std::less<>> trusted;
-    if (trusted_peer) trusted.insert(peer);
+    const auto peer = boost::asio::ip::make_address("192.0.2.1");
+    server_check::networks trusted;
+    if (trusted_peer) FUZZ_CHECK(trusted.add("192.0.2.1"));
+    while (!ranges.empty()) {
+        const auto space = ranges.find(' ');
+        const auto text = ranges.substr(0, space);
+        const bool empty = trusted.empty();
+        const bool added = trusted.add(text);
+        FUZZ_CHECK(added || trusted.empty() == empty);   // a range refused adds nothing
+        if (added) {
+            // What it admits parses, and is in the set.
+            const auto addr = server_check::networks::parse_plain(text.substr(0, text.find('/')));
+            FUZZ_CHECK(addr && trusted.contains(*addr));
+        }
+        ranges = space == std::string_view::npos ? std::string_view{} : ranges.substr(space + 1);
+    }
 
     static boost::asio::io_context io;   // never run: the limit is only tried
     clock::set(std::chrono::nanoseconds{0});
@@ -107,60 +144,69 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     per_client_limit per_client(io, sluice::rate::per_second(per_second), burst, ko);
     std::map<std::string, std::uint64_t> admitted;
 
-    std::size_t off = 0;
-    for (int requests = 0; requests < 64 && off < stream.size(); ++requests) {
-        http::request_parser<http::string_body> parser;
-        parser.header_limit(8 * 1024);
-        parser.body_limit(1024 * 1024);
-        const std::size_t start = off;
-        auto unparsed = [&] { return stream.substr(start, std::min<std::size_t>(stream.size() - start, 8192)); };
-
+    connection c{rest, piece == 0 ? rest.size() + 1 : piece, waits, 0, {}};
+    server_check::request_count count(max_requests);
+    std::uint64_t requests = 0;
+    for (;;) {
+        request_reader reader;
         std::optional<server_check::verdict> bad;
-        if (auto ec = feed(parser, stream, off, false)) {
-            bad = server_check::after_read_error(ec, parser.got_some(), !parser.get().target().empty(), unparsed());
-            if (!bad) break;   // the client left
+        if (auto ec = c.read(reader, request_reader::part::header)) {
+            bad = server_check::after_read_error(ec, reader.got_some(), reader.line_done(),
+                                                 std::string_view(c.buf).substr(0, server_check::max_header));
+            if (!bad) break;   // the client left, or sent nothing
         } else {
-            bad = server_check::check_header(parser.get().base());
+            bad = reader.check();
         }
-        if ((!bad || !bad->close) && !parser.is_done()) {
-            parser.eager(true);
-            if (auto ec = feed(parser, stream, off, true)) {
-                bad = server_check::after_read_error(ec, true, true, unparsed());
-                if (!bad) break;
-            }
-        }
+        ++requests;
+        FUZZ_CHECK(requests <= max_requests);
         clock::advance(step);
-        if (bad) {
+
+        // Decided from the header alone, as the server decides.
+        if (!bad) {
+            const auto& req = reader.header();
+            FUZZ_CHECK(req.method() == http::verb::get || req.method() == http::verb::head);
+            FUZZ_CHECK(req.version() == 10 || req.version() == 11);
+            FUZZ_CHECK(req.version() == 10 || req.count(http::field::host) == 1);
+            if (req.count(http::field::transfer_encoding) > 0) {
+                FUZZ_CHECK(req.version() == 11 && req.count(http::field::content_length) == 0);
+                FUZZ_CHECK(server_check::transfer_codings_of(req) == server_check::framing::chunked);
+            }
+            const auto target = server_check::origin_form(std::string_view(req.target().data(), req.target().size()));
+            FUZZ_CHECK(target && target->starts_with('/'));
+            const auto to = server_check::route_of(*target, pages);
+            FUZZ_CHECK(to.what != server_check::route::kind::page || to.n < pages);
+            FUZZ_CHECK(to.what != server_check::route::kind::work || to.n <= 60'000);
+
+            const auto who = server_check::client_of(req, peer, trusted, which);
+            FUZZ_CHECK(who == server_check::canonical(who));
+            if (!trusted.contains(peer)) FUZZ_CHECK(who == peer);
+            const std::string client = who.to_string();
+            if (to.what != server_check::route::kind::metrics) {
+                const auto d = per_client.try_acquire(std::string_view(client));
+                FUZZ_CHECK(server_check::refusal_of(d.error) == server_check::refusal::client_rate);
+                if (d.admitted) {
+                    const auto elapsed_s = std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+                    FUZZ_CHECK(static_cast<double>(++admitted[client]) <=
+                               static_cast<double>(burst) + per_second * elapsed_s + 1e-9);
+                }
+                FUZZ_CHECK(per_client.stats().keys.tracked <= max_keys);
+            }
+        } else {
             FUZZ_CHECK(known_refusal(bad->status));
             FUZZ_CHECK(!bad->reason.empty());
             FUZZ_CHECK(bad->close || bad->status == http::status::method_not_allowed);
-            if (bad->close) break;
-            continue;
         }
 
-        auto req = parser.release();
-        FUZZ_CHECK(req.method() == http::verb::get || req.method() == http::verb::head);
-        FUZZ_CHECK(req.version() == 10 || req.version() == 11);
-        FUZZ_CHECK(req.version() == 10 || req.count(http::field::host) == 1);
-        FUZZ_CHECK(!(req.count(http::field::transfer_encoding) > 0 && req.count(http::field::content_length) > 0));
-        const auto target = server_check::origin_form(std::string_view(req.target().data(), req.target().size()));
-        FUZZ_CHECK(target && target->starts_with('/'));
-
-        const std::string client = server_check::client_of(req.base(), peer, trusted);
-        if (client != peer) {
-            FUZZ_CHECK(trusted_peer);
-            boost::system::error_code ec;
-            const auto a = boost::asio::ip::make_address(client, ec);
-            FUZZ_CHECK(!ec && a.to_string() == client);
+        // Then the body, dropped as it comes, unless the connection closes after the answer.
+        if ((!bad || !bad->close) && !reader.done()) {
+            if (auto ec = c.read(reader, request_reader::part::body)) {
+                bad = server_check::after_read_error(ec, true);
+                if (!bad) break;
+                FUZZ_CHECK(known_refusal(bad->status) && bad->close);
+            }
         }
-
-        const auto d = per_client.try_acquire(std::string_view(client));
-        if (d.admitted) {
-            const auto elapsed_s = std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-            FUZZ_CHECK(static_cast<double>(++admitted[client]) <= static_cast<double>(burst) + per_second * elapsed_s + 1e-9);
-        }
-        FUZZ_CHECK(per_client.stats().keys.tracked <= max_keys);
-        if (!req.keep_alive()) break;
+        const bool keep = count.next() && reader.header_done() && reader.keep_alive();
+        if ((bad && bad->close) || !keep) break;
     }
     return 0;
 }

@@ -1,7 +1,8 @@
 // sluice example: a rate-limited HTTP server (Boost.Beast, C++20 coroutines).
 //
 // Shows a per-client limit in a real async server: a keyed token bucket on the client
-// address (X-Forwarded-For only from a trusted proxy) answers 429 with Retry-After and the
+// address (from a trusted proxy, the one its X-Forwarded-For or Forwarded names:
+// client_identity.hpp) answers 429 with Retry-After and the
 // IETF RateLimit-Policy / RateLimit headers (draft-ietf-httpapi-ratelimit-headers-11,
 // written with sluice::http: `"default";q=<rate x w>;w=<w>;sluice-burst=<burst>`, q / w being
 // the configured rate exactly, and r / t the tokens left and the seconds until full), or, with --delay-ms, holds an over-limit
@@ -15,7 +16,12 @@
 // 9112): 400 for a malformed request or an HTTP/1.1 request without Host, 505 for a version
 // other than 1.0 and 1.1, 414 and 431 for a request line or header past 8 KiB, 413 for a
 // body past 1 MiB, 405 for a method other than GET and HEAD, 408 for a request still
-// incomplete after --idle-timeout-ms. Its connections are bounded (--max-connections, by
+// incomplete after --idle-timeout-ms, 400 for obs-fold or a Transfer-Encoding whose end
+// cannot be known (and for any in HTTP/1.0), 501 for a transfer coding it does not know.
+// It decides from a request's header alone, and reads a body only to drop it (no route
+// keeps one): a connection holds its 16 KiB read buffer, however large the bodies coming.
+// A connection carries --keepalive-requests requests at most; /metrics answers the
+// --metrics-allow addresses only (loopback by default). Its connections are bounded (--max-connections, by
 // default the open-file limit less 64): past the bound, or when accept finds no file
 // descriptor left (EMFILE, ENFILE), the connection idle longest is closed to make room, as
 // nginx does, and with none idle the accept loop waits (10 ms, doubling to 1 s) instead of
@@ -68,6 +74,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include "client_identity.hpp"
 #include "prefork.hpp"
 #include "request_check.hpp"
 
@@ -116,7 +123,10 @@ struct options {
     std::uint64_t burst = 10;
     std::uint64_t delay_ms = 0;
     std::uint64_t max_inflight = 256;
-    std::set<std::string, std::less<>> trusted;
+    server_check::networks trusted;   // --trusted-proxy: addresses and CIDR blocks
+    server_check::proxy_header proxy_header = server_check::proxy_header::x_forwarded_for;
+    server_check::networks metrics_allow;   // empty after parse_args: loopback
+    std::uint64_t keepalive_requests = 1000;
     std::uint64_t pages = 100;
     std::uint64_t seconds = 0;
     std::uint64_t threads = 1;
@@ -142,10 +152,12 @@ void print_usage(std::FILE* to)
 {
     std::fputs(
         "usage: server [--port N] [--listen ADDR] [--rate TEXT] [--burst N] [--delay-ms N]\n"
-        "              [--max-inflight N] [--trusted-proxy IP]... [--pages N] [--seconds N]\n"
-        "              [--threads N] [--access-log FILE] [--backend-workers N]\n"
-        "              [--shed aimd|vegas|gradient2] [--shed-latency-ms N]\n"
-        "              [--idle-timeout-ms N] [--max-connections N] [--workers N]\n"
+        "              [--max-inflight N] [--trusted-proxy ADDR[/BITS]]...\n"
+        "              [--proxy-header X-Forwarded-For|Forwarded] [--metrics-allow ADDR[/BITS]]...\n"
+        "              [--pages N] [--seconds N] [--threads N] [--access-log FILE]\n"
+        "              [--backend-workers N] [--shed aimd|vegas|gradient2] [--shed-latency-ms N]\n"
+        "              [--idle-timeout-ms N] [--max-connections N] [--keepalive-requests N]\n"
+        "              [--workers N]\n"
         "  --port N              0 (the default): the kernel picks one; the first line on stdout\n"
         "                        says `listening on ADDR:PORT`\n"
         "  --listen ADDR         the address to listen on (default 127.0.0.1)\n"
@@ -154,7 +166,15 @@ void print_usage(std::FILE* to)
         "  --delay-ms N          hold a request over the limit up to N ms for a permit before\n"
         "                        refusing it (default 0: refuse at once)\n"
         "  --max-inflight N      requests handled at once, 503 beyond (default 256)\n"
-        "  --trusted-proxy IP    take the client from X-Forwarded-For when the peer is IP\n"
+        "  --trusted-proxy ADDR[/BITS]  a proxy (an address, or a block of them) whose header names\n"
+        "                        the client: from a peer in one, the header's list (every line of\n"
+        "                        it, in order) is read from the right over trusted proxies, and\n"
+        "                        the first address that is none is the client; an entry that is\n"
+        "                        no address stops there, at the last trusted one (repeatable)\n"
+        "  --proxy-header NAME   the header the trusted proxies write, X-Forwarded-For (the\n"
+        "                        default) or Forwarded (RFC 7239 for=); the other is ignored\n"
+        "  --metrics-allow ADDR[/BITS]  clients allowed GET /metrics, 403 for others (repeatable;\n"
+        "                        default 127.0.0.0/8 and ::1)\n"
         "  --pages N             pages of the generated site (default 100)\n"
         "  --seconds N           exit after N seconds (default 0: run until SIGINT/SIGTERM)\n"
         "  --threads N           threads running the io_context (default 1)\n"
@@ -163,6 +183,8 @@ void print_usage(std::FILE* to)
         "                        if part of one came (default 30000)\n"
         "  --max-connections N   connections held at once; past it, the one idle longest is\n"
         "                        closed (default: the open-file limit less 64)\n"
+        "  --keepalive-requests N  requests one connection carries, the last answered with\n"
+        "                        Connection: close (default 1000)\n"
         "  --workers N           worker processes sharing the port (SO_REUSEPORT) and one per-client\n"
         "                        table in shared memory, so the limit is the host's, not each\n"
         "                        worker's, --delay-ms included (a request waits its turn among\n"
@@ -171,7 +193,12 @@ void print_usage(std::FILE* to)
         "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /); /robots.txt\n"
         "                        disallows /api/\n"
         "  GET /api/<anything>   {\"ok\":true}; /api/work?ms=N answers after N ms\n"
-        "  GET /metrics          Prometheus text format, not limited\n"
+        "  GET /metrics          Prometheus text format, not rate limited; for --metrics-allow\n"
+        "                        clients only\n"
+        "  A request's body is never kept: the answer is decided from its header, and the body\n"
+        "  (1 MiB at most) read and dropped as it comes.\n"
+        "Exit codes: 0 after SIGINT, SIGTERM or --seconds; 1 when it cannot serve (the port, the\n"
+        "access log, a worker that failed); 2 for a bad flag or value.\n"
         "  --backend-workers N   /api/work holds one of N workers of a stand-in backend (a pool\n"
         "                        of database connections, say): above N at once, latency grows\n"
         "  --shed ALG            an adaptive concurrency limit (at most --max-inflight) sheds the\n"
@@ -216,10 +243,15 @@ bool parse_args(int argc, char** argv, options& o)
         } else if (a == "--max-inflight") {
             ok = examples::parse_number(v, o.max_inflight) && o.max_inflight > 0;
         } else if (a == "--trusted-proxy") {
-            boost::system::error_code ec;
-            auto addr = asio::ip::make_address(v, ec);
-            ok = !ec;
-            if (ok) o.trusted.insert(addr.to_string());
+            ok = o.trusted.add(v);
+        } else if (a == "--proxy-header") {
+            if (beast::iequals(v, "X-Forwarded-For")) o.proxy_header = server_check::proxy_header::x_forwarded_for;
+            else if (beast::iequals(v, "Forwarded")) o.proxy_header = server_check::proxy_header::forwarded;
+            else ok = false;
+        } else if (a == "--metrics-allow") {
+            ok = o.metrics_allow.add(v);
+        } else if (a == "--keepalive-requests") {
+            ok = examples::parse_number(v, o.keepalive_requests) && o.keepalive_requests > 0;
         } else if (a == "--pages") {
             ok = examples::parse_number(v, o.pages) && o.pages > 0 && o.pages <= 10'000'000;
         } else if (a == "--seconds") {
@@ -252,6 +284,10 @@ bool parse_args(int argc, char** argv, options& o)
         }
     }
     if (o.max_connections == 0) o.max_connections = default_max_connections();
+    if (o.metrics_allow.empty()) {
+        o.metrics_allow.add("127.0.0.0/8");
+        o.metrics_allow.add("::1");
+    }
     return true;
 }
 
@@ -291,7 +327,7 @@ struct metrics {
     // Connections: evicted to make room, accept paused for want of file descriptors, and the
     // requests answered without being served (by status).
     std::atomic<std::uint64_t> evicted{0}, accept_pauses{0};
-    static constexpr std::array<unsigned, 8> refused_statuses{400, 405, 408, 413, 414, 431, 505, 0};
+    static constexpr std::array<unsigned, 9> refused_statuses{400, 405, 408, 413, 414, 431, 501, 505, 0};
     std::array<std::atomic<std::uint64_t>, refused_statuses.size()> bad_requests{};
     void count_bad(unsigned status)
     {
@@ -370,7 +406,6 @@ sluice::shm::keyed_wait_options shared_wait_options()
     return {.max_waiting_keys = 100'000};
 }
 
-using request = http::request<http::string_body>;
 using response = http::response<http::string_body>;
 
 // A live connection, known to the server so that shutdown can close it.
@@ -650,9 +685,10 @@ private:
         return done;
     }
 
-    // Answers a request the server will not serve (request_check.hpp).
+    // Answers a request the server will not serve (request_check.hpp); `keep`: the connection
+    // may carry another request after this one (the verdict's own close aside).
     asio::awaitable<bool> refuse(connection& c, const server_check::verdict& v, unsigned version,
-                                 const std::string& peer)
+                                 const std::string& peer, bool keep)
     {
         metrics_.count_bad(static_cast<unsigned>(v.status));
         response res{v.status, version == 10 ? 10u : 11u};
@@ -660,7 +696,7 @@ private:
         res.set(http::field::server, "sluice-example");
         if (v.status == http::status::method_not_allowed) res.set(http::field::allow, "GET, HEAD");
         res.body() = v.reason + "\n";
-        res.keep_alive(!v.close && !stopping_);
+        res.keep_alive(keep && !v.close && !stopping_);
         res.prepare_payload();
         log_.write(std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count(),
@@ -671,12 +707,13 @@ private:
         co_return !ec && res.keep_alive();
     }
 
-    // Reads the request's header (or the rest of it) within `limit`; a read past it completes
-    // with beast::error::timeout, the socket still open for an answer.
+    // Reads up to `upto` of the request (server_check::request_reader) within `limit`; a read
+    // past it completes with beast::error::timeout, the socket still open for an answer.
     static asio::awaitable<boost::system::error_code> read_within(const std::shared_ptr<connection>& c,
                                                                   beast::flat_buffer& buf,
-                                                                  http::request_parser<http::string_body>& parser,
-                                                                  std::chrono::milliseconds limit, bool header)
+                                                                  server_check::request_reader& reader,
+                                                                  std::chrono::milliseconds limit,
+                                                                  server_check::request_reader::part upto)
     {
         const auto read = ++c->reads;
         c->timed_out = false;
@@ -689,22 +726,39 @@ private:
             c->stream.socket().cancel(ignored);
         });
         boost::system::error_code ec;
-        if (header) {
-            auto [e, n] = co_await http::async_read_header(c->stream, buf, parser, asio::as_tuple(asio::use_awaitable));
-            (void)n;
-            ec = e;
-        } else {
-            auto [e, n] = co_await http::async_read(c->stream, buf, parser, asio::as_tuple(asio::use_awaitable));
-            (void)n;
-            ec = e;
+        std::size_t want = 512;
+        for (;;) {
+            buf.consume(reader.take(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()), upto, ec));
+            if (ec != http::error::need_more) break;   // read, or a parse error
+            if (buf.size() == buf.max_size()) {   // cannot happen below the header limit: for safety
+                ec = http::error::buffer_overflow;
+                break;
+            }
+            // 512 bytes at first (all an idle connection holds), twice as many after a read
+            // that filled its room (more is coming), up to the buffer's size.
+            const auto room = std::min(std::max(want, buf.capacity() - buf.size()), buf.max_size() - buf.size());
+            auto [e, n] = co_await c->stream.async_read_some(buf.prepare(room), asio::as_tuple(asio::use_awaitable));
+            buf.commit(n);
+            if (n == room) want = std::min(2 * room, buf.max_size());
+            if (e == asio::error::eof) {
+                reader.end(ec);
+                break;
+            }
+            if (e) {
+                ec = e;
+                break;
+            }
         }
         ++c->reads;
         c->deadline.cancel();
         co_return c->timed_out ? make_error_code(beast::error::timeout) : ec;
     }
 
+    // One connection: request after request, each decided from its header alone (checked,
+    // then served or refused), then its body, if any, read and dropped, then the answer.
     asio::awaitable<void> session(std::shared_ptr<connection> c)
     {
+        using part = server_check::request_reader::part;
         struct enrolled {   // however the session ends, it leaves the lists
             server* s;
             connection* c;
@@ -713,18 +767,18 @@ private:
         boost::system::error_code ec;
         auto peer = c->stream.socket().remote_endpoint(ec);
         if (ec) co_return;
-        const std::string peer_addr = peer.address().to_string();
+        const auto peer_ip = server_check::canonical(peer.address());
+        const std::string peer_addr = peer_ip.to_string();
         const auto idle_timeout = std::chrono::milliseconds(opt_.idle_timeout_ms);
-        beast::flat_buffer buf;
+        beast::flat_buffer buf(server_check::read_buffer_size);
+        server_check::request_count count(opt_.keepalive_requests);
         for (;;) {
-            http::request_parser<http::string_body> parser;
-            parser.header_limit(8 * 1024);
-            parser.body_limit(1024 * 1024);
+            server_check::request_reader reader;
             // The whole header must come within the idle timeout: a client that sends a byte
             // now and then does not hold the connection for ever.
             set_idle(c, true);
             c->waiting = true;
-            auto rec = co_await read_within(c, buf, parser, idle_timeout, true);
+            auto rec = co_await read_within(c, buf, reader, idle_timeout, part::header);
             c->waiting = false;
             set_idle(c, false);
             if (std::exchange(c->evicted, false) && rec) {
@@ -733,61 +787,62 @@ private:
             }
             if (stopping_) break;
             auto unparsed = [&buf] {
-                return std::string_view(static_cast<const char*>(buf.data().data()), std::min<std::size_t>(buf.size(), 8192));
+                return std::string_view(static_cast<const char*>(buf.data().data()),
+                                        std::min<std::size_t>(buf.size(), server_check::max_header));
             };
             std::optional<server_check::verdict> bad;
             if (rec) {
-                bad = server_check::after_read_error(rec, parser.got_some(), !parser.get().target().empty(), unparsed());
+                bad = server_check::after_read_error(rec, reader.got_some(), reader.line_done(), unparsed());
                 if (!bad) break;   // the client left, or sent nothing in time
             } else {
-                bad = server_check::check_header(parser.get().base());
+                bad = reader.check();
             }
-            if ((!bad || !bad->close) && !parser.is_done()) {
-                if (auto bec = co_await read_within(c, buf, parser, idle_timeout, false)) {
+            const unsigned version = reader.header_done() ? reader.header().version() : 11;
+
+            // Decided from the header alone: the body, if any, has not been read.
+            std::optional<response> res;
+            auto arrived = std::chrono::system_clock::now();
+            std::int64_t wait_us = 0;
+            std::string client = peer_addr;
+            if (!bad) res = co_await handle(*c, reader.header(), peer_ip, client, wait_us);
+
+            // The body: dropped as it comes, unless the connection closes after the answer.
+            if ((!bad || !bad->close) && !reader.done()) {
+                if (auto bec = co_await read_within(c, buf, reader, idle_timeout, part::body)) {
                     bad = server_check::after_read_error(bec, true, true, unparsed());
                     if (!bad) break;
                 }
             }
+            const bool keep = count.next() && reader.header_done() && reader.keep_alive();
             if (bad) {
-                if (co_await refuse(*c, *bad, parser.is_header_done() ? parser.get().version() : 11, peer_addr)) continue;
+                if (co_await refuse(*c, *bad, version, peer_addr, keep)) continue;
                 break;
             }
-            request req = parser.release();
-            if (auto t = server_check::origin_form(req.target()); t && t->size() != req.target().size())
-                req.target(std::string(*t));   // absolute form: routed by its path
-            auto arrived = std::chrono::system_clock::now();
-            std::int64_t wait_us = 0;
-            std::string client = peer_addr;
-            auto res = co_await handle(*c, req, peer_addr, client, wait_us);
-            res.version(req.version());
-            res.keep_alive(req.keep_alive() && !stopping_);
-            res.set(http::field::server, "sluice-example");
-            if (worker_) res.set("Sluice-Worker", std::to_string(worker_->start->index));
-            res.prepare_payload();
+            const auto& req = reader.header();
+            res->version(req.version());
+            res->keep_alive(keep && !stopping_);
+            res->set(http::field::server, "sluice-example");
+            if (worker_) res->set("Sluice-Worker", std::to_string(worker_->start->index));
+            res->prepare_payload();
             log_.write(std::chrono::duration_cast<std::chrono::nanoseconds>(arrived.time_since_epoch()).count(), client,
-                       req.method_string(), req.target(), res.result_int(), wait_us);
+                       req.method_string(), server_check::origin_form(req.target()).value(), res->result_int(), wait_us);
             c->stream.expires_after(30s);
             boost::system::error_code wec;
             if (req.method() == http::verb::head) {   // the header GET would have, with no body
-                http::response_serializer<http::string_body> sr(res);
+                http::response_serializer<http::string_body> sr(*res);
                 auto [hec, m] = co_await http::async_write_header(c->stream, sr, asio::as_tuple(asio::use_awaitable));
                 (void)m;
                 wec = hec;
             } else {
-                auto [bec, m] = co_await http::async_write(c->stream, res, asio::as_tuple(asio::use_awaitable));
+                auto [bec, m] = co_await http::async_write(c->stream, *res, asio::as_tuple(asio::use_awaitable));
                 (void)m;
                 wec = bec;
             }
-            if (wec || !res.keep_alive()) break;
+            if (wec || !res->keep_alive()) break;
             if (buf.size() == 0) buf.shrink_to_fit();   // an idle connection holds no buffer
         }
         c->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
         c->stream.close();
-    }
-
-    std::string client_of(const request& req, const std::string& peer) const
-    {
-        return server_check::client_of(req.base(), peer, opt_.trusted);
     }
 
     void set_ratelimit_headers(response& res, std::uint64_t remaining, std::chrono::nanoseconds reset_after) const
@@ -830,12 +885,21 @@ private:
         return f(*shared_, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     }
 
-    asio::awaitable<response> handle(connection& c, const request& req, const std::string& peer, std::string& client,
-                                     std::int64_t& wait_us)
+    // The answer to a request that may be served (server_check::request_reader::check), from
+    // its header alone; `client` is set to whom its limit applies.
+    asio::awaitable<response> handle(connection& c, const http::request_header<>& req, const asio::ip::address& peer,
+                                     std::string& client, std::int64_t& wait_us)
     {
-        std::string_view target = req.target();
-        std::string_view path = target.substr(0, target.find('?'));
-        if (path == "/metrics") co_return text(http::status::ok, render_metrics(), "text/plain; version=0.0.4");
+        // check() let only origin and absolute forms through; the latter is routed by its path.
+        const auto to = server_check::route_of(server_check::origin_form(req.target()).value(), opt_.pages);
+        const auto who = server_check::client_of(req, peer, opt_.trusted, opt_.proxy_header);
+        client = who.to_string();
+        // Not rate limited, so for the operator's addresses only: a client behind a trusted
+        // proxy is judged by its own address, not the proxy's.
+        if (to.what == server_check::route::kind::metrics) {
+            if (!opt_.metrics_allow.contains(who)) co_return text(http::status::forbidden, "forbidden\n");
+            co_return text(http::status::ok, render_metrics(), "text/plain; version=0.0.4");
+        }
 
         // The answer to a refusal that is not the client's rate (server_check::refusal_of):
         // the server's excess or a shutdown, 503 with a Retry-After; a failure, 500. None
@@ -867,7 +931,6 @@ private:
             }
         }
 
-        client = client_of(req, peer);
         auto d = on_bucket(client, [](auto& limiter, const auto& key) { return limiter.try_acquire(key); });
         if (d.error) {
             // An error that says when (the table full, none idle before then) is the
@@ -920,7 +983,7 @@ private:
             }
         }
 
-        response res = co_await route(c, path, target);
+        response res = co_await route(c, to);
         // The latency of a request served is the adaptive limit's sample (its permit's
         // destructor); a shutdown's 503 is none.
         if (shed_permit && res.result() == http::status::service_unavailable) shed_permit->ignore();
@@ -928,41 +991,34 @@ private:
         co_return res;   // `slot` is given back here, once the work is done
     }
 
-    asio::awaitable<response> route(connection& c, std::string_view path, std::string_view target)
+    asio::awaitable<response> route(connection& c, server_check::route to)
     {
-        if (path == "/") co_return text(http::status::ok, page(0, true), "text/html");
-        if (path == "/robots.txt") co_return text(http::status::ok, "User-agent: *\nDisallow: /api/\n");
-        if (path.starts_with("/site/")) {
-            std::uint64_t i = 0;
-            if (examples::parse_number(path.substr(6), i) && i < opt_.pages) co_return text(http::status::ok, page(i, false), "text/html");
-            co_return text(http::status::not_found, "no such page\n");
+        using kind = server_check::route::kind;
+        switch (to.what) {
+        case kind::index: co_return text(http::status::ok, page(0, true), "text/html");
+        case kind::robots: co_return text(http::status::ok, "User-agent: *\nDisallow: /api/\n");
+        case kind::page: co_return text(http::status::ok, page(to.n, false), "text/html");
+        case kind::no_page: co_return text(http::status::not_found, "no such page\n");
+        case kind::api: co_return text(http::status::ok, "{\"ok\":true}", "application/json");
+        case kind::bad_query: co_return text(http::status::bad_request, "bad ms\n");
+        case kind::metrics:   // handled before any limit
+        case kind::not_found: co_return text(http::status::not_found, "not found\n");
+        case kind::work: break;
         }
-        if (path.starts_with("/api/")) {
-            if (path == "/api/work") {
-                std::uint64_t ms = 0;
-                auto q = target.find("ms=");
-                if (q != std::string_view::npos) {
-                    auto v = target.substr(q + 3);
-                    v = v.substr(0, v.find('&'));
-                    if (!examples::parse_number(v, ms) || ms > 60'000) co_return text(http::status::bad_request, "bad ms\n");
-                }
-                // The stand-in backend: one of its workers for the whole work, waited for
-                // (the queue that makes latency grow with load above its size).
-                sluice::concurrency_limit<>::permit worker;
-                if (backend_) {
-                    worker = co_await backend_->acquire();
-                    if (!worker) co_return text(http::status::service_unavailable, "shutting down\n");
-                }
-                asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
-                c.work = &t;
-                if (stopping_) t.cancel();   // stop() ran before c.work was set: see it here
-                auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-                c.work = nullptr;
-                if (ec) co_return text(http::status::service_unavailable, "shutting down\n");
-            }
-            co_return text(http::status::ok, "{\"ok\":true}", "application/json");
+        // The stand-in backend: one of its workers for the whole work, waited for (the
+        // queue that makes latency grow with load above its size).
+        sluice::concurrency_limit<>::permit worker;
+        if (backend_) {
+            worker = co_await backend_->acquire();
+            if (!worker) co_return text(http::status::service_unavailable, "shutting down\n");
         }
-        co_return text(http::status::not_found, "not found\n");
+        asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(to.n));
+        c.work = &t;
+        if (stopping_) t.cancel();   // stop() ran before c.work was set: see it here
+        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+        c.work = nullptr;
+        if (ec) co_return text(http::status::service_unavailable, "shutting down\n");
+        co_return text(http::status::ok, "{\"ok\":true}", "application/json");
     }
 
     // Page i links to i+1 (so every page is reachable from /site/0), and to two pages

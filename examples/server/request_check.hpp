@@ -2,21 +2,29 @@
 // a framing or syntax error, a header too large, a missing or repeated Host, a version it
 // does not speak, a method it does not serve, a request too slow to arrive. Sans-io: it
 // looks at Beast's parse error and at the parsed header, and says which status to send and
-// whether the connection must close after it. And, for a request its client's limiter did
-// not admit, whose excess the refusal is (refusal_of).
+// whether the connection must close after it. And the rest of a request's way through the
+// server without a socket: request_reader reads one off the bytes received (the header
+// first, then the body, dropped as it comes), route_of says what its target asks for,
+// request_count how many a connection carries, refusal_of whose excess a refusal by the
+// client's limiter is. Who the client is: client_identity.hpp.
 #pragma once
 
 #include <sluice/error.hpp>
 
-#include <boost/asio/ip/address.hpp>
+#include "../common/flags.hpp"
+
+#include <boost/asio/buffer.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/status.hpp>
+#include <boost/optional/optional.hpp>
 
-#include <cctype>
-#include <iterator>
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -115,23 +123,74 @@ inline bool valid_host(std::string_view v)
     return true;
 }
 
+/// What a request's Transfer-Encoding says of its framing.
+enum class framing {
+    chunked,          // chunked, once, last, after codings the server knows: readable
+    malformed,        // an element that is not a bare token (a parameter, garbage)
+    unknown_coding,   // a coding the server does not know
+    unknown_length,   // chunked not last, or more than once: where the body ends is unknown
+};
+
+/// Every Transfer-Encoding line of `h` read as one list (RFC 9110 5.3), empty elements
+/// skipped (5.6.1). Stricter than Beast's parser, which stops reading a line at its first
+/// element that is not a token and decides from what it read until then: what passes here
+/// is read by Beast as chunked too, so the two never disagree on where the body ends.
+template <class Fields>
+framing transfer_codings_of(const http::request_header<Fields>& h)
+{
+    static constexpr std::string_view known[] = {"chunked", "gzip", "deflate", "compress", "x-gzip", "x-compress"};
+    std::size_t chunked = 0;
+    bool chunked_last = false, unknown = false;
+    auto [first, last] = h.equal_range(http::field::transfer_encoding);
+    for (auto it = first; it != last; ++it) {
+        std::string_view line(it->value().data(), it->value().size());
+        for (;;) {
+            const auto comma = line.find(',');
+            auto e = line.substr(0, comma);
+            while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
+            while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
+            if (!e.empty()) {
+                if (!std::all_of(e.begin(), e.end(), [](char c) {
+                        return std::isalnum(static_cast<unsigned char>(c)) ||
+                               std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+                    }))
+                    return framing::malformed;
+                const auto is = [e](std::string_view name) {
+                    return e.size() == name.size() && std::equal(e.begin(), e.end(), name.begin(), [](char a, char b) {
+                               return std::tolower(static_cast<unsigned char>(a)) == b;
+                           });
+                };
+                chunked_last = is("chunked");
+                chunked += chunked_last;
+                unknown = unknown || std::none_of(std::begin(known), std::end(known), is);
+            }
+            if (comma == std::string_view::npos) break;
+            line.remove_prefix(comma + 1);
+        }
+    }
+    if (unknown) return framing::unknown_coding;
+    return chunked == 1 && chunked_last ? framing::chunked : framing::unknown_length;
+}
+
 /// The answer to a request whose header parsed but which the server will not serve as is;
 /// nullopt when it may be served.
 template <class Fields>
 std::optional<verdict> check_header(const http::request_header<Fields>& h)
 {
-    // Transfer-Encoding whose last coding is not chunked: the length cannot be known (RFC 9112
-    // 6.3); with a Content-Length too: a request smuggling attempt, as often as not (6.1).
-    if (auto te = h.find(http::field::transfer_encoding); te != h.end()) {
-        std::string_view v(te->value().data(), te->value().size());
-        while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-        auto last = v.substr(v.find_last_of(", \t") == std::string_view::npos ? 0 : v.find_last_of(", \t") + 1);
-        if (last.size() != 7 || !std::equal(last.begin(), last.end(), "chunked", [](char a, char b) {
-                return std::tolower(static_cast<unsigned char>(a)) == b;
-            }))
-            return verdict{http::status::bad_request, "Transfer-Encoding must end in chunked"};
+    if (h.count(http::field::transfer_encoding) > 0) {
+        // RFC 9112 6.1: in HTTP/1.0 the framing is faulty, whatever else the request says.
+        if (h.version() < 11) return verdict{http::status::bad_request, "Transfer-Encoding in HTTP/1.0"};
+        // With a Content-Length too: a request smuggling attempt, as often as not (6.1).
         if (h.find(http::field::content_length) != h.end())
             return verdict{http::status::bad_request, "both Transfer-Encoding and Content-Length"};
+        switch (transfer_codings_of(h)) {
+        case framing::chunked: break;
+        case framing::malformed: return verdict{http::status::bad_request, "malformed Transfer-Encoding"};
+        case framing::unknown_coding:   // RFC 9112 6.1 (checked first: nothing else can be read)
+            return verdict{http::status::not_implemented, "unknown transfer coding"};
+        case framing::unknown_length:   // RFC 9112 6.3: the length cannot be known
+            return verdict{http::status::bad_request, "Transfer-Encoding must end in chunked, once"};
+        }
     }
     auto [first, last] = h.equal_range(http::field::host);
     const auto hosts = std::distance(first, last);
@@ -144,25 +203,6 @@ std::optional<verdict> check_header(const http::request_header<Fields>& h)
     if (h.method() != http::verb::get && h.method() != http::verb::head)
         return verdict{http::status::method_not_allowed, "GET and HEAD only", false};   // RFC 9110 15.5.6
     return std::nullopt;
-}
-
-/// The client a limit applies to: the peer, or the last X-Forwarded-For entry (the one
-/// the trusted proxy itself appended) when the peer is one of `trusted`. Entries further
-/// left were written by the client and could be anything; an entry that is no IP address
-/// leaves the peer. What it returns is the peer or an address in its canonical text.
-template <class Fields, class Set>
-std::string client_of(const http::request_header<Fields>& h, const std::string& peer, const Set& trusted)
-{
-    if (!trusted.contains(peer)) return peer;
-    auto it = h.find("X-Forwarded-For");
-    if (it == h.end()) return peer;
-    std::string_view v(it->value().data(), it->value().size());
-    if (auto comma = v.rfind(','); comma != std::string_view::npos) v.remove_prefix(comma + 1);
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-    boost::system::error_code ec;
-    auto addr = boost::asio::ip::make_address(v, ec);
-    return ec ? peer : addr.to_string();   // garbage in the header: fall back to the peer
 }
 
 /// Whose excess a refusal by the client's limiter is, from its error (none for a plain
@@ -179,5 +219,191 @@ inline refusal refusal_of(boost::system::error_code ec)
     if (ec == sluice::error::closed) return refusal::shutting_down;
     return refusal::failed;
 }
+
+/// A request body that is not kept: the parser hands it its bytes, it takes them all and
+/// keeps none. No route of the server reads a body (GET and HEAD only), so however large
+/// a body is, and however many connections send one, none is held in memory.
+struct discard_body {
+    struct value_type {};
+
+    class reader {
+    public:
+        template <bool isRequest, class Fields>
+        reader(http::header<isRequest, Fields>&, value_type&) noexcept
+        {
+        }
+        void init(const boost::optional<std::uint64_t>&, boost::system::error_code& ec) noexcept { ec = {}; }
+        template <class ConstBufferSequence>
+        std::size_t put(const ConstBufferSequence& buffers, boost::system::error_code& ec) noexcept
+        {
+            ec = {};
+            return boost::asio::buffer_size(buffers);
+        }
+        void finish(boost::system::error_code& ec) noexcept { ec = {}; }
+    };
+};
+
+/// The server's limits on a request: its header (request line included), and its body.
+inline constexpr std::size_t max_header = 8 * 1024;
+inline constexpr std::uint64_t max_body = 1024 * 1024;
+/// A connection's read buffer: a header and what came after it. Bodies pass through it and
+/// are dropped (discard_body): this is all a connection holds of a request, so the bound
+/// on connections bounds the memory of every request at once.
+inline constexpr std::size_t read_buffer_size = 16 * 1024;
+
+/// One request read off a connection's bytes as the server reads it: the header first, so
+/// that the server decides from it alone (check, route, limit) before any of the body is
+/// read; then the body, dropped as it comes (discard_body). Sans-io: it takes bytes, in
+/// order, in pieces of any size, and says how many it took and whether it needs more.
+class request_reader {
+public:
+    /// How far take() reads: to the end of the header, or of the whole request.
+    enum class part { header, body };
+
+    request_reader()
+    {
+        parser_.header_limit(static_cast<std::uint32_t>(max_header));
+        parser_.body_limit(max_body);
+    }
+
+    /// Takes what it can of `in` (the bytes received and not taken yet, in order) until
+    /// `upto` is read; returns how many bytes it took. Then `ec` is none (`upto` is read),
+    /// http::error::need_more (call again with more: what it did not take, and what came
+    /// next), or the parse error to answer (after_read_error).
+    std::size_t take(std::string_view in, part upto, boost::system::error_code& ec)
+    {
+        std::size_t used = 0;
+        ec = {};
+        while (!(upto == part::header ? parser_.is_header_done() : parser_.is_done())) {
+            // Boost 1.81's parser asserts that a final chunk met again after need_more comes
+            // with 5 bytes ("0" CRLF CRLF), where "0" CRLF and one byte can come: a debug
+            // build's abort() for any client that trickles its body. The rest of a chunked
+            // body is never shorter than its last chunk's 5 bytes: the parser gets 5 or waits.
+            if (parser_.is_header_done() && parser_.chunked() && in.size() - used < 5) {
+                ec = http::error::need_more;
+                return used;
+            }
+            const bool in_header = !parser_.is_header_done();
+            const auto n = parser_.put(boost::asio::buffer(in.data() + used, in.size() - used), ec);
+            if (in_header) scan_folds(in.substr(used, n));
+            used += n;
+            if (ec) return used;
+            if (n == 0) {   // a body whose bytes have not come yet
+                ec = http::error::need_more;
+                return used;
+            }
+        }
+        return used;
+    }
+
+    /// The client ended its stream: the error to answer (after_read_error), none when the
+    /// request was complete.
+    void end(boost::system::error_code& ec)
+    {
+        if (!parser_.got_some()) ec = http::error::end_of_stream;
+        else parser_.put_eof(ec);
+    }
+
+    /// The answer to a request whose header is read (check_header, and what only its bytes
+    /// show); nullopt when it may be served.
+    std::optional<verdict> check() const
+    {
+        // RFC 9112 5.2: a server rejects obs-fold in a request (or replaces it with spaces,
+        // as Beast does: then the field may mean one thing here and another to a proxy).
+        if (folded_) return verdict{http::status::bad_request, "obsolete line folding"};
+        return check_header(header());
+    }
+
+    bool got_some() const noexcept { return parser_.got_some(); }
+    bool header_done() const noexcept { return parser_.is_header_done(); }
+    bool done() const noexcept { return parser_.is_done(); }
+    /// Whether the request line was read (a 414 is told from a 431 by it).
+    bool line_done() const { return !parser_.get().target().empty(); }
+    /// The header, once header_done().
+    const http::request_header<>& header() const { return parser_.get().base(); }
+    /// Whether the client asked the connection kept (HTTP/1.1 without Connection: close, or
+    /// 1.0 with keep-alive), once header_done().
+    bool keep_alive() const { return parser_.keep_alive(); }
+
+private:
+    // obs-fold: a line break inside the header followed by a space or a tab (RFC 9112 5.2).
+    // Beast takes the header in pieces (the request line, then whole fields), so the break
+    // and the space may come in two calls: the last two bytes taken are kept.
+    void scan_folds(std::string_view taken) noexcept
+    {
+        for (char c : taken) {
+            if (last_[0] == '\r' && last_[1] == '\n' && (c == ' ' || c == '\t')) folded_ = true;
+            last_[0] = last_[1];
+            last_[1] = c;
+        }
+    }
+
+    http::request_parser<discard_body> parser_;
+    char last_[2] = {0, 0};
+    bool folded_ = false;
+};
+
+/// What a request's target asks the server for (its routes, main.cpp usage).
+struct route {
+    enum class kind {
+        index,       // "/"
+        robots,      // "/robots.txt"
+        page,        // "/site/<n>", n < pages
+        no_page,     // "/site/<anything else>"
+        api,         // "/api/<anything>"
+        work,        // "/api/work", ms=<n> (n <= 60000) in its query, 0 without
+        metrics,     // "/metrics"
+        not_found,   // anything else
+        bad_query,   // "/api/work" with an ms that is no number, or too large
+    };
+    kind what;
+    std::uint64_t n = 0;   // the page, or the work's milliseconds
+    bool operator==(const route&) const = default;
+};
+
+/// The route of `target` (in origin form: "/path?query") on a site of `pages` pages. The
+/// query is read as `name=value` pairs separated by "&", the first `ms` counting.
+inline route route_of(std::string_view target, std::uint64_t pages)
+{
+    const auto q = target.find('?');
+    const auto path = target.substr(0, q);
+    if (path == "/metrics") return {route::kind::metrics};
+    if (path == "/") return {route::kind::index};
+    if (path == "/robots.txt") return {route::kind::robots};
+    if (path.starts_with("/site/")) {
+        std::uint64_t i = 0;
+        if (examples::parse_number(path.substr(6), i) && i < pages) return {route::kind::page, i};
+        return {route::kind::no_page};
+    }
+    if (!path.starts_with("/api/")) return {route::kind::not_found};
+    if (path != "/api/work") return {route::kind::api};
+    std::string_view query = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        const auto pair = query.substr(0, amp);
+        if (pair.starts_with("ms=")) {
+            std::uint64_t ms = 0;
+            if (!examples::parse_number(pair.substr(3), ms) || ms > 60'000) return {route::kind::bad_query};
+            return {route::kind::work, ms};
+        }
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    }
+    return {route::kind::work, 0};
+}
+
+/// The requests one connection carries (nginx's keepalive_requests): at most `max`, the
+/// last answered with Connection: close, so that no client holds one connection, and its
+/// place among the server's connections, for ever.
+class request_count {
+public:
+    explicit request_count(std::uint64_t max) noexcept : max_(max) {}
+
+    /// Counts a request answered; whether the connection may carry another after it.
+    bool next() noexcept { return ++served_ < max_; }
+
+private:
+    std::uint64_t max_;
+    std::uint64_t served_ = 0;
+};
 
 } // namespace server_check
