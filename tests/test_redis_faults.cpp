@@ -221,6 +221,44 @@ std::uint64_t taken_in_redis(rig& r, Limiter& l, const std::string& key, std::ui
     return burst - t->d.remaining;
 }
 
+
+// The lines of a RESP chunk ("\r\n" apart, the last one empty), and back.
+std::vector<std::string> resp_lines(const std::string& b)
+{
+    std::vector<std::string> out;
+    std::size_t from = 0;
+    for (auto at = b.find("\r\n"); at != std::string::npos; at = b.find("\r\n", from)) {
+        out.push_back(b.substr(from, at - from));
+        from = at + 2;
+    }
+    out.push_back(b.substr(from));
+    return out;
+}
+
+std::string resp_join(const std::vector<std::string>& lines)
+{
+    std::string b;
+    for (std::size_t i = 0; i < lines.size(); ++i) b += lines[i] + (i + 1 < lines.size() ? "\r\n" : "");
+    return b;
+}
+
+// An edit of the next reply: its integer element i (0-based, of the first array in the
+// chunk) becomes `value`, the RESP still well formed.
+fault_proxy::edit set_element(std::size_t i, std::string value)
+{
+    // Runs on the proxy's thread: a chunk of another shape is left as it is (and the
+    // test's checks on the outcome fail).
+    return [i, value](std::string& b) {
+        auto lines = resp_lines(b);
+        if (lines.size() <= i + 1 || !lines[i + 1].starts_with(":")) return;
+        lines[i + 1] = ":" + value;
+        b = resp_join(lines);
+    };
+}
+
+
+// A window of `limit` an hour long: nothing leaves it during a test.
+using window = redis::sliding_window<redis::connection>;
 } // namespace
 
 TEST_SUITE_BEGIN("faults");
@@ -707,6 +745,331 @@ TEST_CASE("faults: BUSY (a long script on the server): the failure policy decide
     CHECK(admitted(tb.stats()) == 2);
     const auto in_redis = taken_in_redis(r, tb, "busy", 5);
     CHECK(admitted(tb.stats()) == in_redis);
+}
+
+TEST_CASE("faults: a reply cut mid-way, then the link closed: backend_unavailable at once, its permits lost, never admitted" * doctest::timeout(60))
+{
+    // A long command timeout: a failure well before it is the cut's.
+    auto cfg = fast({});
+    cfg.command_timeout = 3000ms;
+    rig r({}, cfg);
+    // A second limiter on the same keys, without leases: what Redis counts, read apart.
+    bucket probe(r.conn, hourly, 10, closed_options());
+    SUBCASE("token bucket: a try, then a waiter's reservation")
+    {
+        bucket tb(r.conn, hourly, 10, closed_options());
+        REQUIRE(tries(r, tb, "cut", 1).admitted == 1);   // the script loaded, the link idle
+        r.proxy.cut_reply(30);
+        auto t = tries(r, tb, "cut", 1);
+        CHECK(t.failed == 1);
+        CHECK(t.first_error == sluice::error::backend_unavailable);
+        CHECK(t.longest <= slack);
+        recover(r, tb, "cut", "reply cut, try");
+        r.proxy.cut_reply(30);
+        auto a = acquires(r, tb, "cut", {2000ms});
+        CHECK(a[0].ec == sluice::error::backend_unavailable);
+        CHECK(a[0].took <= slack);
+        recover(r, tb, "cut", "reply cut, reservation");
+        CHECK(r.proxy.stats().tampered == 2);
+        // Both cut requests ran in Redis: 2 permits consumed there, admitted nowhere.
+        const auto in_redis = taken_in_redis(r, probe, "cut", 10);
+        CHECK(in_redis == admitted(tb.stats()) + admitted(probe.stats()) + 2);
+    }
+    SUBCASE("token bucket with leases: the run in the cut reply is lost, the book not left waiting")
+    {
+        auto o = closed_options();
+        o.lease_size = 4;
+        o.lease_ttl = 5s;   // no slot expires during the test
+        bucket tb(r.conn, hourly, 10, o);
+        REQUIRE(tries(r, probe, "cutl", 1).admitted == 1);   // the script loaded by the probe
+        r.proxy.cut_reply(30);
+        auto t = tries(r, tb, "cutl", 1);
+        CHECK(t.failed == 1);
+        CHECK(t.first_error == sluice::error::backend_unavailable);
+        recover(r, tb, "cutl", "reply cut, lease");
+        run_for(r.io, 100ms);   // a reservation in the background, if any, is in
+        // The cut run (one slot: the first run's length) is lost; the slots held in the
+        // book are Redis's too.
+        const auto held = tb.leased();
+        const auto in_redis = taken_in_redis(r, probe, "cutl", 10);
+        CHECK(in_redis == admitted(tb.stats()) + admitted(probe.stats()) + held + 1);
+    }
+    SUBCASE("sliding window: a batch's reply cut: every request of the batch fails, none admitted")
+    {
+        window w(r.conn, 10, std::chrono::hours(1), closed_options());
+        REQUIRE(tries(r, w, "cutw", 1).admitted == 1);
+        // The first try goes alone, the five others wait for its reply and go as one call:
+        // its reply is the second chunk.
+        r.proxy.cut_reply(40, 1);
+        auto t = tries(r, w, "cutw", 6);
+        CHECK(t.admitted == 1);
+        CHECK(t.failed == 5);
+        CHECK(t.first_error == sluice::error::backend_unavailable);
+        CHECK(t.longest <= slack);
+        recover(r, w, "cutw", "reply cut, window batch");
+        window wp(r.conn, 10, std::chrono::hours(1), closed_options());
+        const auto in_redis = taken_in_redis(r, wp, "cutw", 10);
+        CHECK(in_redis == admitted(w.stats()) + admitted(wp.stats()) + 5);
+    }
+}
+
+TEST_CASE("faults: a request half-delivered, then the link closed: it never ran, nothing consumed" * doctest::timeout(60))
+{
+    auto cfg = fast({});
+    cfg.command_timeout = 3000ms;
+    rig r({}, cfg);
+    bucket tb(r.conn, hourly, 10, closed_options());
+    REQUIRE(tries(r, tb, "half", 1).admitted == 1);
+    r.proxy.cut_request(40);   // of an EVALSHA of about 150 bytes
+    auto t = tries(r, tb, "half", 1);
+    CHECK(t.failed == 1);
+    CHECK(t.first_error == sluice::error::backend_unavailable);
+    CHECK(t.longest <= slack);
+    recover(r, tb, "half", "request half-delivered, try");
+    r.proxy.cut_request(40);
+    auto a = acquires(r, tb, "half", {2000ms});
+    CHECK(a[0].ec == sluice::error::backend_unavailable);
+    CHECK(a[0].took <= slack);
+    recover(r, tb, "half", "request half-delivered, reservation");
+    CHECK(r.proxy.stats().tampered == 2);
+    // Redis counts exactly what was admitted here: the halves ran nothing.
+    const auto in_redis = taken_in_redis(r, tb, "half", 10);
+    CHECK(admitted(tb.stats()) == in_redis);
+    CHECK(in_redis == 4);
+}
+
+TEST_CASE("faults: corrupted framing: a malformed reply is an error of sluice's category, the link replaced, never a crash" * doctest::timeout(60))
+{
+    rig r({}, fast({}));
+    bucket tb(r.conn, hourly, 10, closed_options());
+    REQUIRE(tries(r, tb, "fr", 1).admitted == 1);
+    auto lost_before = r.conn.stats().links_lost;
+    int lost = 0;   // requests that ran in Redis and whose reply was not believed
+    SUBCASE("a type byte no RESP has: a protocol error, the link dropped")
+    {
+        r.proxy.edit_reply([](std::string& b) { b[0] = '?'; });
+        auto t = tries(r, tb, "fr", 1);
+        CHECK(t.failed == 1);
+        CHECK(t.first_error == sluice::error::backend_unavailable);
+        lost = 1;
+    }
+    SUBCASE("an array declared one short: the request's reply is not believed, the stray element drops the link")
+    {
+        // "*9" becomes "*8": eight integers for the request, then a ninth nobody asked
+        // for (hiredis 0.14 would abort() on it; it is refused, the link dropped).
+        r.proxy.edit_reply([](std::string& b) { b.replace(0, 2, "*8"); });
+        auto t = tries(r, tb, "fr", 1);
+        CHECK(t.failed == 1);
+        CHECK(t.first_error == sluice::error::protocol_error);
+        CHECK(t.sluice_errors);
+        CHECK(r.until([&] { return r.conn.stats().links_lost > lost_before; }));
+        lost = 1;
+    }
+    SUBCASE("an array declared one long: it waits for an element that never comes, until the command timeout")
+    {
+        r.proxy.edit_reply([](std::string& b) { b.replace(0, 2, "*10"); });
+        auto t = tries(r, tb, "fr", 1);
+        CHECK(t.failed == 1);
+        CHECK(t.first_error == sluice::error::backend_unavailable);
+        CHECK(t.longest >= command_timeout - 5ms);
+        CHECK(t.longest <= command_timeout + slack);
+        lost = 1;
+    }
+    SUBCASE("a length cut short inside an integer: garbage, the link dropped")
+    {
+        r.proxy.edit_reply([](std::string& b) { b.replace(b.find("\r\n:") + 2, 1, "$"); });
+        auto t = tries(r, tb, "fr", 1);
+        CHECK(t.failed == 1);
+        CHECK(t.sluice_errors);
+        lost = 1;
+    }
+    CHECK(r.proxy.stats().tampered == 1);
+    recover(r, tb, "fr", "corrupted framing");
+    const auto in_redis = taken_in_redis(r, tb, "fr", 10);
+    CHECK(in_redis == admitted(tb.stats()) + static_cast<std::uint64_t>(lost));
+}
+
+TEST_CASE("faults: corrupted values in a well-formed reply are not believed: protocol_error, never an admission beyond the quota" * doctest::timeout(60))
+{
+    auto cfg = fast({});
+    cfg.command_timeout = 1000ms;
+    rig r({}, cfg);
+    // Redis's count is read by a limiter the edits never reach.
+    SUBCASE("token bucket: a refusal turned into a grant")
+    {
+        bucket tb(r.conn, hourly, 2, closed_options());
+        REQUIRE(tries(r, tb, "v1", 2).admitted == 2);   // empty now
+        r.proxy.edit_reply(set_element(0, "1"));
+        auto t = tries(r, tb, "v1", 1);
+        CHECK(t.failed == 1);
+        CHECK(t.first_error == sluice::error::protocol_error);
+        CHECK(admitted(tb.stats()) == 2);
+        CHECK(taken_in_redis(r, tb, "v1", 2) == 2);
+    }
+    SUBCASE("token bucket: a grant claiming more permits than asked (taken), a huge remaining, a negative wait")
+    {
+        bucket tb(r.conn, hourly, 10, closed_options());
+        REQUIRE(tries(r, tb, "v2", 1).admitted == 1);
+        int lost = 0;
+        for (auto [i, v] : {std::pair<std::size_t, const char*>{6, "2"}, {2, "999999999"}, {1, "-5"}, {3, "1"}}) {
+            CAPTURE(i);
+            r.proxy.edit_reply(set_element(i, v));
+            auto t = tries(r, tb, "v2", 1);
+            CHECK(t.failed == 1);
+            CHECK(t.first_error == sluice::error::protocol_error);
+            ++lost;   // the grant ran in Redis; its reply was not believed
+        }
+        CHECK(admitted(tb.stats()) == 1);
+        CHECK(taken_in_redis(r, tb, "v2", 10) == 1 + static_cast<std::uint64_t>(lost) + 1);
+        CHECK(tb.stats().backend.errors == static_cast<std::uint64_t>(lost));
+        CHECK_FALSE(tb.stats().backend.degraded);   // Redis answers: the link stays
+    }
+    SUBCASE("token bucket: a reservation's wait shortened: the waiter is not woken before its slot")
+    {
+        // 10/s, burst 1: the second reservation waits about 100 ms for its slot; the edit
+        // makes the wait 10 ms, which would admit it 90 ms early.
+        bucket tb(r.conn, sluice::rate::per_second(10), 1, closed_options());
+        REQUIRE(tries(r, tb, "v3", 1).admitted == 1);
+        r.proxy.edit_reply([](std::string& b) {
+            auto lines = resp_lines(b);
+            if (lines.size() > 2 && lines[1] == ":1") lines[2] = ":10000";
+            b = resp_join(lines);
+        });
+        auto a = acquires(r, tb, "v3", {500ms});
+        CHECK(a[0].ec == sluice::error::protocol_error);
+        CHECK(tb.stats().admitted == 0);
+    }
+    SUBCASE("sliding window: a refusal turned into a grant, a huge remaining, a state where the log has none")
+    {
+        window w(r.conn, 2, std::chrono::hours(1), closed_options());
+        REQUIRE(tries(r, w, "w1", 2).admitted == 2);   // full now
+        r.proxy.edit_reply(set_element(0, "1"));
+        auto t = tries(r, w, "w1", 1);
+        // Granted with the refusal's wait: a try is granted only with nothing to wait.
+        CHECK(t.failed == 1);
+        CHECK(t.first_error == sluice::error::protocol_error);
+        for (auto [i, v] : {std::pair<std::size_t, const char*>{2, "99999999999"}, {5, "7"}}) {
+            CAPTURE(i);
+            r.proxy.edit_reply(set_element(i, v));
+            auto u = tries(r, w, "w1", 1);
+            CHECK(u.failed == 1);
+            CHECK(u.first_error == sluice::error::protocol_error);
+        }
+        CHECK(admitted(w.stats()) == 2);
+        CHECK(taken_in_redis(r, w, "w1", 2) == 2);
+    }
+    CHECK(r.proxy.stats().tampered >= 1);
+}
+
+TEST_CASE("faults: a reply delivered twice: the copy nobody asked for drops the link (no abort), nothing admitted twice" * doctest::timeout(60))
+{
+    rig r({}, fast({}));
+    bucket tb(r.conn, hourly, 10, closed_options());
+    REQUIRE(tries(r, tb, "dup", 1).admitted == 1);
+    const auto lost_before = r.conn.stats().links_lost;
+    r.proxy.duplicate_reply();
+    auto t = tries(r, tb, "dup", 1);
+    CHECK(t.admitted == 1);   // the reply, believed once
+    CHECK(r.until([&] { return r.conn.stats().links_lost == lost_before + 1; }));
+    recover(r, tb, "dup", "reply duplicated");
+    const auto in_redis = taken_in_redis(r, tb, "dup", 10);
+    CHECK(admitted(tb.stats()) == in_redis);
+}
+
+TEST_CASE("faults: random byte flips in replies: every request answered, errors of sluice's category, never beyond Redis's count" * doctest::timeout(60))
+{
+    rig r({}, fast({}));
+    // A probe at once after a lost link: each round's requests reach Redis once the link
+    // is back.
+    auto o = closed_options();
+    o.probe_interval = 1ms;
+    bucket tb(r.conn, hourly, 1000, o);
+    window w(r.conn, 1000, std::chrono::hours(1), o);
+    REQUIRE(tries(r, tb, "rnd", 1).admitted == 1);
+    REQUIRE(tries(r, w, "rndw", 1).admitted == 1);
+    r.proxy.set_corruption(0.3, 7);
+    int failed = 0, answered = 0;
+    auto tally_of = [&](const tally& x, int n) {
+        CHECK(x.sluice_errors);
+        CHECK(x.admitted + x.refused + x.failed == n);
+        failed += x.failed;
+        answered += x.admitted + x.refused;
+    };
+    for (int round = 0; round < 40; ++round) {
+        REQUIRE(r.until([&] { return r.conn.connected(); }));
+        run_for(r.io, 2ms);
+        tally_of(tries(r, tb, "rnd", 1), 1);   // the probe, if the last round lost the link
+        tally_of(tries(r, tb, "rnd", 3), 3);
+        run_for(r.io, 2ms);
+        tally_of(tries(r, w, "rndw", 1), 1);
+        tally_of(tries(r, w, "rndw", 3), 3);   // one call, then the others as one batch
+    }
+    const auto flipped = r.proxy.stats().tampered;
+    MESSAGE("random flips: ", flipped, " chunks flipped, ", answered, " answered, ", failed, " failed");
+    CHECK(flipped >= 20);
+    CHECK(answered >= 100);
+    r.proxy.heal();
+    recover(r, tb, "rnd", "random flips, bucket");
+    recover(r, w, "rndw", "random flips, window");
+    // What a flip made unbelievable is lost (consumed in Redis, admitted nowhere); nothing
+    // is admitted that Redis did not grant.
+    bucket tp(r.conn, hourly, 1000, closed_options());
+    window wp(r.conn, 1000, std::chrono::hours(1), closed_options());
+    const auto bucket_in_redis = taken_in_redis(r, tp, "rnd", 1000);
+    const auto window_in_redis = taken_in_redis(r, wp, "rndw", 1000);
+    CHECK(admitted(tb.stats()) + admitted(tp.stats()) <= bucket_in_redis);
+    CHECK(admitted(w.stats()) + admitted(wp.stats()) <= window_in_redis);
+}
+
+TEST_CASE("faults: 1,000 waiters behind a black hole: each answered by max(max_wait, command_timeout), none left" * doctest::timeout(60))
+{
+    rig r({}, fast({}));
+    bucket tb(r.conn, hourly, 10, closed_options());
+    window w(r.conn, 10, std::chrono::hours(1), closed_options());
+    REQUIRE(tries(r, tb, "bh1k", 1).admitted == 1);
+    REQUIRE(tries(r, w, "bh1kw", 1).admitted == 1);
+    r.proxy.set_black_hole(true);
+    // Waits below, at and above the command timeout; half on each limiter, all sent at once
+    // into the hole (the window's as one call at a time, the others waiting their turn).
+    constexpr int n = 1000;
+    std::vector<std::shared_ptr<acq_result>> rs;
+    std::vector<std::chrono::milliseconds> waits;
+    auto start = steady::now();
+    for (int i = 0; i < n; ++i) {
+        waits.push_back(std::chrono::milliseconds(20 + (i * 7) % 500));
+        rs.push_back(std::make_shared<acq_result>());
+        if (i % 2 == 0)
+            tb.async_acquire("bh1k", 1, waits.back(), acq_recorder(rs.back()));
+        else
+            w.async_acquire("bh1kw", 1, waits.back(), acq_recorder(rs.back()));
+    }
+    REQUIRE(r.until([&] {
+        for (auto& x : rs)
+            if (x->calls == 0) return false;
+        return true;
+    }, 10000ms));
+    steady::duration latest{};
+    int early = 0, late = 0, wrong = 0;
+    for (int i = 0; i < n; ++i) {
+        const auto& x = *rs[static_cast<std::size_t>(i)];
+        const auto took = x.at - start;
+        const auto bound = std::max<steady::duration>(waits[static_cast<std::size_t>(i)], command_timeout);
+        latest = std::max(latest, took);
+        wrong += x.calls != 1 || x.ec != sluice::error::backend_unavailable;
+        late += took > bound + slack;
+        early += took < command_timeout - 5ms;   // before Redis could have answered
+    }
+    MESSAGE("1,000 waiters: the last answered after ", ms(latest), " ms");
+    CHECK(wrong == 0);
+    CHECK(late == 0);
+    CHECK(early == 0);
+    auto sb = tb.stats(), sw = w.stats();
+    CHECK(sb.waiting == 0);
+    CHECK(sw.waiting == 0);
+    CHECK(sb.refused + sw.refused == n);
+    CHECK(admitted(sb) + admitted(sw) == 2);
+    r.proxy.heal();
+    recover(r, tb, "bh1k", "1,000 waiters, black hole");
 }
 
 TEST_SUITE_END();
