@@ -4,7 +4,13 @@
 //   - no waiter outlives its bound: an async_acquire completes by max(max_wait,
 //     command_timeout), a try by command_timeout, plus scheduling slack, with an error of
 //     sluice's category when Redis cannot answer;
-//   - admissions stay within the documented bound during and after the fault;
+//   - admissions stay within the documented bound during and after the fault, checked
+//     exactly where the case allows: at an hourly rate nothing refills during a run, and
+//     what the limiter admitted is compared with what Redis counts (a permit whose reply
+//     was lost is consumed there and admitted nowhere, never admitted twice);
+//   - a reply that is malformed, or well formed with values the script could not have
+//     given (the proxy cuts, edits, duplicates and flips bytes), is an error of sluice's
+//     category, never an admission and never a crash;
 //   - the client recovers by itself (the time is measured and printed);
 //   - every failure is counted in stats() (backend.errors, refused, degraded).
 // Timeouts are short (150 ms) so that the suite runs in seconds; the slack on real-time
@@ -199,9 +205,9 @@ steady::duration recover(rig& r, Limiter& l, const std::string& key, const char*
 
 // The token bucket's own bound over a run of `elapsed` from a full bucket: burst plus one
 // permit per interval (plus one for the rounding at both ends).
-std::uint64_t bucket_bound(std::uint64_t burst, std::uint64_t per_second, steady::duration elapsed, std::uint64_t bursts = 1)
+std::uint64_t bucket_bound(std::uint64_t burst, std::uint64_t per_second, steady::duration elapsed)
 {
-    return bursts * burst + static_cast<std::uint64_t>(ms(elapsed)) * per_second / 1000 + 1;
+    return burst + static_cast<std::uint64_t>(ms(elapsed)) * per_second / 1000 + 1;
 }
 
 std::uint64_t admitted(const sluice::limiter_stats& s) { return s.admitted + s.try_admitted; }
@@ -211,7 +217,8 @@ std::uint64_t admitted(const sluice::limiter_stats& s) { return s.admitted + s.t
 const sluice::rate hourly = sluice::rate::every(std::chrono::hours(1));
 
 // The permits of `key` that Redis counts as taken, read with one try more (counted there
-// when admitted, as in the limiter's stats()): a bucket of `burst` at the hourly rate.
+// when admitted, as in the limiter's stats()): a bucket of `burst` at the hourly rate, or
+// a window of that limit an hour long (the remaining of either is what is left).
 template <class Limiter>
 std::uint64_t taken_in_redis(rig& r, Limiter& l, const std::string& key, std::uint64_t burst)
 {
@@ -220,7 +227,6 @@ std::uint64_t taken_in_redis(rig& r, Limiter& l, const std::string& key, std::ui
     REQUIRE(t->d.remaining <= burst);
     return burst - t->d.remaining;
 }
-
 
 // The lines of a RESP chunk ("\r\n" apart, the last one empty), and back.
 std::vector<std::string> resp_lines(const std::string& b)
@@ -257,7 +263,6 @@ fault_proxy::edit set_element(std::size_t i, std::string value)
 }
 
 
-// A window of `limit` an hour long: nothing leaves it during a test.
 using window = redis::sliding_window<redis::connection>;
 } // namespace
 
