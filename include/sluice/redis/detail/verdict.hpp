@@ -123,7 +123,8 @@ inline bool consistent(const verdict& v, const eval_request& r, script_kind k) n
         if (v.taken < 1 || sat_sub(z, sat_mul(static_cast<std::uint64_t>(v.taken), iv)) < sat_sub(t, tau))
             return false;
         const bool all = static_cast<std::uint64_t>(v.taken) == r.n;
-        if (!lease ? !all : !all && sat_sub(sat_add(t, r.max_wait_us), z) >= iv)
+        const bool room_for_more = sat_sub(sat_add(t, r.max_wait_us), z) >= iv;
+        if (!all && (!lease || room_for_more))
             return false;
         return v.wait_us == std::max<std::int64_t>(0, sat_sub(z, t));
     }
