@@ -48,6 +48,15 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
     struct chunk {
         std::vector<char> data;
         clock_type::time_point due;
+        bool then_close = false;   // the session closes once this chunk is written
+    };
+
+    // A change armed for one chunk of one direction (of any session).
+    struct tamper {
+        enum class kind { none, cut, edit, duplicate } what = kind::none;
+        std::size_t skip = 0;   // chunks let through first
+        std::size_t keep = 0;   // cut: bytes delivered
+        fault_proxy::edit f;    // edit
     };
     struct lane {
         explicit lane(const asio::any_io_executor& ex) : wake(ex) {}
@@ -91,8 +100,12 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
     std::chrono::milliseconds latency{0}, jitter{0};
     std::uint64_t bandwidth = 0;
     bool drop = false, black_hole = false, reset = false, refuse = false;
+    tamper next_up, next_down;
+    double corruption = 0;
+    std::mt19937_64 corrupt_rng{1};
 
-    std::atomic<std::uint64_t> connections{0}, bytes_up{0}, bytes_down{0}, dropped{0}, resets{0}, black_holed{0};
+    std::atomic<std::uint64_t> connections{0}, bytes_up{0}, bytes_down{0}, dropped{0}, resets{0}, black_holed{0},
+        tampered{0};
 
     explicit impl(std::uint16_t up) : upstream_port(up) {}
 
@@ -164,7 +177,7 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
     {
         if (self->black_hole) {
             self->enter_black_hole(*s);
-            co_await pump(self, s, s->client, s->up, &impl::bytes_up);
+            co_await pump(self, s, s->client, s->up, &impl::next_up);
             co_return;
         }
         tcp::endpoint to(asio::ip::make_address("127.0.0.1"), self->upstream_port);
@@ -173,8 +186,8 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
             s->close();   // the server is not there: a plain close, as a proxy would
             co_return;
         }
-        asio::co_spawn(self->io, pump(self, s, s->client, s->up, &impl::bytes_up), asio::detached);
-        asio::co_spawn(self->io, pump(self, s, s->upstream, s->down, &impl::bytes_down), asio::detached);
+        asio::co_spawn(self->io, pump(self, s, s->client, s->up, &impl::next_up), asio::detached);
+        asio::co_spawn(self->io, pump(self, s, s->upstream, s->down, &impl::next_down), asio::detached);
         asio::co_spawn(self->io, deliver(self, s, s->upstream, s->up, &impl::bytes_up), asio::detached);
         asio::co_spawn(self->io, deliver(self, s, s->client, s->down, &impl::bytes_down), asio::detached);
     }
@@ -188,10 +201,11 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
         s.down.queue.clear();
     }
 
-    // Reads `from` into `lane` (or discards, in the black hole or while dropping); the
-    // session ends when either side closes.
+    // Reads `from` into `lane` (or discards, in the black hole or while dropping), each
+    // chunk as the direction's armed change makes it; the session ends when either side
+    // closes.
     static asio::awaitable<void> pump(std::shared_ptr<impl> self, std::shared_ptr<session> s, tcp::socket& from,
-                                      lane& l, std::atomic<std::uint64_t> impl::*)
+                                      lane& l, tamper impl::* armed)
     {
         std::array<char, 16384> buf;
         for (;;) {
@@ -219,9 +233,53 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
             }
             due = std::max(due, l.last_due);
             l.last_due = due;
-            l.queue.push_back({std::vector<char>(buf.data(), buf.data() + n), due});
+            std::vector<char> data(buf.data(), buf.data() + n);
+            bool then_close = false, twice = false;
+            self->apply((*self).*armed, data, then_close, twice);
+            if (armed == &impl::next_down) self->corrupt(data);
+            l.queue.push_back({data, due, then_close});
+            if (twice) l.queue.push_back({std::move(data), due});
             l.wake.cancel();
         }
+    }
+
+    // The armed change, if this chunk is its: cut (then close), edited, or twice.
+    void apply(tamper& t, std::vector<char>& data, bool& then_close, bool& twice)
+    {
+        if (t.what == tamper::kind::none) return;
+        if (t.skip > 0) {
+            --t.skip;
+            return;
+        }
+        ++tampered;
+        switch (t.what) {
+        case tamper::kind::cut:
+            data.resize(std::min(t.keep, data.size() - 1));
+            then_close = true;
+            break;
+        case tamper::kind::edit: {
+            std::string b(data.begin(), data.end());
+            t.f(b);
+            data.assign(b.begin(), b.end());
+            break;
+        }
+        case tamper::kind::duplicate:
+            twice = true;
+            break;
+        case tamper::kind::none:
+            break;
+        }
+        t = tamper{};
+    }
+
+    // Random corruption of a chunk from the server: one byte flipped, sometimes.
+    void corrupt(std::vector<char>& data)
+    {
+        if (corruption <= 0 || data.empty() || std::uniform_real_distribution<double>(0, 1)(corrupt_rng) >= corruption)
+            return;
+        ++tampered;
+        const auto at = std::uniform_int_distribution<std::size_t>(0, data.size() - 1)(corrupt_rng);
+        data[at] = static_cast<char>(data[at] ^ std::uniform_int_distribution<int>(1, 255)(corrupt_rng));
     }
 
     // Writes the lane's chunks to `to`, each at its time.
@@ -241,9 +299,10 @@ struct fault_proxy::impl : std::enable_shared_from_this<impl> {
                 continue;
             }
             auto data = std::move(l.queue.front().data);
+            const bool then_close = l.queue.front().then_close;
             l.queue.pop_front();
             auto [ec, n] = co_await asio::async_write(to, asio::buffer(data), use_tuple);
-            if (ec || s->dead) {
+            if (ec || s->dead || then_close) {
                 s->close();
                 co_return;
             }
@@ -374,6 +433,36 @@ void fault_proxy::heal()
         i->latency = i->jitter = std::chrono::milliseconds(0);
         i->bandwidth = 0;
         i->drop = i->black_hole = i->reset = false;
+        i->next_up = i->next_down = impl::tamper{};
+        i->corruption = 0;
+    });
+}
+
+void fault_proxy::cut_reply(std::size_t keep, std::size_t skip)
+{
+    impl_->on_thread([&, i = impl_.get()] { i->next_down = {impl::tamper::kind::cut, skip, keep, {}}; });
+}
+
+void fault_proxy::cut_request(std::size_t keep, std::size_t skip)
+{
+    impl_->on_thread([&, i = impl_.get()] { i->next_up = {impl::tamper::kind::cut, skip, keep, {}}; });
+}
+
+void fault_proxy::edit_reply(edit f, std::size_t skip)
+{
+    impl_->on_thread([&, i = impl_.get()] { i->next_down = {impl::tamper::kind::edit, skip, 0, std::move(f)}; });
+}
+
+void fault_proxy::duplicate_reply(std::size_t skip)
+{
+    impl_->on_thread([&, i = impl_.get()] { i->next_down = {impl::tamper::kind::duplicate, skip, 0, {}}; });
+}
+
+void fault_proxy::set_corruption(double p, std::uint64_t seed)
+{
+    impl_->on_thread([&, i = impl_.get()] {
+        i->corruption = p;
+        i->corrupt_rng.seed(seed);
     });
 }
 
@@ -387,6 +476,7 @@ fault_proxy::counts fault_proxy::stats() const
         c.dropped = i->dropped;
         c.resets = i->resets;
         c.black_holed = i->black_holed;
+        c.tampered = i->tampered;
         i->each_session([&](impl::session&) { ++c.open; });
     });
     return c;

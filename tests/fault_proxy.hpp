@@ -7,6 +7,8 @@
 //   proxy.set_latency(20ms, 10ms);                    // each chunk 20-30 ms late, in order
 //   proxy.set_black_hole(true);                       // half-open: nothing answers, nothing closes
 //   proxy.reset_all();                                // RST on every open connection
+//   proxy.cut_reply(10);                              // the next reply: 10 bytes, then FIN
+//   proxy.edit_reply([](std::string& b) { ... });     // the next reply's bytes changed
 //   proxy.heal();                                     // every fault off
 //   proxy.stats().connections ...                     // what went through it
 //
@@ -18,8 +20,11 @@
 #include <sluice/redis/connection_config.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 namespace sluice_test {
 
@@ -34,7 +39,11 @@ public:
         std::uint64_t dropped = 0;       ///< bytes read and discarded (drop, black hole)
         std::uint64_t resets = 0;        ///< connections closed with an RST
         std::uint64_t black_holed = 0;   ///< connections that went into the black hole
+        std::uint64_t tampered = 0;      ///< chunks cut, edited, corrupted or duplicated
     };
+
+    /// What the next chunk read in one direction is made into (see cut_reply, edit_reply...).
+    using edit = std::function<void(std::string&)>;
 
     /// Listens on 127.0.0.1 (a port of the kernel's choosing) and forwards every
     /// connection to 127.0.0.1:upstream_port.
@@ -71,7 +80,26 @@ public:
     void set_upstream(std::uint16_t port);
     /// One RST on every open connection now.
     void reset_all();
-    /// Every fault off (latency, bandwidth, drop, black hole, reset, refuse).
+    /// Partial loss: the next chunk the server sends (after `skip` more) is delivered up to
+    /// `keep` bytes (all but its last byte when `keep` is at least its size), then the
+    /// connection is closed (FIN) both ways: a reply cut mid-way.
+    void cut_reply(std::size_t keep, std::size_t skip = 0);
+    /// Partial loss the other way: the next chunk the client sends (after `skip` more)
+    /// reaches the server up to `keep` bytes, then the connection closes: a request
+    /// half-delivered.
+    void cut_request(std::size_t keep, std::size_t skip = 0);
+    /// Corruption: the next chunk the server sends (after `skip` more) is passed to `f`,
+    /// which may change, add or remove bytes, and delivered as it leaves `f`.
+    void edit_reply(edit f, std::size_t skip = 0);
+    /// Duplication: the next chunk the server sends (after `skip` more) is delivered twice.
+    void duplicate_reply(std::size_t skip = 0);
+    /// Random corruption: each chunk the server sends has, with probability `p`, one byte
+    /// at a random place XORed with a random non-zero value (seeded: the same run flips
+    /// the same bytes). 0: off.
+    void set_corruption(double p, std::uint64_t seed = 1);
+
+    /// Every fault off (latency, bandwidth, drop, black hole, reset, refuse, the armed
+    /// cuts, edits and duplications, corruption).
     void heal();
 
     counts stats() const;

@@ -88,10 +88,12 @@ redis::reply ints(std::vector<std::int64_t> v)
     return r;
 }
 
-// A GCRA grant with its wait (us), state and permits taken.
+// A GCRA grant with its wait (us), state and permits taken, of a bucket of 10/s, burst 10
+// (tau: 1 s), as the script gives it: the server's now is the state less the wait, the
+// bucket empty then (remaining 0) and full again a tau after the state.
 redis::reply gcra_granted(std::int64_t wait, std::int64_t state = 7, std::int64_t taken = 1)
 {
-    return ints({1, wait, 0, 0, 1'000'000, state, taken, 100'000, 10});
+    return ints({1, wait, 0, wait + 1'000'000, state - wait, state, taken, 100'000, 10});
 }
 
 const std::vector<std::string> bucket_keys{"{sluice:k}", "{sluice:k}:cfg"};
@@ -121,7 +123,7 @@ TEST_CASE("fake client: try sends one GCRA call with both keys and completes wit
     CHECK(f.client.calls[0].args == std::vector<std::string>{"100000", "10", "2", "0", "try"});
     f.run();
     CHECK_FALSE(got);
-    f.client.answer({}, ints({1, 0, 8, 200'000, 1'000'000, 5, 2, 100'000, 10}));
+    f.client.answer({}, ints({1, 0, 8, 200'000, 1'000'000, 200'000, 2, 100'000, 10}));
     f.run();
     REQUIRE(got);
     CHECK(got->admitted);
@@ -158,7 +160,7 @@ TEST_CASE("fake client: a cancelled or closed sleeper completes at once and give
     std::optional<error_code> a, b;
     tb.async_acquire("k", 3, 1s, asio::bind_cancellation_slot(sig.slot(), [&](error_code ec) { a = ec; }));
     tb.async_acquire("k", 1, 1s, [&](error_code ec) { b = ec; });
-    f.client.answer({}, gcra_granted(50'000, 41));
+    f.client.answer({}, gcra_granted(50'000, 41, 3));
     f.client.answer({}, gcra_granted(60'000, 42));
     f.run();
     sig.emit(asio::cancellation_type::terminal);
@@ -491,7 +493,7 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     f.run();
     REQUIRE(got.size() == 1);
     CHECK_FALSE(got[0].admitted);
-    f.client.answer({}, ints({1, 0, 0, 0, 1'000'000, 9, 1, 100, 10}));
+    f.client.answer({}, ints({1, 0, 0, 1'000, 1'000'000, 1'000'000, 1, 100, 10}));
     f.run();
     REQUIRE(got.size() == 2);
     CHECK(got[1].admitted);
@@ -499,7 +501,7 @@ TEST_CASE("fake client: leasing asks for a run, answers locally from it, prefetc
     REQUIRE(f.client.calls.size() == 1);
     CHECK(f.client.calls[0].args[2] == "2");
     CHECK(f.client.calls[0].args[4] == "lease");
-    f.client.answer({}, ints({1, 100, 0, 0, 1'000'000, 11, 2, 100, 10}));   // slots now and in 100 us
+    f.client.answer({}, ints({1, 100, 0, 1'100, 1'000'000, 1'000'100, 2, 100, 10}));   // slots now and in 100 us
     f.run();
     CHECK(tb.leased() == 2);
     ask();

@@ -847,6 +847,87 @@ TEST_CASE("answers: only a verdict the script could give to that call is believe
     CHECK_FALSE(answers(huge, try_now));
 }
 
+TEST_CASE("consistent: a GCRA reply whose fields do not follow from each other is not believed, whatever field changed")
+{
+    using redis::detail::consistent;
+    using redis::detail::script_kind;
+    // A bucket of 10/s, burst 10 (tau 1 s), at t = 5 s, as the script answers (see lua::gcra).
+    constexpr std::int64_t t = 5'000'000, iv = 100'000, b = 10;
+    auto v9 = [](bool admitted, std::int64_t wait, std::int64_t remaining, std::int64_t reset, std::int64_t state,
+                 std::int64_t taken) { return verdict{admitted, wait, remaining, reset, t, state, taken, iv, b}; };
+    struct example {
+        const char* what;
+        verdict v;
+        eval_request r;
+    };
+    const example genuine[] = {
+        // A try of 1 on a full bucket: z was t - tau, now t - tau + iv.
+        {"try granted", v9(true, 0, 9, iv, t - 900'000, 1), {eval_request::mode::try_now, 1, 0}},
+        // A try of 2 on an empty bucket (z = t): two intervals to wait.
+        {"try refused", v9(false, 200'000, 0, 1'000'000, t, 0), {eval_request::mode::try_now, 2, 0}},
+        {"try beyond the burst", v9(false, 0, 10, 0, t - 1'000'000, 0), {eval_request::mode::try_now, 11, 0}},
+        // A reservation of 3 on an empty bucket: its slot 300 ms ahead.
+        {"reserve granted", v9(true, 300'000, 0, 1'300'000, t + 300'000, 3), {eval_request::mode::reserve, 3, 500'000}},
+        {"reserve refused", v9(false, 600'000, 0, 1'300'000, t + 300'000, 0), {eval_request::mode::reserve, 3, 500'000}},
+        // A lease of up to 4 on a bucket half full (z = t - 500 ms): four slots, ending at
+        // t - 100 ms (all due now).
+        {"lease granted", v9(true, 0, 1, 900'000, t - 100'000, 4), {eval_request::mode::lease, 4, 250'000}},
+        {"lease refused", v9(false, 400'000, 0, 1'300'000, t + 300'000, 0), {eval_request::mode::lease, 4, 250'000}},
+    };
+    for (const auto& e : genuine) {
+        CAPTURE(e.what);
+        REQUIRE(redis::detail::answers(e.v, e.r));
+        CHECK(consistent(e.v, e.r, script_kind::gcra));
+        // Every field off by one, by a factor of ten, or zeroed (a flipped digit, a byte
+        // lost): never believed.
+        for (int field = 0; field < 9; ++field) {
+            for (int how = 0; how < 4; ++how) {
+                verdict x = e.v;
+                std::int64_t* f[] = {nullptr, &x.wait_us, &x.remaining, &x.reset_us, &x.now_us, &x.state, &x.taken, &x.interval_us, &x.burst};
+                if (field == 0) {
+                    if (how > 0) continue;
+                    x.admitted = !x.admitted;
+                } else {
+                    std::int64_t& y = *f[field];
+                    const std::int64_t was = y;
+                    y = how == 0 ? y + 1 : how == 1 ? y - 1 : how == 2 ? y * 10 : 0;
+                    if (y == was) continue;
+                }
+                CAPTURE(field);
+                CAPTURE(how);
+                CHECK_FALSE((redis::detail::answers(x, e.r) && consistent(x, e.r, script_kind::gcra)));
+            }
+        }
+        // The answer to another request: one permit more or less than asked.
+        if (e.r.how != eval_request::mode::lease && e.r.n > 1 && (e.v.admitted || e.v.wait_us > 0)) {
+            eval_request other = e.r;
+            other.n = e.r.n + 1;
+            CHECK_FALSE(consistent(e.v, other, script_kind::gcra));
+        }
+    }
+    // A reply of the other script's shape: the window's six integers to a bucket, the
+    // bucket's nine to a window.
+    verdict six{true, 0, 3, 100'000, t, 0, 0, 0, 0};
+    eval_request one{eval_request::mode::try_now, 1, 0};
+    CHECK_FALSE(consistent(six, one, script_kind::gcra));
+    CHECK(consistent(six, one, script_kind::sliding_log));
+    CHECK_FALSE(consistent(genuine[0].v, one, script_kind::sliding_log));
+    // The window's remaining beyond any limit, a state where the log keeps none.
+    verdict huge = six;
+    huge.remaining = (std::int64_t{1} << 24) + 1;
+    CHECK_FALSE(consistent(huge, one, script_kind::sliding_log));
+    verdict stated = six;
+    stated.state = 7;
+    CHECK_FALSE(consistent(stated, one, script_kind::sliding_log));
+    // Extremes overflow nothing: the largest interval and burst, a state far off.
+    verdict far = v9(true, 0, 0, 0, INT64_MAX, 1);
+    far.interval_us = sluice::redis::lua::max_span_us;
+    far.burst = 1;
+    CHECK_FALSE(consistent(far, one, script_kind::gcra));
+    far.state = INT64_MIN;
+    CHECK_FALSE(consistent(far, one, script_kind::gcra));
+}
+
 TEST_CASE("lease book: a round trip across a system clock step, a long wait or long intervals overflow nothing (found by fuzz/lease_book)")
 {
     lease_limits lim{1 * ms, 50 * ms, 16};

@@ -8,6 +8,7 @@
 #include <sluice/detail/arith.hpp>
 #include <sluice/policy/gcra.hpp>
 #include <sluice/policy/sliding_log.hpp>
+#include <sluice/redis/detail/verdict.hpp>
 #include <sluice/redis/scripts.hpp>
 
 #include <doctest/doctest.h>
@@ -74,6 +75,21 @@ verdict parse(const reply_ptr& r)
             r->elements == 9 ? r->element[6]->integer : 0, r->elements == 9 ? r->element[7]->integer : 0,
             r->elements == 9 ? r->element[8]->integer : 0};
 }
+
+// Whether a limiter believes this reply of the script to the request (detail::answers
+// and detail::consistent, as redis_op reads every reply): every reply a script gives must
+// be, or a limiter would turn a genuine decision into a protocol_error.
+bool believed(const verdict& v, sluice::redis::detail::eval_request::mode how, std::int64_t n, std::int64_t max_wait,
+              sluice::redis::detail::script_kind k)
+{
+    namespace d = sluice::redis::detail;
+    d::verdict x{v.admitted, v.wait, v.remaining, v.reset, v.now, v.state, v.taken, v.interval, v.burst};
+    d::eval_request r{how, static_cast<std::uint64_t>(n), max_wait};
+    return d::answers(x, r) && d::consistent(x, r, k);
+}
+
+constexpr auto gcra_kind = sluice::redis::detail::script_kind::gcra;
+using mode = sluice::redis::detail::eval_request::mode;
 
 std::string error_text(const reply_ptr& r)
 {
@@ -148,6 +164,7 @@ void gcra_equality(redisContext* c, const std::string& key, std::int64_t interva
                                 {num(interval_us), num(static_cast<std::int64_t>(burst)), num(static_cast<std::int64_t>(n)), "0", "try", num(now)}));
             auto d = local.try_acquire(n, now_ns);
             INFO("step ", i, " try n ", n, " now ", now);
+            CHECK(believed(v, mode::try_now, static_cast<std::int64_t>(n), 0, gcra_kind));
             REQUIRE(!d.error);
             REQUIRE(v.admitted == d.admitted);
             CHECK(v.now == now);
@@ -167,6 +184,7 @@ void gcra_equality(redisContext* c, const std::string& key, std::int64_t interva
                                 {num(interval_us), num(static_cast<std::int64_t>(burst)), num(static_cast<std::int64_t>(n)), num(max_wait), "reserve", num(now)}));
             auto res = local.reserve(n, now_ns, max_wait * 1000);
             INFO("step ", i, " reserve n ", n, " now ", now, " max_wait ", max_wait);
+            CHECK(believed(v, mode::reserve, static_cast<std::int64_t>(n), max_wait, gcra_kind));
             REQUIRE(v.admitted == res.admitted);
             CHECK(v.wait * 1000 == std::max<std::int64_t>(res.at - now_ns, 0));
             if (v.admitted) {
@@ -300,6 +318,7 @@ TEST_CASE("GCRA lease: runs of consecutive slots beyond the burst, as a model of
         std::int64_t zz = std::max(z, t - interval * burst);
         std::int64_t k = std::min(n, (t + horizon - zz) / interval);
         CAPTURE(i);
+        CHECK(believed(v, mode::lease, n, horizon, gcra_kind));
         if (k < 1) {
             CHECK_FALSE(v.admitted);
             CHECK(v.wait == zz + interval - t);
@@ -320,6 +339,7 @@ TEST_CASE("GCRA lease: runs of consecutive slots beyond the burst, as a model of
     auto big = parse(eval(c, sluice::redis::lua::gcra, "lease", {num(interval), num(burst), "4", "0", "try", num(t)}));
     CHECK_FALSE(big.admitted);
     CHECK(big.wait == 0);
+    CHECK(believed(big, mode::try_now, 4, 0, gcra_kind));
     CHECK(big.interval == interval);
     CHECK(big.burst == burst);
 }
@@ -658,6 +678,7 @@ TEST_CASE("sliding log script decides as policy::sliding_log and never exceeds t
                                 {num(static_cast<std::int64_t>(k.limit)), num(k.window_us), num(static_cast<std::int64_t>(n)), num(now)}));
             auto d = local.try_acquire(n, now * 1000);
             INFO("step ", i, " n ", n, " now ", now);
+            CHECK(believed(v, mode::try_now, static_cast<std::int64_t>(n), 0, sluice::redis::detail::script_kind::sliding_log));
             REQUIRE(v.admitted == d.admitted);
             CHECK(v.wait * 1000 == d.retry_after.count());
             CHECK(static_cast<std::uint64_t>(v.remaining) == d.remaining);

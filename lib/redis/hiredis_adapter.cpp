@@ -43,11 +43,40 @@ namespace {
 // SLOTS, a Sentinel list) has a few thousand elements at most.
 constexpr int max_elements = 1 << 16;
 
-void* (*default_create_array)(const redisReadTask*, int) = nullptr;
+// And a reply nobody asked for: hiredis asserts that a context with no command pending is
+// subscribed (abort() in Debian's build) when a reply comes that has no callback: a server
+// or a middlebox out of step (a reply sent twice, an array split in two) would end the
+// process. A context's reader has the context as its privdata: a reply that starts while
+// no callback waits is refused like an oversized array (a protocol error, the link
+// dropped), before hiredis looks for its callback. Readers outside a context (privdata
+// null) take every reply.
+redisReplyObjectFunctions default_functions{};
 
-void* bounded_create_array(const redisReadTask* task, int elements)
+bool unsolicited(const redisReadTask* task) noexcept
 {
-    return elements > max_elements ? nullptr : default_create_array(task, elements);
+    if (task->parent) return false;   // an element of a reply
+    const auto* ac = static_cast<const redisAsyncContext*>(task->privdata);
+    return ac && !ac->replies.head;
+}
+
+void* checked_create_string(const redisReadTask* task, char* str, size_t len)
+{
+    return unsolicited(task) ? nullptr : default_functions.createString(task, str, len);
+}
+
+void* checked_create_array(const redisReadTask* task, int elements)
+{
+    return elements > max_elements || unsolicited(task) ? nullptr : default_functions.createArray(task, elements);
+}
+
+void* checked_create_integer(const redisReadTask* task, long long value)
+{
+    return unsolicited(task) ? nullptr : default_functions.createInteger(task, value);
+}
+
+void* checked_create_nil(const redisReadTask* task)
+{
+    return unsolicited(task) ? nullptr : default_functions.createNil(task);
 }
 
 redisReplyObjectFunctions* bounded_functions()
@@ -55,10 +84,13 @@ redisReplyObjectFunctions* bounded_functions()
     static redisReplyObjectFunctions fns = [] {
         redisReader* r = redisReaderCreate();
         if (!r) throw std::bad_alloc();
-        redisReplyObjectFunctions f = *r->fn;
+        default_functions = *r->fn;
         redisReaderFree(r);
-        default_create_array = f.createArray;
-        f.createArray = &bounded_create_array;
+        redisReplyObjectFunctions f = default_functions;
+        f.createString = &checked_create_string;
+        f.createArray = &checked_create_array;
+        f.createInteger = &checked_create_integer;
+        f.createNil = &checked_create_nil;
         return f;
     }();
     return &fns;
@@ -180,6 +212,7 @@ bool hiredis_adapter::connect(const std::string& address, std::uint16_t port,
     }
     socket_ = std::move(socket);
     ac->c.reader->fn = bounded_functions();
+    ac->c.reader->privdata = ac;   // for unsolicited(): the callbacks pending
     ac_ = ac;
     owner_ = std::move(owner);
     ++gen_;

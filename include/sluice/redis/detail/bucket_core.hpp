@@ -45,6 +45,7 @@ public:
     using typename base_type::fallback_type;
 
     static constexpr bool can_lease = true;
+    static constexpr script_kind replies = script_kind::gcra;
     using base_type::now;
 
     bucket_core(Client& client, rate r, std::uint64_t burst, shared_options opts)

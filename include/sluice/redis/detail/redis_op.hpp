@@ -29,7 +29,7 @@ struct redis_op {
     std::shared_ptr<Core> core;
     Fsm fsm;
     round_trip rt{};
-    eval_request sent{};   // the call in flight: its reply must be a possible answer to it
+    eval_request sent{};   // the call in flight: its reply must be a possible answer to it (answers, consistent)
 
     // Start, or the post of a result decided in the initiating call.
     template <class Self>
@@ -49,7 +49,7 @@ struct redis_op {
         rt.received_us = system_now_us();
         std::optional<verdict> v;
         if (!e) v = parse_verdict(r);
-        if (v && !answers(*v, sent)) v.reset();
+        if (v && !(answers(*v, sent) && consistent(*v, sent, Core::replies))) v.reset();
         run(self, fsm.on_reply(*core, e, v ? &*v : nullptr, self.cancelled() != boost::asio::cancellation_type::none, rt,
                                Core::now()));
     }

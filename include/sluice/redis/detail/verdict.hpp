@@ -2,9 +2,11 @@
 #pragma once
 
 #include <sluice/decision.hpp>
+#include <sluice/detail/arith.hpp>
 #include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/scripts.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -72,6 +74,65 @@ inline bool answers(const verdict& v, const eval_request& r) noexcept
         return true;
     }
     return false;
+}
+
+/// The script a limiter calls for its requests: what its replies can hold.
+enum class script_kind {
+    sliding_log,   // six integers a request, no state, taken or configuration
+    gcra,          // nine integers, every one following from admitted, now, state, taken,
+                   // interval and burst (see lua::gcra)
+};
+
+/// Whether `v` is a reply the script of kind `k` can give to `r` at all, beyond answers():
+/// the fields the script derives are checked against what they derive from, so that a
+/// reply whose bytes were changed on the way (a wait, a state, a remaining or a server
+/// time off by a digit), or the answer to another request, is not believed. GCRA's reply
+/// to n permits (try, reserve) or up to n slots (lease), with I = interval, B = burst,
+/// tau = I * B, z = state, t = now: z >= t - tau; reset_after = max(0, z + tau - t);
+/// remaining = min(B, min(t - z, tau) / I) for z < t, else 0; a grant of k (n for a try
+/// or a reservation; a lease fewer only when one more slot would end past max_wait, that
+/// is t + max_wait - z < I) starts from z - k * I >= t - tau and waits max(0, z - t); a
+/// refusal takes nothing and waits z + n * I - t (a lease: z + I - t), or 0 when n > B
+/// (never grantable). The sliding log's grants and
+/// refusals carry no state, and at most 2^24 remaining.
+inline bool consistent(const verdict& v, const eval_request& r, script_kind k) noexcept
+{
+    using sluice::detail::sat_add;
+    using sluice::detail::sat_mul;
+    using sluice::detail::sat_sub;
+    if (r.how == eval_request::mode::configure)
+        return true;
+    if (k == script_kind::sliding_log) {
+        constexpr std::int64_t max_limit = std::int64_t{1} << 24;
+        return v.state == 0 && v.taken == 0 && v.interval_us == 0 && v.burst == 0 && v.remaining <= max_limit &&
+               (!v.admitted || v.reset_us >= 1);
+    }
+    const std::int64_t iv = v.interval_us, b = v.burst;
+    if (iv < 1 || b < 1 || iv > lua::max_span_us || b > lua::max_span_us / iv)
+        return false;
+    const std::int64_t tau = iv * b, z = v.state, t = v.now_us;
+    if (z < sat_sub(t, tau) || v.reset_us != std::max<std::int64_t>(0, sat_sub(sat_add(z, tau), t)))
+        return false;
+    const std::int64_t avail = z >= t ? 0 : std::min(b, std::min(sat_sub(t, z), tau) / iv);
+    if (v.remaining != avail)
+        return false;
+    const bool lease = r.how == eval_request::mode::lease;
+    if (v.admitted) {
+        // The state before the grant was no earlier than a full bucket's; a lease takes
+        // fewer than n slots only when the next one would end past max_wait.
+        if (v.taken < 1 || sat_sub(z, sat_mul(static_cast<std::uint64_t>(v.taken), iv)) < sat_sub(t, tau))
+            return false;
+        const bool all = static_cast<std::uint64_t>(v.taken) == r.n;
+        const bool room_for_more = sat_sub(sat_add(t, r.max_wait_us), z) >= iv;
+        if (!all && (!lease || room_for_more))
+            return false;
+        return v.wait_us == std::max<std::int64_t>(0, sat_sub(z, t));
+    }
+    if (v.taken != 0)
+        return false;
+    if (v.wait_us == 0)
+        return !lease && r.n > static_cast<std::uint64_t>(b);
+    return v.wait_us == sat_sub(sat_add(z, sat_mul(lease ? 1 : r.n, iv)), t);
 }
 
 inline decision to_decision(const verdict& v) noexcept

@@ -8,6 +8,7 @@
 #include <sluice/redis/detail/key_batches.hpp>
 #include <sluice/redis/detail/limiter_core.hpp>
 #include <sluice/redis/detail/op_step.hpp>
+#include <sluice/redis/detail/verdict.hpp>
 #include <sluice/redis/shared_options.hpp>
 #include <sluice/redis/reply.hpp>
 #include <sluice/redis/script.hpp>
@@ -51,6 +52,7 @@ public:
     using typename base_type::fallback_type;
 
     static constexpr bool can_lease = false;
+    static constexpr script_kind replies = script_kind::sliding_log;
     // The most requests one script call decides: a batch of 64 keeps a call under a few
     // hundred microseconds of the server's time.
     static constexpr std::size_t max_batch = 64;
