@@ -450,24 +450,30 @@ private:
     {
         if (n == 0 || n > step_.burst) return invalid(n == 0 ? error::invalid_count : error::exceeds_limit);
         decision d;
-        if (on_tracked(k, h, [&](std::int64_t w, auto&& commit) { return word::decide(step_, w, n, now, d, commit); }))
-            return d;
+        int found = on_tracked(k, h, [&](std::int64_t w, auto&& commit) { return word::decide(step_, w, n, now, d, commit); });
+        // The truncation mark last: a decision taken on the zeros that replaced a truncated
+        // mapping (see shm::segment) is not an answer.
+        if (found > 0 && !segment_.truncated()) return d;
+        if (found < 0) return answer(invalid(error::shm_corrupt));
         return decide_locked(k, h, n, now);
     }
 
     // Runs step(w, commit) (word::decide or word::reserve on the key's state w) on k's
-    // slot without a lock; false when the key is not tracked (or is being evicted). The
-    // state read is the key's only if the slot kept its generation around it (the read is
-    // ordered before this one by its acquire); a swap that landed on a slot reused
-    // meanwhile is noticed after it, and the key looked up again (see the class comment).
-    // A tombstone: the key is being evicted, and the caller's lock orders it after that.
+    // slot without a lock: 1 once it has, 0 when the key is not tracked (or is being
+    // evicted), -1 when the slot keeps changing under it beyond what any process of the
+    // table does (most_looks look-ups, word::most_tries swaps: written in a loop by
+    // someone else). The state read is the key's only if the slot kept its generation
+    // around it (the read is ordered before this one by its acquire); a swap that landed
+    // on a slot reused meanwhile is noticed after it, and the key looked up again (see the
+    // class comment). A tombstone: the key is being evicted, and the caller's lock orders
+    // it after that.
     template <class Step>
-    [[gnu::always_inline]] bool on_tracked(const detail::key_image& k, std::uint64_t h, Step&& step) noexcept
+    [[gnu::always_inline]] int on_tracked(const detail::key_image& k, std::uint64_t h, Step&& step) noexcept
     {
-        for (;;) {
+        for (int looks = 0; looks < most_looks; ++looks) {
             std::uint64_t m;
             detail::keyed_slot* e = find(k, h, m);
-            if (!e) return false;
+            if (!e) return 0;
             std::int64_t w = e->state.load(std::memory_order_acquire);
             bool reused = false;
             auto commit = [&](std::int64_t stored) {
@@ -476,30 +482,50 @@ private:
                 reused = e->meta.load(std::memory_order_acquire) != m;
                 return !reused;
             };
-            while (w != tomb && !reused) {
+            for (int tries = 0; w != tomb && !reused;) {
                 if (e->meta.load(std::memory_order_acquire) != m) {
                     reused = true;
                     break;
                 }
-                if (step(w, commit)) return true;
+                if (step(w, commit)) return 1;
+                if (++tries == word::most_tries) return -1;
             }
-            if (!reused) return false;
+            if (!reused) return 0;
         }
+        return -1;
+    }
+
+    // Look-ups of one key that find its slot reused each time before a decision gives up
+    // (error::shm_corrupt): each is an eviction and an insert by someone else meanwhile.
+    static constexpr int most_looks = 1024;
+
+    // d, or error::shm_truncated when the segment was truncated under this process.
+    decision answer(const decision& d) const noexcept
+    {
+        return segment_.truncated() ? invalid(error::shm_truncated) : d;
     }
 
     // The key's word now: its state, or fresh for a key not tracked (or being evicted).
-    std::int64_t word_of(const key_handle& k) const noexcept;
+    // False when its slot keeps changing (most_looks).
+    bool word_of(const key_handle& k, std::int64_t& w) const noexcept;
 
-    // Under the shard's lock: the key again (another process may have inserted it), else
-    // a new slot for it with its first decision, after an eviction when the shard is full.
+    // insert(), answered.
     decision decide_locked(const detail::key_image& k, std::uint64_t h, std::uint64_t n, std::int64_t now) noexcept;
 
-    // Under shard si's lock: evicts one idle key, or says how long until one can be idle.
-    bool evict_one(std::size_t si, std::int64_t now, std::int64_t& retry) noexcept;
+    // Under the shard's lock (taken within the segment's lock_timeout): the key again
+    // (another process may have inserted it), else a new slot for it with its first
+    // decision, after an eviction when the shard is full.
+    decision insert(const detail::key_image& k, std::uint64_t h, std::uint64_t n, std::int64_t now) noexcept;
+
+    // Under shard si's lock: evicts one idle key (1), or says how long until one can be
+    // idle (0), or why it could not look (-1: the table's lock, or a slot's word written
+    // in a loop).
+    int evict_one(std::size_t si, std::int64_t now, std::int64_t& retry, std::chrono::steady_clock::time_point deadline,
+                  error& why) noexcept;
 
     // Under shard si's lock: counts one key more in the shard and the table (1), or says
-    // there is no room (0) or that the table's lock is broken (-1).
-    int count_in(std::size_t si) noexcept;
+    // there is no room (0) or why the table's lock was not taken (-1).
+    int count_in(std::size_t si, std::chrono::steady_clock::time_point deadline, error& why) noexcept;
 
     // Under the lock, after slot i was deleted: turns deleted slots no look-up needs back
     // into never-used ones.
