@@ -95,6 +95,12 @@ public:
         if (r == EOWNERDEAD) {
             repair();
             r = ::pthread_mutex_consistent(&m);
+            if (r != 0) {
+                // Not ours to hold then: let go, so that this thread's robust list does not
+                // keep it (its holder's unlock marks it unrecoverable).
+                ::pthread_mutex_unlock(&m);
+                r = ENOTRECOVERABLE;
+            }
         }
         held_ = r == 0;
         if (r == ETIMEDOUT) error_ = error::shm_lock_timeout;
@@ -542,7 +548,10 @@ std::vector<keyed_gcra::tracked_key> keyed_gcra::keys() const
 {
     std::vector<tracked_key> out;
     const auto deadline = std::chrono::steady_clock::now() + segment_.lock_timeout();
-    auto fail = [](error e, const char* what) { throw boost::system::system_error(make_error_code(e), what); };
+    auto fail = [this](error e, const char* what) {
+        if (segment_.truncated()) e = error::shm_truncated;   // whatever the zeros made it
+        throw boost::system::system_error(make_error_code(e), what);
+    };
     for (std::size_t si = 0; si < shard_count_; ++si) {
         keyed_slot* base = slots_of(si);
         robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_, slot_shift_, deadline);

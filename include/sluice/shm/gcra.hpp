@@ -64,7 +64,8 @@ public:
     /// Attaches to (or creates) the bucket of `where`. Throws system_error like
     /// policy::gcra for a bad configuration (error::invalid_rate, invalid_limit,
     /// invalid_duration), and like shm::segment (shm_invalid_name, shm_config_mismatch,
-    /// shm_incompatible, shm_permission, shm_unavailable, invalid_option).
+    /// shm_incompatible, shm_foreign, shm_permission, shm_lock_timeout, shm_truncated,
+    /// shm_unavailable, invalid_option).
     gcra(const segment_options& where, sluice::rate r, std::uint64_t burst, std::chrono::nanoseconds slack = {})
         : step_(sluice::detail::gcra_step::make(r.interval().count(), burst, slack.count())),
           segment_(where, layout(step_)),

@@ -157,7 +157,9 @@ static_assert(sizeof(keyed_header) == 128);
 /// - Inserting and evicting take the shard's mutex, process-shared and robust: a holder
 ///   that dies makes the next one get EOWNERDEAD, repair the shard (finish or undo what the
 ///   dead one left: a half-written slot is free, an evicted key's slot deleted, the counts
-///   recounted) and mark it consistent. The table's count has a robust lock of its own,
+///   recounted) and mark it consistent. A holder that is alive but stopped (SIGSTOP, a
+///   debugger) is waited for segment_options::lock_timeout at most: the decision then
+///   answers error::shm_lock_timeout (nothing admitted), never a hang. The table's count has a robust lock of its own,
 ///   taken inside a shard's for a moment: a holder that dies there leaves it to be summed
 ///   again from the shards'. The steps are ordered so that every prefix is
 ///   repairable: a new key's slot is written whole (key, then its first decision's state)
@@ -196,6 +198,21 @@ static_assert(sizeof(keyed_header) == 128);
 /// refund of a full bucket gives nothing back either. So an eviction neither loses nor
 /// doubles an admission.
 ///
+/// Bytes written by another process (of the segment's user: see shm::segment for who can
+/// attach): every value read from the table that steers a loop or an index (tags, sizes,
+/// generations, counts, the clock hand, floors) is checked or bounded by the table's shape,
+/// which this process knows from its own configuration; a slot that keeps changing under a
+/// decision ends it after a bound (most_looks look-ups, gcra_word::most_tries swaps). A
+/// violation is error::shm_corrupt (or shm_table_full, shm_lock_timeout), never undefined
+/// behaviour or a hang. A lock whose bytes are not a process-shared robust mutex's is not
+/// handed to pthread (shm_corrupt). What stays trusted: the bytes of a mutex while this
+/// process holds it (glibc links a robust mutex into its holder's list through them), so
+/// a process able to write the segment (its owner, or root) is trusted not to write a lock
+/// this process holds; the owner check (shm::segment) keeps other users out.
+///
+/// Truncated under this process (a named segment: see shm::segment): every call answers
+/// error::shm_truncated (keys() throws it).
+///
 /// Thread-safety: one object may be used from any number of threads, as any number of
 /// processes use the table.
 class keyed_gcra {
@@ -212,7 +229,8 @@ public:
     /// policy::gcra for a bad configuration (error::invalid_rate, invalid_limit,
     /// invalid_duration), error::invalid_option for bad table_options, and like
     /// shm::segment (shm_invalid_name, shm_config_mismatch for another rate, burst, slack,
-    /// max_keys or shards, shm_incompatible, shm_permission, shm_unavailable).
+    /// max_keys or shards, shm_incompatible, shm_foreign, shm_permission, shm_lock_timeout,
+    /// shm_truncated, shm_unavailable).
     keyed_gcra(const segment_options& where, sluice::rate r, std::uint64_t burst, const table_options& table = {},
                std::chrono::nanoseconds slack = {});
 
@@ -229,8 +247,10 @@ public:
     /// Grants n permits of `key` at `now` if its bucket holds them (a new key starts with a
     /// full bucket). Errors in the decision: invalid_count, exceeds_limit,
     /// shm_key_too_long, shm_string_key (any string key on a table of integer keys), shm_table_full,
-    /// and shm_unavailable if a shard's lock is broken beyond repair (never by a process
-    /// sluice manages).
+    /// shm_lock_timeout (a new key, and the shard's lock held by a stopped process),
+    /// shm_corrupt (bytes written by someone else), shm_truncated (see shm::segment), and
+    /// shm_unavailable if a shard's lock is broken beyond repair (never by a process sluice
+    /// manages).
     decision try_acquire(std::string_view key, std::uint64_t n, std::int64_t now) noexcept
     {
         if (error e = refusal_of(key); e != error{}) return invalid(e);
@@ -281,7 +301,8 @@ public:
     /// refund() checks). A key not tracked is
     /// inserted with its first grant, at once (a new bucket is full). Errors:
     /// invalid_count, exceeds_limit, timed_out (nothing consumed, `at` the predicted
-    /// instant), shm_table_full, shm_unavailable.
+    /// instant), and try_acquire's errors of the table (shm_table_full, shm_lock_timeout,
+    /// shm_corrupt, shm_truncated, shm_unavailable).
     reservation reserve(const key_handle& k, std::uint64_t n, std::int64_t now, std::int64_t max_wait,
                         detail::holder_state& h) noexcept;
 
@@ -320,7 +341,8 @@ public:
     };
 
     /// Every key tracked now, shard by shard, each read under its shard's lock (for
-    /// diagnostics: it visits every slot).
+    /// diagnostics: it visits every slot). Throws system_error: shm_lock_timeout,
+    /// shm_corrupt, shm_truncated, shm_unavailable.
     std::vector<tracked_key> keys() const;
 
     /// The hard cap on keys (table_options::max_keys).

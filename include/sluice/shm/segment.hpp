@@ -23,7 +23,7 @@ struct segment_options {
     /// The segment's name, POSIX style: "/name", one leading slash and no other, 1 to
     /// 255 characters after it (a file under /dev/shm). Every process that names it shares
     /// the limiter. Empty with `anonymous` or `descriptor`.
-    std::string name;
+    std::string name = {};
 
     /// The permission bits the segment is created with (not subject to the umask): 0600,
     /// so that only processes of the same user can attach. A segment that exists must
