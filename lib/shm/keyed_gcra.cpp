@@ -12,6 +12,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace sluice::shm {
 namespace {
 
@@ -70,7 +74,13 @@ int lock_until(pthread_mutex_t& m, std::chrono::steady_clock::time_point deadlin
     auto until = std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(left);
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until.time_since_epoch()).count();
     timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-    return ::pthread_mutex_timedlock(&m, &ts);
+    int r = ::pthread_mutex_timedlock(&m, &ts);
+    // Its interceptor counts a lock taken only on 0 (pthread_mutex_lock's also on EOWNERDEAD).
+    if (r == EOWNERDEAD) {
+        __tsan_mutex_pre_lock(&m, __tsan_mutex_try_lock);
+        __tsan_mutex_post_lock(&m, __tsan_mutex_try_lock, 0);
+    }
+    return r;
 #else
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
     timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};

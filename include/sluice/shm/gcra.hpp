@@ -206,10 +206,12 @@ private:
     {
         decision d;
         std::int64_t w = word_->load(std::memory_order_acquire);
-        // The truncation mark last: a decision taken on the zeros that replaced a truncated
-        // mapping (see shm::segment) is not an answer.
-        if (n != 0 && n <= step_.burst && word::decide_fast(step_, w, n, now, d, committer(w, consume)) &&
-            !segment_.truncated())
+        // The truncation mark after the word is read (a load the acquire keeps after it): a
+        // fault on that read has set it (see shm::segment), and a read of the zeros another
+        // thread's fault put there comes after that thread set it. Read here, not after the
+        // compare-and-swap, it is off the swap's path. decide_again checks it again.
+        if (n != 0 && n <= step_.burst && !segment_.truncated() &&
+            word::decide_fast(step_, w, n, now, d, committer(w, consume)))
             return d;
         d = decide_again(n, now, consume).d;
         return d;
