@@ -19,6 +19,7 @@
 // the sizes the table holds.
 #include "fuzz.hpp"
 
+#include <sluice/detail/arith.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 #include <sluice/shm/segment.hpp>
 
@@ -134,7 +135,7 @@ void run(fuzz::input& in)
     std::int64_t now = 1'000'000'000;
     for (int ops = 0; ops < 64 && !in.empty(); ++ops) {
         const std::uint8_t op = in.byte();
-        now += (op & 0x80) ? in.number() : 0;
+        if (op & 0x80) now = sluice::detail::sat_add(now, in.number());
         const std::uint64_t n = (op >> 4) & 3;   // 0 (refused: invalid_count) to 3
         const bool integer = in.flag();
         const std::uint64_t ikey = in.byte();
@@ -169,6 +170,9 @@ void run(fuzz::input& in)
             FUZZ_CHECK((integer ? t.shard_of(ikey) : t.shard_of(skey)) < t.shards());
             (void)t.size();
             (void)t.repairs();
+            FUZZ_CHECK(t.max_keys() == table.max_keys && t.burst() == burst && t.slack().count() == 0);
+            FUZZ_CHECK(t.rate().interval() == every_us.interval());
+            FUZZ_CHECK(t.segment().name().empty() && t.segment().created() == !second);
             break;
         default:
             try {
