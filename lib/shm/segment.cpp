@@ -317,7 +317,7 @@ bool segment::attach(int fd, std::size_t size, const detail::segment_layout& lay
     std::string what;
     error e = detail::check_header(m.p, m.size, layout, opts.size, boot, stale, what);
     if (w && w->truncated.load()) {
-        m.release();   // zeros now, and kept: see ~segment
+        m.release();   // replaced, and kept: see ~segment
         fail(error::shm_truncated, shown + " was truncated while being attached");
     }
     if (e != error{}) fail(e, shown + ": " + what);
@@ -335,13 +335,13 @@ bool segment::attach(int fd, std::size_t size, const detail::segment_layout& lay
 segment::~segment()
 {
     auto* w = static_cast<detail::watched_mapping*>(watch_);
-    bool zeros = false;
+    bool replaced = false;
     if (w) {
         detail::unwatch(w);
-        zeros = w->truncated.load();
+        replaced = w->truncated.load();
     }
-    // A truncated segment's zeros stay mapped: see the class comment.
-    if (base_ && !zeros) ::munmap(base_, size_);
+    // A truncated segment's replacement stays mapped: see the class comment.
+    if (base_ && !replaced) ::munmap(base_, size_);
     if (fd_ >= 0) ::close(fd_);
 }
 

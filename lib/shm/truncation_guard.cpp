@@ -1,7 +1,7 @@
 // A named segment is a file that any process of its owner (or root) can truncate while
 // this process has it mapped: the next access beyond the new end raises SIGBUS, whose
 // default action kills the process (a whole server, for one truncate). The handler here
-// replaces the faulting mapping with zeros and marks it, so that the access completes and
+// replaces the faulting mapping with private memory and marks it, so that the access completes and
 // the decision that made it answers error::shm_truncated (segment.hpp says why and how).
 #include "truncation_guard.hpp"
 
@@ -48,7 +48,28 @@ void pass_on(int sig, siginfo_t* info, void* context)
     if (sent) ::raise(sig);
 }
 
-// Only async-signal-safe steps: atomic loads and stores, and the mmap system call itself.
+// The bytes the first page of a replacement holds: a GCRA word of them (0x7f7f...7f) is
+// beyond what shm::gcra's fast path decides on, so that every decision on the replacement
+// takes the path that reads the mark (and a keyed table's slot of them is never a key's:
+// its generation is odd). The rest of the replacement is zeros (pages never touched).
+constexpr unsigned char poison = 0x7f;
+constexpr std::size_t poisoned = 4096;
+
+// Replaces [b, b + n) with private memory, its first page poisoned, in one step (mremap
+// over it): no thread ever reads a replacement not yet poisoned. Raw system calls only.
+bool replace(std::uintptr_t b, std::size_t n) noexcept
+{
+    const long fresh = ::syscall(SYS_mmap, 0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (fresh == -1) return false;
+    auto* p = reinterpret_cast<volatile unsigned char*>(fresh);
+    for (std::size_t i = 0; i < n && i < poisoned; ++i) p[i] = poison;
+    if (::syscall(SYS_mremap, fresh, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, b) == static_cast<long>(b)) return true;
+    ::syscall(SYS_munmap, fresh, n);
+    return false;
+}
+
+// Only async-signal-safe steps: atomic loads and stores, a loop of stores, and the mmap,
+// mremap and munmap system calls themselves.
 void on_sigbus(int sig, siginfo_t* info, void* context)
 {
     const int saved = errno;
@@ -58,12 +79,12 @@ void on_sigbus(int sig, siginfo_t* info, void* context)
             const std::uintptr_t b = w->begin.load(std::memory_order_acquire);
             const std::size_t n = w->size.load(std::memory_order_acquire);
             if (b == 0 || at - b >= n || w->begin.load(std::memory_order_acquire) != b) continue;
-            // Marked first: a thread that reads the zeros then reads the mark.
+            // Marked first: a thread that reads the replacement then reads the mark.
             w->truncated.store(true, std::memory_order_seq_cst);
-            const long r = ::syscall(SYS_mmap, b, n, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
-                                     -1, 0);
-            errno = saved;
-            if (r == static_cast<long>(b)) return;   // the access runs again, on zeros
+            if (replace(b, n)) {
+                errno = saved;
+                return;   // the access runs again, on the replacement
+            }
             break;
         }
     }

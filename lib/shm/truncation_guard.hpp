@@ -17,7 +17,8 @@ struct watched_mapping {
     watched_mapping* next = nullptr;        // fixed once published
 };
 
-/// Watches [base, base + size): a SIGBUS inside it replaces it with zeroed private memory
+/// Watches [base, base + size): a SIGBUS inside it replaces it with private memory (see
+/// segment.hpp)
 /// and sets the record's `truncated`. Installs the handler the first time. Throws
 /// system_error(shm_unavailable) if sigaction fails.
 watched_mapping* watch(void* base, std::size_t size);

@@ -206,12 +206,10 @@ private:
     {
         decision d;
         std::int64_t w = word_->load(std::memory_order_acquire);
-        // The truncation mark after the word is read (a load the acquire keeps after it): a
-        // fault on that read has set it (see shm::segment), and a read of the zeros another
-        // thread's fault put there comes after that thread set it. Read here, not after the
-        // compare-and-swap, it is off the swap's path. decide_again checks it again.
-        if (n != 0 && n <= step_.burst && !segment_.truncated() &&
-            word::decide_fast(step_, w, n, now, d, committer(w, consume)))
+        // No truncation mark here: the memory that replaces a truncated mapping reads as a
+        // word decide_fast never takes (see shm::segment), so a decision on it always goes
+        // to decide_again, which reads the mark. The fast path stays as small as policy::gcra's.
+        if (n != 0 && n <= step_.burst && word::decide_fast(step_, w, n, now, d, committer(w, consume)))
             return d;
         d = decide_again(n, now, consume).d;
         return d;

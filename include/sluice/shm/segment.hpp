@@ -104,8 +104,8 @@ struct segment_layout {
     const void* context = nullptr;
 };
 
-/// A mapping that a truncation of its file replaced with zeros (set by the SIGBUS
-/// handler: see segment). Never set for one that cannot be truncated.
+/// A mapping that a truncation of its file replaced (set by the SIGBUS handler: see
+/// segment). Never set for one that cannot be truncated.
 inline constexpr std::atomic<bool> never_truncated{false};
 
 /// Whether a segment's header, `size` bytes of it mapped, is one of `layout` made on boot
@@ -141,10 +141,12 @@ error check_header(const void* header, std::size_t size, const segment_layout& l
 /// SIGBUS. sluice catches it (unless segment_options::catch_truncation is false): the
 /// first named segment mapped installs a process-wide SIGBUS handler (sigaction, once;
 /// the previous action is kept). For a fault inside a segment's mapping, the handler marks
-/// the segment truncated and replaces its whole mapping with zeroed private memory
-/// (mmap MAP_FIXED, async-signal-safe), so that the faulting instruction runs again on
-/// zeros; every decision checks the mark after deciding and answers error::shm_truncated
-/// instead of what it decided on the zeros. The replacement stays mapped for the life of
+/// the segment truncated and replaces its whole mapping, in one step, with private memory
+/// whose first page reads as 0x7f bytes and the rest as zeros (raw mmap and mremap system
+/// calls, async-signal-safe), so that the faulting instruction runs again on it. No
+/// decision's fast path takes those bytes (a GCRA word of 0x7f bytes is beyond its range,
+/// a key table's slot of them is never a key's); every other path checks the mark, and
+/// the decision answers error::shm_truncated. The replacement stays mapped for the life of
 /// the process (a lock of the segment held at the time may still be linked from the
 /// thread's robust-mutex list). A fault anywhere else goes to the previous handler, or,
 /// when there was none, takes SIGBUS's default action (the process dies as it would have).
