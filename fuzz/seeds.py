@@ -362,3 +362,33 @@ write("frontier", [
     u8(0) + u8(3) + b"".join(link(1, t) for t in range(8)) + link(1, 2) + moved(0x12, 0x13),
 ])
 
+
+# shm_table: byte 0 bit 0 clear; a shape byte (keys - 1 in bits 0-5, bit 6 two shards,
+# bit 7 integer keys); patches (length, u16 offset in the segment, bytes) ended by a zero
+# length; then operations: op (bits 0-2 which, 4-5 n, bit 3 a byte written after it, bit 7
+# time advances), [number], integer flag, integer key, string key, then what the op reads.
+# The segment: header 128 bytes, the keyed header 128 (its lock at 64), each shard 128 (its
+# lock first), then the slots.
+def shm_op(which, n=1, key=1, skey="k", integer=True, advance=None, extra=b"", poke=None):
+    op = which | (n << 4) | (0x80 if advance is not None else 0) | (0x08 if poke else 0)
+    out = u8(op) + (number(advance) if advance is not None else b"") + u8(1 if integer else 0) + u8(key) + text(skey) + extra
+    return out + (u16(poke[0]) + u8(poke[1]) if poke else b"")
+def shm_patch(at, data):
+    return u8(len(data)) + u16(at) + data
+SHARD0 = 128 + 128
+ops = (shm_op(0, key=1) + shm_op(0, key=2) + shm_op(1, integer=False, skey="client-a") + shm_op(0, key=1, n=3) +
+       shm_op(3, key=1) + shm_op(4, key=1, extra=number(5000)) + shm_op(5, key=1, extra=u8(1) + u8(0)) +
+       shm_op(6, key=2) + shm_op(7) + shm_op(0, key=9, advance=100_000))
+write("shm_table", [
+    u8(0) + u8(15) + u8(0) + ops,                                        # 16 keys, one shard
+    u8(0) + u8(15 | 0x40) + u8(0) + ops,                                 # two shards
+    u8(0) + u8(3 | 0x80) + u8(0) + ops,                                  # integer keys, full soon
+    u8(0) + u8(15) + shm_patch(SHARD0, i32(0x40000000)) + u8(0) + ops,   # a holder died: repair
+    u8(0) + u8(15) + shm_patch(128 + 64, i32(0x40000000)) + u8(0) + ops, # the table's lock
+    u8(0) + u8(15) + shm_patch(SHARD0 + 16, i32(7)) + u8(0) + ops,       # a lock of another kind
+    u8(0) + u8(15) + shm_patch(SHARD0, i32(12345)) + u8(0) + ops,        # held by someone else
+    u8(0) + u8(15) + shm_patch(0, b"garbage!") + u8(0) + ops,            # not a segment
+    u8(0) + u8(15) + u8(0) + ops + shm_op(0, key=3, poke=(128 + 128 + 128 + 8, 0x7f)) + ops,
+    u8(1) + text("x" * 200) + u8(1) + u8(0) + u8(1) + u8(0),             # the header check alone
+    u8(1) + text("x" * 200) + u8(0) + u8(0) + u8(1) + u8(0),
+])

@@ -384,8 +384,8 @@ private:
 
 // What the parent of --workers N gives each worker process (prefork.hpp).
 struct worker_context {
-    server_prefork::worker_start* start;   // its index, listening socket, ready()
-    std::string segment;                   // the shared-memory segment of the per-client table
+    server_prefork::worker_start* start;     // its index, listening socket, ready()
+    sluice::shm::segment_options segment;    // the per-client table's segment (its descriptor)
 };
 
 // The per-client table shared by the workers. On steady_clock, read by every process alike
@@ -1213,8 +1213,8 @@ int serve(const options& opt, const worker_context* worker = nullptr)
 }
 
 // --workers N: the parent makes the N listening sockets and the shared table, runs the
-// workers (prefork.hpp), says where it listens once they all serve, and removes the table
-// once they have ended.
+// workers (prefork.hpp), and says where it listens once they all serve. The table goes
+// with the last process that maps it.
 int serve_workers(const options& opt)
 {
     boost::system::error_code ec;
@@ -1231,17 +1231,20 @@ int serve_workers(const options& opt)
         std::fprintf(stderr, "server: cannot listen on %s:%u: %s\n", opt.listen.c_str(), opt.port, e.what());
         return 1;
     }
-    // Named after the port and this process: two servers never share a table by accident.
-    const std::string name = "/sluice-server-" + std::to_string(port) + "-" + std::to_string(::getpid());
     int rc = 1;
     try {
-        // Created here (0600, the default), before any worker: a segment that cannot be made
-        // fails once, and the workers attach to this one.
-        shared_table table(name, opt.rate, opt.burst, shared_table_options());
+        // Created here, before any worker: a segment that cannot be made fails once. Unnamed
+        // (a sealed memfd): no other process can open it, take its name first or truncate it;
+        // the workers attach to it by its descriptor, inherited. A lock in it that a stopped
+        // process holds makes a request wait 100 ms at most (then 503), never for ever.
+        shared_table table(sluice::shm::segment_options{.anonymous = true}, opt.rate, opt.burst,
+                           shared_table_options());
+        auto where = sluice::shm::segment_options::of(table.table().segment());
+        where.lock_timeout = std::chrono::milliseconds(100);
         rc = server_prefork::run(
             std::move(fds),
-            [&opt, &name](server_prefork::worker_start& start) {
-                const worker_context w{&start, name};
+            [&opt, &where](server_prefork::worker_start& start) {
+                const worker_context w{&start, where};
                 return serve(opt, &w);
             },
             [&opt, port] {   // every worker serves
@@ -1251,12 +1254,6 @@ int serve_workers(const options& opt)
     } catch (const std::exception& e) {
         std::fprintf(stderr, "server: %s\n", e.what());
         for (int fd : fds) ::close(fd);
-    }
-    try {
-        sluice::shm::remove(name);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "server: removing %s: %s\n", name.c_str(), e.what());
-        rc = 1;
     }
     return rc;
 }

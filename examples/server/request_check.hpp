@@ -215,7 +215,11 @@ enum class refusal { client_rate, overloaded, shutting_down, failed };
 inline refusal refusal_of(boost::system::error_code ec)
 {
     if (!ec || ec == sluice::error::timed_out) return refusal::client_rate;
-    if (ec == sluice::error::queue_full || ec == sluice::error::shm_table_full) return refusal::overloaded;
+    // A lock of the shared table that a stopped process holds (shm_lock_timeout) passes when
+    // it lets go: the server's excess, as a full table.
+    if (ec == sluice::error::queue_full || ec == sluice::error::shm_table_full ||
+        ec == sluice::error::shm_lock_timeout)
+        return refusal::overloaded;
     if (ec == sluice::error::closed) return refusal::shutting_down;
     return refusal::failed;
 }

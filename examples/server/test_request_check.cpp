@@ -306,6 +306,8 @@ TEST_CASE("request_check: whose excess a limiter's refusal is")
     // with none idle: the server's, 503 (these answered 500 before).
     CHECK(refusal_of(sluice::error::queue_full) == refusal::overloaded);
     CHECK(refusal_of(sluice::error::shm_table_full) == refusal::overloaded);
+    CHECK(refusal_of(sluice::error::shm_lock_timeout) == refusal::overloaded);   // a stopped lock holder
+    CHECK(refusal_of(sluice::error::shm_truncated) == refusal::failed);
     CHECK(refusal_of(sluice::error::closed) == refusal::shutting_down);
     CHECK(refusal_of(sluice::error::backend_unavailable) == refusal::failed);
     CHECK(refusal_of(boost::asio::error::operation_aborted) == refusal::failed);
