@@ -1,3 +1,4 @@
+// fuzz-covers: include/sluice/redis/detail/acquire_fsm.hpp include/sluice/redis/detail/op_fsm.hpp
 // async_acquire's machines (bucket_acquire_fsm, window_acquire_fsm) and the configuration
 // change (configure_fsm), one operation at a time, fed any replies, link errors,
 // cancellations, early wake-ups, close() and fallback results, with time driven by hand.

@@ -1,3 +1,4 @@
+// fuzz-covers: include/sluice/redis/detail/limiter_core.hpp
 // What every Redis limiter does with a reply whatever its script (limiter_core): replies
 // read as redis_op reads them (parse_verdict, answers), link errors and the probing while
 // degraded, on a manual clock. The counters add up (the tries admitted and refused), the

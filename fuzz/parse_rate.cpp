@@ -1,3 +1,4 @@
+// fuzz-covers: lib/rate.cpp
 // sluice::parse_rate against an independent model: the grammar read again by hand and the
 // interval computed with arbitrary-precision integers. What parses is exactly
 // ceil(period / count) in whole ns; what the model finds out of range is invalid_rate;

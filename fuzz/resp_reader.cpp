@@ -1,3 +1,4 @@
+// fuzz-covers: lib/redis/hiredis_adapter.cpp
 // RESP bytes as they come off a socket (Sentinel discovery reads them with reply_reader,
 // hiredis' reader): any bytes give replies, "more bytes needed" or a protocol error,
 // whatever the chunking (all at once and a byte at a time agree); every reply goes

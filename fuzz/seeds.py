@@ -81,19 +81,20 @@ def answer(reply, cancelled=False, err=None):
 rates = ["100/s", "5/min", "5/m", "2500/h", "1/d", "1/w", "1/y", "10/250ms", "0.5/s", "1000/us", "1/ns",
          "4/sec", "2/hour", "1/day", "1.5/3s", "3 / 2h", "0.1/s", "0.3/s", ".5/s", "5./s", "0.000000001/ns",
          "1/9223372036.854775808s", "1.00000000000000000001/s", "3/1.00000000000000000001s", "1/0.9ns",
-         "2000000000/s", "1/300y", "1/0.0ms", "1/s x", " \t7/ 2 min \t"]
+         "2000000000/s", "1/300y", "1/0.0ms", "1/s x", " \t7/ 2 min \t",
+         "1/1.00000000000000000001s", "7/", "7/ 5", "0/s", "0.0000000001/s"]
 write("parse_rate", rates)
 
 policies = ['"default";q=100;w=10', '"permin";q=50;w=60,"perhr";q=1000;w=3600',
             '"peruser";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:', '"default";q=100;w=1;sluice-burst=10',
             '"d";sluice-burst=10;q=100;w=1;acme=?0;sluice-burst=12', '"a";q=999999999999999;w=999999999999999']
-limits = ['"default";r=50;t=30', '"default";r=999;pk=:dHJpYWwxMjEzMjM=:', '"a";t=3;r=7 ,\t"b";  r=0']
+limits = ['"default";r=50;t=30', '"default";r=999;pk=:dHJpYWwxMjEzMjM=:', '"a";t=3;r=7 ,\t"b";  r=0',
+          '"x";r=1;acme=7;r=2', '"x";t=1', 'x;r=1', '"x";r=-1', '"x";r=1;t=1.5', '"x";r=1;pk="s"']
 lists = ['"x\\"y\\\\z";r=1;acme=?0;d=-12.5;tk=abc/d:e, ("i" 1;a 2.25);p',
          "-999999999999.999, 0.5, -0, 007, 1.10", "1234567890123.0", "limit=100, remaining=50, reset=30",
          "*tok;*k=:AQID:, ?1;a;b=?0, ()"] + policies + limits
 write("sf_list", lists)
-write("ratelimit_policy", policies)
-write("ratelimit", limits)
+write("ratelimit_fields", policies + limits + ['"x";w=1', '"x";q=1;w=0', '"x";q=1;qu=7', '"x";q=1;pk=?1', '"x";q=1.5'])
 
 NOW_2026 = 1780000000 * 10**9
 NOW_1994 = 784111777 * 10**9
@@ -113,8 +114,13 @@ write("resp_reader", [
 ])
 
 # ---- replies as values --------------------------------------------------------------------
-write("verdict", [granted(5000, 77), refused(3000), verdict(0, 0, 0, 0, 1, 0), verdict(1, 0, 9, 100000, 1, 0),
-                  array(integer(1), integer(0)), nil(), error("ERR x")])
+# Then the call it answers: mode (0 try, 1 reserve, 2 lease, 3 configure), n, max_wait_us.
+def call(mode, n=1, max_wait=0): return u8(mode) + number(n) + number(max_wait)
+write("verdict", [granted(5000, 77) + call(1, 1, 10_000), refused(3000) + call(0), verdict(0, 0, 0, 0, 1, 0) + call(2),
+                  verdict(1, 0, 9, 100000, 1, 0) + call(0), array(integer(1), integer(0)), nil(), error("ERR x"),
+                  granted(5000, 77, 3) + call(2, 2, 10_000), refused(3000) + call(2, 4, 0), granted(0) + call(3),
+                  array(*([integer(1)] * 5 + [bulk("7")])), verdict(2, 0, 0, 0, 1, 0),
+                  granted(0, interval=2**52) + call(0)])
 
 # eval_fsm: (error, reply) for EVALSHA; after NOSCRIPT, (error, reply) for the load, then EVALSHA again.
 OK = u8(0)

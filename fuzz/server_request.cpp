@@ -1,3 +1,4 @@
+// fuzz-covers: examples/server/request_check.hpp
 // The example server's handling of what a client sends (examples/server): any bytes as one
 // connection's stream, read request by request as the server reads them (Beast's parser
 // with the server's limits: the header first, checked, then the body), answered as the

@@ -1,3 +1,4 @@
+// fuzz-covers: include/sluice/redis/detail/try_fsm.hpp include/sluice/redis/detail/op_fsm.hpp
 // async_try_acquire's machine (try_fsm), with and without leasing, fed any interleaving of
 // requests, replies (any reply, link errors, cancellation), background reservations and
 // failure-policy changes. Each operation completes once, after at most one reply; a
