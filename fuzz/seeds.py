@@ -202,11 +202,17 @@ write("try_fsm", [
     try_head(True) + request(0) + request(0) + request(0) + respond(200 * US, 0, answer(granted(0, 500, 1))) +
     background(0) + respond(0, 0, answer(granted(100, 700, 2))) + request(0) + request(0),
     try_head(True) + request(0) + respond(0, 0, answer(refused(0))) + request(MS),
+    try_head(False) + request(0, 0),
+    try_head(False) + request(0) + respond(0, 0, answer(refused(0))),
+    try_head(False) + policy(0, 1 << 2) + request(0),
+    try_head(True) + request(0) + respond(200 * US, 0, answer(granted(0, 500, 8))) +
+    b"".join(request(100 * US) for _ in range(8)),
 ])
 
 # acquire_fsm: start, flags (b % 3: bucket, window, configure; 8: not routed; >> 4: policy),
 # n, max_wait; then the steps: an answer and the round trip for a call, a wake-up choice
-# (0 closed, 1 cancelled, else on time) and its time for a sleep, an outcome for a fallback.
+# (0 closed, 1 cancelled, 7 on time but closed meanwhile, else on time) and its time for a
+# sleep, an outcome for a fallback.
 def acq_head(kind, n, max_wait, start=100 * MS, routed=True, policy_=2):
     return number(start) + u8(kind | (0 if routed else 8) | (policy_ << 4)) + u8(n) + number(max_wait)
 WAKE = u8(2)
@@ -220,7 +226,16 @@ write("acquire_fsm", [
     acq_head(1, 2, 10 * MS) + answer(verdict(0, 3000, 0, 0, 1, 0)) + number(0) + WAKE +
     answer(verdict(0, 4000, 0, 0, 1, 0)) + number(2 * MS) + WAKE + answer(verdict(0, 1001, 0, 0, 1, 0)) + number(0),
     acq_head(1, 1, 10 * MS) + answer(verdict(1, 0, 0, 0, 1, 0)) + number(0),
-    acq_head(2, 1, 0) + number(1000) + number(10) + answer(verdict(1, 0, 0, 0, 1, 0, 0, 1000, 10)),
+    acq_head(0, 1, MS, routed=False, policy_=1),
+    acq_head(1, 1, 10 * MS, routed=False) + u8(2) + number(0),
+    acq_head(1, 1, MS) + answer(verdict(0, 5000, 0, 0, 1, 0)) + number(0),
+    acq_head(1, 1, 10 * MS) + answer(verdict(0, 3000, 0, 0, 1, 0)) + number(0) + u8(7),
+    # configure: span, count, then 0 a call, 1 invalid, 2 closed; the call's answer.
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(0) + answer(verdict(1, 0, 0, 0, 1, 0, 0, 1000, 10)),
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(1),
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(2),
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(0) + answer(b"", err="error"),
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(0) + answer(verdict(0, 0, 0, 0, 1, 0, 0, 1000, 10)),
 ])
 
 # cluster_replies: a redirection (flag 1, MOVED?, text) or a CLUSTER SLOTS reply (flag 0,
