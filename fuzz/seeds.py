@@ -167,7 +167,10 @@ write("sentinel_events", [
     sentinels(1, 2, 3) + u8(0) + u8(1) + peers((2, 1), (3, 2)) + u8(0) + u8(4) + peers((5, 3)),
     sentinels(1) + u8(3) + text("m 127.0.0.1 6379 127.0.0.1 6380") + u8(1) + u8(1) + u8(1),
     sentinels(1) + u8(3) + text("m ::1 6379 0:0::1 6380") + u8(1) + u8(0) + u8(7) + u8(1),
+    sentinels(1) + u8(3) + text("m host-a 6379 host-b 6380") + u8(1) + u8(1) + u8(1),
+    sentinels(1) + u8(3) + text("m 127.0.0.1 6379 127.0.0.1 6380 extra"),
     sentinels(1) + u8(4) + text("sentinel 8d1f 127.0.0.1 26380 @ m 127.0.0.1 6379"),
+    sentinels(1) + u8(5) + array(bulk("message"), bulk("+sentinel"), bulk("sentinel 8d1f 127.0.0.1 26380 @ m 127.0.0.1 6379")),
     sentinels(1) + u8(5) + array(bulk("message"), bulk("+switch-master"), bulk("m 127.0.0.1 1 127.0.0.1 2")),
 ])
 
