@@ -284,4 +284,10 @@ write("server_request", [
     u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n" + GET.encode(),
     u8(0) + b"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
     u8(0) + b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: [::1]x\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: [::1]:8x\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: a:8x\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
+    u8(0) + b"GET / HTTP/1.1\r\nHost: a\r\n",
 ])
