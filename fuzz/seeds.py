@@ -255,13 +255,16 @@ write("cluster_replies", [
 ])
 
 # limiter_core: probe interval (ms - 1), start; then per step: time advance, op (0 a reply:
-# sent us, round trip us, the reply; 1 unreachable; 2 two routes; 3 a request's check).
-def on_reply(dt, reply, sent=1_700_000_000_000_000, rtt=100):
-    return number(dt) + u8(0) + number(sent) + i32(rtt) + reply
+# sent us, round trip us, the reply, counted as the fallback's?; 1 unreachable; 2 two
+# routes; 3 a request's check: b % 3 == 0 n = 0, else n - 1 as u16; b % 16 == 15 close()).
+def on_reply(dt, reply, sent=1_700_000_000_000_000, rtt=100, fallback=False):
+    return number(dt) + u8(0) + number(sent) + i32(rtt) + reply + u8(fallback)
 write("limiter_core", [
     u8(199) + number(1000 * MS) + on_reply(0, verdict(1, 0, 8, 200_000, 1_700_000_000_000_050, 5, 2, 100_000, 10)) +
     number(0) + u8(1) + number(0) + u8(2) + number(200 * MS) + u8(2) + on_reply(0, refused(3000)) +
     number(0) + u8(3) + u8(0) + number(0) + u8(3) + u8(1) + u16(5000),
+    u8(9) + number(0) + on_reply(0, refused(3000), fallback=True) + number(0) + u8(3) + u8(1) + u16(5) +
+    number(0) + u8(3) + u8(15) + number(0) + u8(3) + u8(31),
 ])
 
 # server_request: a mode byte (bit 0: the peer is a trusted proxy; bits 1-7: ms between two
