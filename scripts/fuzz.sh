@@ -18,7 +18,8 @@
 #                                                line `coverage: TARGET FILE covered/total
 #                                                PCT%` each, then a summary; fails when a
 #                                                file is under --min-coverage
-# --coverage may follow a run (--seconds/--runs): the corpus measured is then the run's too.
+# --coverage may follow a run (--seconds/--runs); it measures the kept corpus, and the
+# campaign's when --corpus is given.
 # Options:
 #   --jobs J        run J targets at a time (default 1)
 #   --fork K        run each target as K libFuzzer worker processes (-fork=K), which go
@@ -136,6 +137,7 @@ build_targets() {
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+campaign=$corpus_root
 if [[ -n $corpus_root ]]; then
     mkdir -p "$corpus_root"
     corpus_root=$(readlink -f "$corpus_root")
@@ -249,7 +251,8 @@ if ((coverage)); then
     # cov_one TARGET: its profile, exported as $tmp/TARGET.json (or $tmp/TARGET.failed).
     cov_one() {
         local t=$1 dirs=("fuzz/corpus/$t")
-        [[ -d $corpus_root/$t ]] && dirs=("$corpus_root/$t" "${dirs[@]}")
+        # A run's temporary corpus is not measured: the kept corpus must cover by itself.
+        [[ -n $campaign && -d $corpus_root/$t ]] && dirs=("$corpus_root/$t" "${dirs[@]}")
         mkdir -p "$tmp/prof-$t"
         # -runs=0: every input once, no fuzzing, nothing written.
         if ! LLVM_PROFILE_FILE="$tmp/prof-$t/%p.profraw" "$cov_build/fuzz/fuzz_$t" -runs=0 -timeout=30 \
