@@ -263,9 +263,12 @@ if ((coverage)); then
         fi
         llvm-profdata-14 merge -sparse "$tmp/prof-$t"/*.profraw -o "$tmp/$t.profdata" ||
             { echo "fuzz: no profile of $t" >&2; touch "$tmp/$t.failed"; return; }
-        # The target and the libraries it loads (the library's own .cpp files are there).
+        # The target and the libraries of this build it loads (the library's own .cpp files
+        # are in libsluice.so; a target may load others).
         local objects=() so
-        for so in "$cov_build"/libsluice*.so; do [[ -e $so ]] && objects+=(-object "$so"); done
+        for so in $(ldd "$cov_build/fuzz/fuzz_$t" | awk -v b="$cov_build/" 'index($3, b) == 1 { print $3 }'); do
+            objects+=(-object "$so")
+        done
         llvm-cov-14 export -summary-only -instr-profile="$tmp/$t.profdata" "$cov_build/fuzz/fuzz_$t" \
             "${objects[@]}" >"$tmp/$t.json" 2>"$tmp/$t.cov.err" || { cat "$tmp/$t.cov.err" >&2; echo "fuzz: llvm-cov-14 export failed for $t" >&2; touch "$tmp/$t.failed"; }
     }
