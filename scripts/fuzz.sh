@@ -236,9 +236,9 @@ fi
 # Each target's corpus (kept, and the campaign's) run once by a build with clang's
 # source-based coverage; the lines of its fuzz-covers files that ran, from llvm-cov's export
 # of that target's profile alone (a file's lines reached by another target do not count).
-# A line counts when any of its instantiations ran; the lines of a header counted are those
-# of the functions the target's binary contains (an inline function or template no code of
-# the target uses is not in it).
+# A line counts when any of its instantiations ran. An inline function the target never
+# calls counts as missed lines; a template it never instantiates (a member of a class
+# template it never uses) is not in the count at all.
 cov_failed=0
 if ((coverage)); then
     cov_build=$build-coverage
@@ -269,8 +269,12 @@ if ((coverage)); then
         for so in $(ldd "$cov_build/fuzz/fuzz_$t" | awk -v b="$cov_build/" 'index($3, b) == 1 { print $3 }'); do
             objects+=(-object "$so")
         done
-        llvm-cov-14 export -summary-only -instr-profile="$tmp/$t.profdata" "$cov_build/fuzz/fuzz_$t" \
-            "${objects[@]}" >"$tmp/$t.json" 2>"$tmp/$t.cov.err" || { cat "$tmp/$t.cov.err" >&2; echo "fuzz: llvm-cov-14 export failed for $t" >&2; touch "$tmp/$t.failed"; }
+        if ! llvm-cov-14 export -summary-only -instr-profile="$tmp/$t.profdata" "$cov_build/fuzz/fuzz_$t" \
+                "${objects[@]}" >"$tmp/$t.json" 2>"$tmp/$t.cov.err"; then
+            cat "$tmp/$t.cov.err" >&2
+            echo "fuzz: llvm-cov-14 export failed for $t" >&2
+            touch "$tmp/$t.failed"
+        fi
     }
     run_all cov_one
     for t in "${targets[@]}"; do
@@ -287,7 +291,7 @@ for line in open(os.path.join(tmp, "covers")):
     lines = {}
     try:
         exported = json.load(open(os.path.join(tmp, target + ".json")))["data"]
-    except ValueError:
+    except (OSError, ValueError):   # no profile or no export: reported above
         exported = []
     for data in exported:
         for f in data["files"]:
