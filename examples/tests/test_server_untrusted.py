@@ -48,7 +48,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import check, connect, finish, get, metrics, read_responses, request, start_server, stop  # noqa: E402
+from harness import (check, connect, finish, get, metrics, parse_metrics, read_responses, request,  # noqa: E402
+                     start_server, stop)
 
 CASE, SERVER = sys.argv[1], sys.argv[2]
 
@@ -475,6 +476,22 @@ def linger():
     m = metrics(port)
     ends = {e: m.get('sluice_lingering_closes_total{end="%s"}' % e) for e in ("client", "time", "bytes", "other")}
     check(ends == {"client": 2, "time": 1, "bytes": 1, "other": 0}, "/metrics: what ended each lingering (%s)" % ends)
+    check(stop(p) == 0, "exit code 0")
+
+    # Past --max-connections, a lingering connection is the first closed to make room, before
+    # an idle one older than it.
+    p, port = start_server(SERVER, "--max-connections", "2")
+    with connect(port) as idle, small_sender(port) as refused:
+        idle.sendall(request("/api/x"))
+        first = read_responses(idle, 1)[0].status
+        refused.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n")
+        got, _ = recv_for(refused, 1)   # its 413, then the end of the stream: lingering
+        r = get(port, "/api/x", source="127.0.0.2")   # a third connection
+        idle.sendall(request("/metrics"))
+        m = parse_metrics(read_responses(idle, 1)[0])
+    check(first == 200 and got.startswith(b"HTTP/1.1 413 ") and r.status == 200 and
+          m.get('sluice_lingering_closes_total{end="other"}') == 1 and m.get("sluice_connections_evicted_total") == 1,
+          "--max-connections 2: the lingering connection closed to make room, the idle one older than it kept")
     check(stop(p) == 0, "exit code 0")
 
 
