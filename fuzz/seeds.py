@@ -318,6 +318,15 @@ write("server_request", [
     conn("GET / HTTP/1.1\r\nHost: a\r\n", waits=True),
     conn(req(fields="Content-Length: 2000000\r\n")),
     conn("GET * HTTP/1.1\r\nHost: a\r\n\r\n"),
+    # Expect: 100-continue: accepted (a body of known length, a chunked one, a list), refused
+    # by the client's limit (burst 5), ignored in HTTP/1.0, refused for its method, /metrics.
+    conn(req(fields="Expect: 100-continue\r\nContent-Length: 5\r\n", body="hello") +
+         req(fields="Expect: foo, 100-Continue\r\nTransfer-Encoding: chunked\r\n", body="0\r\n\r\n") + GET, piece=4),
+    conn(GET * 5 + req(fields="Expect: 100-continue\r\nContent-Length: 3\r\n", body="abc") + GET),
+    conn(req(version="1.0", fields="Expect: 100-continue\r\nContent-Length: 2\r\n", body="hi") +
+         req(method="POST", fields="Expect: 100-continue\r\nContent-Length: 2\r\n", body="hi")),
+    conn(req("/metrics", fields="X-Forwarded-For: 127.0.0.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n", body="x") +
+         req("/metrics", fields="Expect: 100-continue\r\nContent-Length: 1\r\n", body="x"), trusted=True),
 ])
 
 # ---- what a crawled site sends (examples/crawler) ------------------------------------------
