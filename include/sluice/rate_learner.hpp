@@ -297,7 +297,7 @@ public:
         hi_ = std::numeric_limits<double>::infinity();
         anchor_seq_ = seq_;
         set_pace(per_second);
-        target_ = pace_;
+        target_ = base_ = pace_;
         mark_pace(last_sent_);
     }
 
@@ -401,16 +401,21 @@ private:
         last_admitted_seq_ = std::max(last_admitted_seq_, t.seq);
         streak_ = 0;
         blocks_ = 0;
-        if (phase_ != phase::descent || t.seq <= pace_seq_ || t.at - pace_at_ < quiet_span()) return;
+        const duration since = std::max(pace_at_, last_refused_at_);
+        if (phase_ != phase::descent || t.seq <= pace_seq_ || t.at - since < quiet_span()) return;
         // Nothing refused of what was sent at this pace for a while: it is at most one
-        // refusal per that time above the limit.
-        const double quiet = seconds(t.at - pace_at_);
+        // refusal per that time above the limit, if the server has no burst to spend
+        // meanwhile (a window, a bucket with a burst refilled while the pace was lower
+        // stays quiet longer: for them only the counts tell).
+        const double quiet = seconds(t.at - since);
         if (suspect_) {
             settle(lone_, true);   // a lone refusal (jitter): as before it
             return;
         }
-        lo_ = std::max(lo_, pace_ - 1 / quiet);
-        quiet_ = true;
+        if (!trusted_ && single_runs_ >= 2 && paused_until_ <= since) {
+            lo_ = std::max(lo_, pace_ - 1 / quiet);
+            quiet_ = true;
+        }
         // The server may have idled meanwhile (the pace may be under its limit): counts
         // from the anchor no longer bound it from above.
         busy_ = false;
@@ -436,11 +441,17 @@ private:
         // row between refusals show a server with a burst: one without (a request refused
         // unless 1 / L after the last one) admits one of two at any pace between L and 2L,
         // and counts between its refusals then say nothing of L from above.
-        const bool episode = last_admitted_seq_ > last_refused_seq_;
-        if (episode && last_refused_seq_ > 0 && t.seq > anchor_seq_ &&
-            t.seq - last_refused_seq_ - 1 >= 2 + not_admitted_since(last_refused_seq_))
-            trusted_ = true;
+        // (In the order sent: a server that delays what it admits answers refusals first.)
+        std::uint64_t before = 0;
+        for (auto r : refused_log_)
+            if (r < t.seq) before = std::max(before, r);
+        const bool episode = before + 1 != t.seq;
+        if (episode && before > 0 && t.seq > anchor_seq_ && before >= anchor_seq_) {
+            if (t.seq - before - 1 >= 2) trusted_ = true;
+            else ++single_runs_;
+        }
         last_refused_seq_ = std::max(last_refused_seq_, t.seq);
+        last_refused_at_ = std::max(last_refused_at_, t.at);
         refused_log_.push_back(t.seq);
         if (refused_log_.size() > 64) refused_log_.erase(refused_log_.begin());
         switch (phase_) {
@@ -449,34 +460,27 @@ private:
             return;
         case phase::settled:
             if (t.seq <= pace_seq_) return;   // sent before it settled: the same overshoot
-            // Perhaps a lone one (jitter): the pace holds until another follows.
-            begin_descent(t, pace_);
+            // Above where it settled (climbing, probing): a new upper bound. At it: perhaps
+            // a lone one (jitter), and the pace holds until another follows.
+            begin_descent(t, t.pace > base_ * 1.001 ? 0 : pace_);
             return;
         case phase::descent:
             break;
         }
         if (t.seq <= anchor_seq_) return;
+        // Not a lone one: the limit went below the pace it had settled at.
         if (suspect_) {
-            suspect_ = false;   // not a lone one: the limit is below the pace
+            suspect_ = false;
             lo_ = 0;
         }
         if (t.seq > pace_seq_) hi_ = std::min(hi_, t.pace);   // refused at the pace: above L
-        if (!busy_) {
-            // Idle since the anchor: measure afresh from here.
-            anchor(t);
-        } else if (episode) {
+        if (episode) {
             measure(t);
             ++not_admitted_;
         } else {
             ++not_admitted_;
         }
         decide(t.at);
-    }
-
-    // Refused requests sent after `seq` (of the last 64).
-    std::uint64_t not_admitted_since(std::uint64_t seq) const
-    {
-        return static_cast<std::uint64_t>(std::count_if(refused_log_.begin(), refused_log_.end(), [seq](auto s) { return s > seq; }));
     }
 
     void anchor(const ticket& t)
@@ -498,9 +502,9 @@ private:
         lone_ = lone;
         suspect_ = lone > 0;
         trusted_ = quiet_ = false;
+        single_runs_ = 0;
         anchor(t);
-        if (!suspect_) lo_ = 0;
-        hi_ = t.pace;
+        hi_ = t.pace;   // what was learnt below it still holds (see decide)
         if (suspect_) mark_pace(t.at);
         else decide(t.at);
     }
@@ -514,7 +518,7 @@ private:
         const double k = static_cast<double>(t.seq - anchor_seq_ - 1) - static_cast<double>(not_admitted_);
         const double res = seconds(o_.resolution);
         lo_ = std::max(lo_, (k - 1) / (span + res));
-        if (trusted_ && span > res) hi_ = std::min(hi_, (k + 1) / (span - res));
+        if (trusted_ && busy_ && span > res) hi_ = std::min(hi_, (k + 1) / (span - res));
     }
 
     // The pace in a descent, from the bounds: the upper one while counts measure the limit
@@ -538,7 +542,7 @@ private:
         double next = hi_;
         if (trusted_ && busy_) next = hi_;
         else if (quiet_) next = (lo_ + hi_) / 2;
-        else if (!trusted_ && admitted >= 8 && hi_ > 1.5 * lo_) next = 1.25 * lo_;
+        else if (!trusted_ && admitted >= 8 && lo_ > 0 && hi_ > 1.5 * lo_) next = 1.25 * lo_;
         if (next != pace_ || pace_seq_ == 0) {
             set_pace(next);
             mark_pace(at);
@@ -569,6 +573,7 @@ private:
         if (burst_ == 0 && first_refusal_at_ != duration::min() && lo_ > 0)
             burst_ = std::max(0.0, before_first_ - limit() * seconds(first_refusal_at_ - first_sent_) - 1);
         set_pace(r);
+        base_ = pace_;
         mark_pace(last_sent_);
     }
 
@@ -587,12 +592,15 @@ private:
     std::uint64_t not_admitted_ = 0;   // refused or failed, sent after the anchor
     bool busy_ = true;                 // no idle spell (a pause, a quiet pace) since the anchor
     bool trusted_ = false;             // two admitted in a row between refusals: a burst >= 1
+    unsigned single_runs_ = 0;         // one admitted between refusals: perhaps no burst
+    double base_ = 0;                  // the pace it settled at
     bool quiet_ = false;               // a pace went unrefused in this descent: bisect
     bool suspect_ = false;             // one refusal at a settled pace: perhaps a lone one
     double lone_ = 0;                  // ... that pace
     std::uint64_t pace_seq_ = 0;       // the last request sent before the pace was last set
     duration pace_at_{0};              // and when
     std::uint64_t last_admitted_seq_ = 0, last_refused_seq_ = 0;
+    duration last_refused_at_ = duration::min();
     std::vector<std::uint64_t> refused_log_;
     double held_ = 0;     // seconds sent at the settled pace without refusal
     double target_ = 0;   // settled: where the pace climbs to (itself when located)
