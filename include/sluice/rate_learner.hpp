@@ -201,7 +201,7 @@ public:
     {
         ++stats_.sent;
         ticket t{++seq_, now, pace_};
-        if (first_sent_ == duration::min()) first_sent_ = now;
+        if (phase_ == phase::slow_start && early_.size() < 4096) early_.push_back(now);
         if (last_sent_ != duration::min() && now > last_sent_) {
             const double gap = seconds(now - last_sent_);
             // Sending at the pace (not after an idle spell): the time counts as tested. An
@@ -493,9 +493,9 @@ private:
 
     void begin_descent(const ticket& t, double lone)
     {
-        if (phase_ == phase::slow_start && first_sent_ != duration::min()) {
+        if (phase_ == phase::slow_start) {
             first_refusal_at_ = t.at;
-            before_first_ = static_cast<double>(t.seq - 1) - static_cast<double>(stats_.failed);
+            early_.resize(std::min<std::size_t>(early_.size(), t.seq - 1));   // those admitted before it
         }
         phase_ = phase::descent;
         descent_at_ = t.at;
@@ -517,6 +517,9 @@ private:
         if (span <= 0) return;
         const double k = static_cast<double>(t.seq - anchor_seq_ - 1) - static_cast<double>(not_admitted_);
         const double res = seconds(o_.resolution);
+        // Admitting less than the lower bound learnt before this descent began: the limit
+        // went down since, and that bound with it.
+        if (busy_ && k >= 8 && span > res && (k + 1) / (span - res) < lo_) lo_ = 0;
         lo_ = std::max(lo_, (k - 1) / (span + res));
         if (trusted_ && busy_ && span > res) hi_ = std::min(hi_, (k + 1) / (span - res));
     }
@@ -569,9 +572,17 @@ private:
         phase_ = phase::settled;
         suspect_ = false;
         held_ = 0;
-        target_ = located || !std::isfinite(hi_) ? r : std::max(r, hi_ * o_.margin);
-        if (burst_ == 0 && first_refusal_at_ != duration::min() && lo_ > 0)
-            burst_ = std::max(0.0, before_first_ - limit() * seconds(first_refusal_at_ - first_sent_) - 1);
+        target_ = located || !std::isfinite(hi_) ? r : std::max(r, (lo_ + hi_) / 2 * o_.margin);
+        if (!early_.empty() && lo_ > 0) {
+            // What the slow start got admitted beyond L in the end, from any instant on: the
+            // bucket was full then (at least), empty at the refusal.
+            double most = 0;
+            for (std::size_t i = 0; i < early_.size(); ++i)
+                most = std::max(most, static_cast<double>(early_.size() - i) - limit() * seconds(first_refusal_at_ - early_[i]));
+            burst_ = std::max(0.0, most - 1);
+            early_.clear();
+            early_.shrink_to_fit();
+        }
         set_pace(r);
         base_ = pace_;
         mark_pace(last_sent_);
@@ -583,7 +594,7 @@ private:
     double pace_ = 0;
     phase phase_ = phase::slow_start;
     std::uint64_t seq_ = 0;
-    duration first_sent_ = duration::min(), last_sent_ = duration::min();
+    duration last_sent_ = duration::min();
     // The descent: the bounds, and the count from the refusal it began with (the anchor).
     duration descent_at_{0};
     double lo_ = 0, hi_ = std::numeric_limits<double>::infinity();
@@ -609,9 +620,9 @@ private:
     duration streak_from_{0};
     unsigned blocks_ = 0;
     duration paused_until_ = duration::min();
-    // The burst: what was admitted before the first refusal.
+    // The burst: what was admitted before the first refusal, when.
+    std::vector<duration> early_;
     duration first_refusal_at_ = duration::min();
-    double before_first_ = 0;
     double burst_ = 0;
     // Announced quotas.
     std::vector<announced_quota> quotas_;
