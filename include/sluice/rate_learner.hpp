@@ -403,23 +403,28 @@ private:
         blocks_ = 0;
         const duration since = std::max(pace_at_, last_refused_at_);
         if (phase_ != phase::descent || t.seq <= pace_seq_ || t.at - since < quiet_span()) return;
-        // Nothing refused of what was sent at this pace for a while: it is at most one
-        // refusal per that time above the limit, if the server has no burst to spend
-        // meanwhile (a window, a bucket with a burst refilled while the pace was lower
-        // stays quiet longer: for them only the counts tell).
-        const double quiet = seconds(t.at - since);
+        // Nothing refused of what was sent at this pace for a while: a server without a
+        // burst refuses one request of two at any pace above its limit, so this one is
+        // under it. (A window, or a bucket with a burst refilled while the pace was lower,
+        // stays quiet longer above its limit: for them only the counts tell.)
         if (suspect_) {
             settle(lone_, true);   // a lone refusal (jitter): as before it
             return;
         }
         if (!trusted_ && single_runs_ >= 2 && paused_until_ <= since) {
-            lo_ = std::max(lo_, pace_ - 1 / quiet);
+            // One admitted of two, and quiet under that pace long enough that a server with
+            // a burst at the rate admitted would have refused with runs: no burst.
+            lo_ = std::max(lo_, pace_);
             quiet_ = true;
+        } else if ((last_refused_at_ >= pace_at_ || set_on_refusal_) && paused_until_ <= since) {
+            // The server's bucket was empty when this pace began (it was refusing): above
+            // its limit by d, it refuses again within 1 / d.
+            lo_ = std::max(lo_, pace_ - 1 / seconds(t.at - since));
         }
         // The server may have idled meanwhile (the pace may be under its limit): counts
         // from the anchor no longer bound it from above.
         busy_ = false;
-        decide(t.at);
+        decide(t.at, false);
     }
 
     void refused(duration now, const ticket& t, const answer& a, advice& out)
@@ -480,7 +485,7 @@ private:
         } else {
             ++not_admitted_;
         }
-        decide(t.at);
+        decide(t.at, true);
     }
 
     void anchor(const ticket& t)
@@ -503,10 +508,11 @@ private:
         suspect_ = lone > 0;
         trusted_ = quiet_ = false;
         single_runs_ = 0;
+        first_refused_ = t.pace;
         anchor(t);
         hi_ = t.pace;   // what was learnt below it still holds (see decide)
         if (suspect_) mark_pace(t.at);
-        else decide(t.at);
+        else decide(t.at, true);
     }
 
     // An episode's refusal, the server busy since the anchor: the count admitted since
@@ -527,7 +533,7 @@ private:
     // The pace in a descent, from the bounds: the upper one while counts measure the limit
     // from above (the server admits exactly L meanwhile); else halfway between them, each
     // step either refused (a new upper bound) or quiet (a new lower one).
-    void decide(duration at)
+    void decide(duration at, bool on_refusal)
     {
         if (lo_ >= hi_) lo_ = hi_ / (1 + o_.precision);   // the limit moved: the refusals are the news
         if (lo_ > 0 && hi_ - lo_ <= o_.precision * lo_) {
@@ -539,16 +545,17 @@ private:
             return;
         }
         // Before either shows, the pace stays at the rate refused (above L: the counts
-        // measure), unless they show L at most two thirds of it: then a quarter above them,
-        // where a server with a burst shows it.
+        // measure); once they say something, halfway down to them, a quarter above them at
+        // least: a server with a burst shows it there by runs, one without by silence.
         const double admitted = static_cast<double>(seq_ - anchor_seq_) - static_cast<double>(not_admitted_);
         double next = hi_;
         if (trusted_ && busy_) next = hi_;
         else if (quiet_) next = (lo_ + hi_) / 2;
-        else if (!trusted_ && admitted >= 8 && lo_ > 0 && hi_ > 1.5 * lo_) next = 1.25 * lo_;
+        else if (!trusted_ && admitted >= 8 && lo_ > 0) next = std::min(hi_, std::max(1.25 * lo_, (lo_ + hi_) / 2));
         if (next != pace_ || pace_seq_ == 0) {
             set_pace(next);
             mark_pace(at);
+            set_on_refusal_ = on_refusal;
         }
     }
 
@@ -562,7 +569,12 @@ private:
     // in that time: a precision's worth.
     duration quiet_span() const
     {
-        return to_duration(std::max(0.5, std::min(2.0, 1 / (o_.precision * pace_))));
+        // Without a burst, a pace above the limit is refused at once (one request of two):
+        // a few in a row admitted say enough.
+        if (quiet_) return to_duration(std::max(0.2, 4 / pace_));
+        if (!trusted_ && single_runs_ >= 2)
+            return to_duration(pace_ > lo_ ? std::max(0.2, std::min(2.0, 3 / (pace_ - lo_))) : 1.0);
+        return to_duration(std::max(1.0, std::min(2.0, 1 / (o_.precision * pace_))));
     }
 
     // Located: stays there (until `hold` has passed); else climbs toward the upper bound.
@@ -603,7 +615,9 @@ private:
     std::uint64_t not_admitted_ = 0;   // refused or failed, sent after the anchor
     bool busy_ = true;                 // no idle spell (a pause, a quiet pace) since the anchor
     bool trusted_ = false;             // two admitted in a row between refusals: a burst >= 1
-    unsigned single_runs_ = 0;         // one admitted between refusals: perhaps no burst
+    unsigned single_runs_ = 0;         // one admitted between refusals, under the first rate refused
+    double first_refused_ = 0;
+    bool set_on_refusal_ = false;      // the pace was set at a refusal: the server's bucket empty         // the pace of the descent's first refusal
     double base_ = 0;                  // the pace it settled at
     bool quiet_ = false;               // a pace went unrefused in this descent: bisect
     bool suspect_ = false;             // one refusal at a settled pace: perhaps a lone one
