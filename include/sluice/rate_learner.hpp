@@ -156,7 +156,7 @@ public:
 
     /// What to do after one answer.
     struct advice {
-        /// The pace moved: apply rate().
+        /// The pace moved since the last advice (on_sent may move it too): apply rate().
         bool rate_changed = false;
         /// A refused request may be retried from then on (now, or its Retry-After).
         duration retry_at{0};
@@ -193,7 +193,7 @@ public:
             o_.block <= duration::zero() || o_.block_backoff <= duration::zero() || o_.resolution < duration::zero());
         floor_ = lo;
         ceiling_ = hi;
-        pace_ = init;
+        pace_ = advised_ = init;
     }
 
     /// A request leaves now.
@@ -231,7 +231,6 @@ public:
     {
         advice out;
         out.retry_at = now;
-        const double before = pace_;
         if (t.seq == 0 || t.seq > seq_) return out;   // not one of ours
         latency(now - t.at);
         if (a.cost >= 0 && std::isfinite(a.cost)) cost_ += 0.1 * (a.cost - cost_);
@@ -249,7 +248,8 @@ public:
             refused(now, t, a, out);
             break;
         }
-        out.rate_changed = pace_ != before;
+        out.rate_changed = pace_ != advised_;
+        advised_ = pace_;
         return out;
     }
 
@@ -259,7 +259,6 @@ public:
     {
         advice out;
         out.retry_at = now;
-        const double before = pace_;
         auto finite = [](std::optional<double> v) { return !v || (std::isfinite(*v) && *v >= 0); };
         auto positive = [](std::optional<duration> d) { return !d || *d >= duration::zero(); };
         if (!finite(q.limit) || !finite(q.remaining) || !positive(q.window) || !positive(q.reset)) {
@@ -282,7 +281,8 @@ public:
         cap_ = std::numeric_limits<double>::infinity();
         for (auto& x : quotas_) cap_ = std::min(cap_, x.bound);
         set_pace(pace_);
-        out.rate_changed = pace_ != before;
+        out.rate_changed = pace_ != advised_;
+        advised_ = pace_;
         return out;
     }
 
@@ -604,6 +604,7 @@ private:
     double floor_ = 0, ceiling_ = 0;
     double cap_ = std::numeric_limits<double>::infinity();
     double pace_ = 0;
+    double advised_ = 0;   // the pace the last advice reported
     phase phase_ = phase::slow_start;
     std::uint64_t seq_ = 0;
     duration last_sent_ = duration::min();
