@@ -147,11 +147,11 @@ struct host_state {
             sluice::adaptive_concurrency_options a;
             a.algorithm = *o.per_host_adaptive;
             a.max_limit = o.per_host_inflight;
-            a.initial_limit = std::min<std::uint64_t>(a.initial_limit, o.per_host_inflight);
+            a.initial_limit = 1;   // grows while latency stays at its baseline: no surge at the start
             a.latency_threshold = std::chrono::milliseconds(o.timeout_ms) / 4;   // AIMD: a quarter of the timeout is slow
             // Gradient2 keeps this many queued at the host beyond its knee: a crawler keeps
-            // one, not the four a server's front keeps for its backend.
-            a.queue_size = 1;
+            // two, not the four a server's front keeps for its backend.
+            a.queue_size = 2;
             adaptive.emplace(io, a);
         }
         if (o.per_host_bandwidth > 0) {
