@@ -206,8 +206,9 @@ public:
             const double gap = seconds(now - last_sent_);
             // Sending at the pace (not after an idle spell): the time counts as tested. An
             // idle spell in a measurement lets the server's bucket refill: the count
-            // admitted then bounds the limit from below only.
-            if (gap > 1.25 / pace_ && phase_ == phase::descent && !suspect_) busy_ = false;
+            // admitted then bounds the limit from below only. (A few intervals late is
+            // scheduling, worth a request or two of the count at most.)
+            if (gap > 4 / pace_ && phase_ == phase::descent && !suspect_) busy_ = false;
             if (gap <= 1.25 / pace_) {
                 if (phase_ == phase::slow_start) {
                     set_pace(pace_ * std::exp(o_.growth * gap));
