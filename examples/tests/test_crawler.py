@@ -53,8 +53,8 @@ def pacing():
         # How the requests were spaced in time is not checked here: under a machine's load a
         # test of milliseconds fails for reasons of its own. benchmarks/examples_vs_nginx.py
         # measures it (never faster than --per-host-rate, from nginx's access log), and the
-        # pace itself is the sans-io pace_learner's, tested on a manual clock.
-    ports = [int(m) for m in re.findall(r"host 127\.0\.0\.1:(\d+):", out)]
+        # pace itself is the sans-io sluice::rate_learner's, tested on a manual clock.
+    ports = sorted({int(m) for m in re.findall(r"host 127\.0\.0\.1:(\d+):", out)})
     check(len(ports) == 2, "summary names both hosts")
     # Started at its ceiling, never refused, and told a far higher rate by the servers'
     # RateLimit fields, each host kept the pace it was given.

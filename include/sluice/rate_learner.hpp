@@ -512,6 +512,7 @@ private:
         first_refused_ = t.pace;
         anchor(t);
         hi_ = t.pace;   // what was learnt below it still holds (see decide)
+        lo_ = std::min(lo_, hi_);
         if (suspect_) mark_pace(t.at);
         else decide(t.at, true);
     }
