@@ -13,8 +13,8 @@
 // --backoff-cap-ms), while the host's other pages go on at the learnt pace: the whole host
 // waits only when it refuses everything (the learner's block), or after a connection error
 // or another 5xx; a page is given up after --retries retries. Each host's in-flight cap
-// follows its latency (sluice::adaptive_concurrency, Gradient2, by default): a host that
-// slows down under load is not loaded further.
+// follows its latency (sluice::adaptive_concurrency, AIMD on 1.8 times the latency of a
+// request alone, by default): a host that slows down under load is not loaded further.
 //
 // It reads real sites: /robots.txt first on every host (RFC 9309, the group of the
 // --user-agent's product token; Crawl-delay lowers the pace), links taken from the HTML by
@@ -147,10 +147,13 @@ struct host_state {
             sluice::adaptive_concurrency_options a;
             a.algorithm = *o.per_host_adaptive;
             a.max_limit = o.per_host_inflight;
-            a.initial_limit = 1;   // grows while latency stays at its baseline: no surge at the start
-            a.latency_threshold = std::chrono::milliseconds(o.timeout_ms) / 4;   // AIMD: a quarter of the timeout is slow
-            // Gradient2 keeps this many queued at the host beyond its knee: a crawler keeps
-            // two, not the four a server's front keeps for its backend.
+            // From one, growing while latency stays near what a request alone takes (robots.txt
+            // is alone): no surge at the start, and the in-flight cap where a host that slows
+            // under load is still quick. A quarter of the timeout is slow in any case. (Vegas
+            // and Gradient2 keep a queue at the host: two, not the four a server's front keeps.)
+            a.initial_limit = 1;
+            a.latency_ratio = 1.8;
+            a.latency_threshold = std::chrono::milliseconds(o.timeout_ms) / 4;
             a.queue_size = 2;
             adaptive.emplace(io, a);
         }

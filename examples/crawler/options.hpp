@@ -36,7 +36,7 @@ struct options {
     std::uint64_t backoff_base_ms = 200;
     std::uint64_t backoff_cap_ms = 30'000;
     // On by default: a host that slows down under load is not loaded further (off: a fixed cap).
-    std::optional<sluice::concurrency_algorithm> per_host_adaptive = sluice::concurrency_algorithm::gradient2;
+    std::optional<sluice::concurrency_algorithm> per_host_adaptive = sluice::concurrency_algorithm::aimd;
     double per_host_bandwidth = 0;   // bytes per second read from each host; 0: no cap
     std::string user_agent = "sluice-crawler/" SLUICE_VERSION_STRING;
     std::vector<std::string> content_types = {"text/html", "application/xhtml+xml"};
@@ -81,9 +81,10 @@ inline void print_usage(std::FILE* to)
         "                          row; after a connection error or another 5xx the whole host waits so\n"
         "                          (defaults 200 and 30000). A refused page waits its Retry-After; the\n"
         "                          host's other pages go on at its pace, unless it refuses everything\n"
-        "  --per-host-adaptive aimd|vegas|gradient2|off  each host's in-flight cap follows its latency and\n"
-        "                          refusals (sluice::adaptive_concurrency, at most --per-host-inflight;\n"
-        "                          default gradient2); off: --per-host-inflight, fixed\n"
+        "  --per-host-adaptive aimd|vegas|gradient2|off  each host's in-flight cap follows its latency\n"
+        "                          (sluice::adaptive_concurrency, at most --per-host-inflight; default\n"
+        "                          aimd, kept where latency stays under 1.8x what a request alone\n"
+        "                          takes); off: --per-host-inflight, fixed\n"
         "  --per-host-bandwidth BYTES/s  bytes per second read from each host, e.g. 500kB/s, 2MiB/s\n"
         "  --user-agent TEXT       the User-Agent field; its product token (the leading letters, '-'\n"
         "                          and '_') picks the robots.txt group (default sluice-crawler/" SLUICE_VERSION_STRING ")\n"
