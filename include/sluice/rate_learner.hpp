@@ -479,7 +479,9 @@ private:
             suspect_ = false;
             lo_ = 0;
         }
-        if (t.seq > pace_seq_) hi_ = std::min(hi_, t.pace);   // refused at the pace: above L
+        // Refused at the pace: above L. (Without a burst, a pace proven quiet can still meet
+        // a refusal of jitter, two requests seen closer than sent: that bounds nothing.)
+        if (t.seq > pace_seq_) hi_ = std::min(hi_, quiet_ ? std::max(t.pace, lo_ * (1 + o_.precision)) : t.pace);
         if (episode) {
             measure(t);
             ++not_admitted_;
