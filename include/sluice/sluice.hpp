@@ -7,6 +7,7 @@
 #include <sluice/adaptive_concurrency_controller.hpp>
 #include <sluice/adaptive_rate.hpp>
 #include <sluice/adaptive_rate_controller.hpp>
+#include <sluice/rate_learner.hpp>
 #include <sluice/all_of.hpp>
 #include <sluice/rate_limiter.hpp>
 #include <sluice/coarse_clock.hpp>
