@@ -1,9 +1,13 @@
+// fuzz-covers: include/sluice/redis/detail/verdict.hpp
 // A script's reply turned into a verdict and a decision, against the definition in
 // sluice/redis/scripts.hpp written again here: an array of six or nine integers, [0] 0 or
 // 1, wait and reset_after in [0, 2^53), the server's now within 2^53 us of 0 (the
 // scripts' range: TIME, or a test's now_us), remaining, taken, interval and burst >= 0;
 // anything else is not believed. The decision never admits with a wait, never refuses
 // without one unless the request can never be granted, and says what the reply said.
+// Believed only when it answers the call (the rest of the input: mode, n, max_wait): a
+// try granted with nothing to wait, a reservation or lease within max_wait, a lease of 1
+// to n slots and refused only with a wait, an interval within the scripts' range.
 #include "fuzz.hpp"
 
 #include <sluice/redis/detail/verdict.hpp>
@@ -66,5 +70,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_CHECK(d.retry_after == std::chrono::microseconds{v.wait_us});
     FUZZ_CHECK(d.remaining == static_cast<std::uint64_t>(v.remaining));
     FUZZ_CHECK(d.reset_after == std::chrono::microseconds{v.reset_us});
+
+    detail::eval_request call;
+    call.how = static_cast<detail::eval_request::mode>(in.byte() % 4);
+    call.n = static_cast<std::uint64_t>(in.number());
+    call.max_wait_us = in.number();
+    const bool granted_in_time = !v.admitted || v.wait_us <= call.max_wait_us;
+    bool fits = true;
+    switch (call.how) {
+    case detail::eval_request::mode::try_now: fits = !v.admitted || v.wait_us == 0; break;
+    case detail::eval_request::mode::reserve: fits = granted_in_time; break;
+    case detail::eval_request::mode::lease:
+        fits = v.admitted ? granted_in_time && v.taken >= 1 && static_cast<std::uint64_t>(v.taken) <= call.n
+                          : v.wait_us > 0;
+        break;
+    case detail::eval_request::mode::configure: break;
+    }
+    FUZZ_CHECK(detail::answers(v, call) == (fits && v.interval_us <= sluice::redis::lua::max_span_us));
     return 0;
 }

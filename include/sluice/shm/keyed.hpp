@@ -148,7 +148,8 @@ public:
 
     /// Waits until n permits of `key` (a string or an integer) are admitted; the contract
     /// of rate_limiter::async_acquire (errors, cancellation, executor), per key, plus the
-    /// table's errors (shm_key_too_long, shm_string_key, shm_table_full, shm_unavailable) and
+    /// table's errors (shm_key_too_long, shm_string_key, shm_table_full, shm_lock_timeout,
+    /// shm_corrupt, shm_truncated, shm_unavailable) and
     /// error::queue_full beyond max_waiting_keys. `key` is decay-copied (a
     /// std::string_view stays a view: its characters must live until the operation
     /// starts).
