@@ -399,6 +399,74 @@ write("frontier", [
 ])
 
 
+# provider_limits: now, then fields: a byte (bit 7 the name's case changed; 0-20 a known
+# name, in the target's order; 127 a name of the input's own), the value.
+PL_NAMES = ["x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
+            "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"] + \
+           ["anthropic-ratelimit-%s-%s" % (q, p) for q in ("requests", "tokens", "input-tokens", "output-tokens")
+            for p in ("limit", "remaining", "reset")] + ["retry-after", "ratelimit", "ratelimit-policy"]
+NOW_2024 = 1714564800 * 10**9
+
+
+def fields(*kv, now=NOW_2024):
+    out = i64(now)
+    for name, value in kv:
+        upper = name.startswith("^")
+        name = name.lstrip("^")
+        out += u8(PL_NAMES.index(name) | (0x80 if upper else 0)) if name in PL_NAMES else u8(127) + text(name)
+        out += text(value)
+    return out
+
+
+write("provider_limits", [
+    fields(("x-ratelimit-limit-requests", "60"), ("x-ratelimit-limit-tokens", "150000"),
+           ("x-ratelimit-remaining-requests", "59"), ("x-ratelimit-remaining-tokens", "149984"),
+           ("x-ratelimit-reset-requests", "1s"), ("x-ratelimit-reset-tokens", "6m0s")),
+    fields(("x-ratelimit-reset-requests", "1h2m3.5s"), ("x-ratelimit-reset-tokens", "20ms"),
+           ("^x-ratelimit-limit-tokens", " 10 "), ("x-ratelimit-remaining-requests", "007")),
+    fields(("x-ratelimit-reset-requests", "2562047h47m16.854775807s"), ("x-ratelimit-reset-tokens", "1.5\u00b5s"),
+           ("x-ratelimit-limit-requests", "18446744073709551615"), ("x-ratelimit-remaining-tokens", "0")),
+    fields(("x-ratelimit-reset-requests", "9223372036854775808ns"), ("x-ratelimit-reset-tokens", "-1s"),
+           ("x-ratelimit-limit-requests", "18446744073709551616"), ("x-ratelimit-limit-tokens", "1.5"),
+           ("x-ratelimit-remaining-tokens", "1e3"), ("x-ratelimit-remaining-requests", "")),
+    fields(("x-ratelimit-reset-requests", ".5s"), ("x-ratelimit-reset-tokens", "5.s1ns0.0000000019s"),
+           ("x-ratelimit-limit-tokens", "0")),
+    fields(("anthropic-ratelimit-requests-limit", "50"), ("anthropic-ratelimit-requests-remaining", "49"),
+           ("anthropic-ratelimit-requests-reset", "2024-05-01T12:00:01Z"),
+           ("anthropic-ratelimit-tokens-limit", "100000"), ("anthropic-ratelimit-tokens-remaining", "90000"),
+           ("anthropic-ratelimit-tokens-reset", "2024-05-01T14:00:06.5+02:00"),
+           ("anthropic-ratelimit-input-tokens-limit", "80000"),
+           ("anthropic-ratelimit-input-tokens-remaining", "79000"),
+           ("anthropic-ratelimit-input-tokens-reset", "2024-05-01t11:59:00z"),
+           ("anthropic-ratelimit-output-tokens-limit", "20000"),
+           ("anthropic-ratelimit-output-tokens-remaining", "11000"),
+           ("anthropic-ratelimit-output-tokens-reset", "2024-05-01T06:30:00.123456789999-05:30"),
+           ("retry-after", "7")),
+    fields(("anthropic-ratelimit-requests-reset", "2262-04-11T23:47:16.854775807Z"),
+           ("anthropic-ratelimit-tokens-reset", "1677-09-21T00:12:43.145224192Z"),
+           ("anthropic-ratelimit-input-tokens-reset", "2016-12-31T23:59:60-00:00"),
+           ("anthropic-ratelimit-output-tokens-reset", "2024-02-30T00:00:00Z"), now=-2**63),
+    fields(("anthropic-ratelimit-requests-reset", "2024-05-01T24:00:00Z"),
+           ("anthropic-ratelimit-tokens-reset", "2024-05-01T12:00:00+24:00"),
+           ("anthropic-ratelimit-input-tokens-reset", "9999-12-31T23:59:59Z"),
+           ("anthropic-ratelimit-output-tokens-reset", "2024-05-01T12:00:00.Z")),
+    fields(("ratelimit-policy", '"rpm";q=60;w=60, "tpm";q=100000;qu="tokens";w=60'),
+           ("ratelimit", '"rpm";r=10;t=6, "tpm";r=5000;t=3')),
+    fields(("ratelimit-policy", '"min";q=60;w=60, "day";q=1000;w=86400, "bytes";q=1;qu="content-bytes"'),
+           ("ratelimit", '"min";r=40;t=20, "day";r=7;t=3600, "bytes";r=0'),
+           ("ratelimit-policy", '"i";q=8;qu="input-tokens", "o";q=9;qu="output-tokens"'),
+           ("ratelimit", '"x";r=3, "x";r=1')),
+    fields(("ratelimit-policy", '"a";q=-1'), ("ratelimit", '"a";r=1;t=999999999999999'),
+           ("x-ratelimit-remaining-requests", "12")),
+    fields(("ratelimit", "r=1"), ("ratelimit-policy", '"r";q=5'), ("x-ratelimit-remaining-requests", "12")),
+    fields(("x-ratelimit-limit-requests", "60"), ("^x-ratelimit-limit-requests", "60"),
+           ("retry-after", "1"), ("retry-after", "2"), ("X-Ratelimit-Limit-Request", "1"), ("", "")),
+    fields(("retry-after", "Wed, 01 May 2024 12:00:30 GMT")),
+    fields(("retry-after", "9999999999999")),
+    fields(("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")),
+])
+
+
 # shm_table: byte 0 bit 0 clear; a shape byte (keys - 1 in bits 0-5, bit 6 two shards,
 # bit 7 integer keys); patches (length, u16 offset in the segment, bytes) ended by a zero
 # length; then operations: op (bits 0-2 which, 4-5 n, bit 3 a byte written after it, bit 7

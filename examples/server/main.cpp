@@ -9,8 +9,9 @@
 // request for up to that long before giving up (nginx's `delay=`); a concurrency_limit caps
 // the requests being handled at once (503 beyond); with --shed, an adaptive_concurrency
 // learns how many requests the server handles at once without their latency growing and
-// sheds the rest (503 with Retry-After); /metrics reports it all in Prometheus text format. One coroutine per connection; SIGINT/SIGTERM or --seconds shut it down
-// cleanly: the limiters are closed, so no request is left waiting for a permit.
+// sheds the rest (503 with Retry-After); /metrics reports it all in the Prometheus text
+// format (OpenMetrics when asked). One coroutine per connection; SIGINT/SIGTERM or --seconds
+// shut it down cleanly: the limiters are closed, so no request is left waiting for a permit.
 //
 // It holds up against what real clients and networks send (request_check.hpp, RFC 9110 and
 // 9112): 400 for a malformed request or an HTTP/1.1 request without Host, 505 for a version
@@ -62,6 +63,7 @@
 
 #include <sluice/http/ratelimit_fields.hpp>
 #include <sluice/http/retry_after.hpp>
+#include <sluice/prometheus.hpp>
 #include <sluice/sluice.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -96,6 +98,7 @@
 #include <cstdlib>
 #include <span>
 #include <cstring>
+#include <limits>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -210,8 +213,8 @@ void print_usage(std::FILE* to)
         "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /); /robots.txt\n"
         "                        disallows /api/\n"
         "  GET /api/<anything>   {\"ok\":true}; /api/work?ms=N answers after N ms\n"
-        "  GET /metrics          Prometheus text format, not rate limited; for --metrics-allow\n"
-        "                        clients only\n"
+        "  GET /metrics          Prometheus text format 0.0.4, or OpenMetrics 1.0 when Accept asks\n"
+        "                        for it; not rate limited; for --metrics-allow clients only\n"
         "  A request's body is never kept: the answer is decided from its header, and the body\n"
         "  (1 MiB at most) read and dropped as it comes. A request with Expect: 100-continue\n"
         "  gets 100 (Continue) once it is accepted, before its body is read; one refused from\n"
@@ -1017,7 +1020,7 @@ private:
         res.set(http::field::retry_after, sluice::http::format_retry_after(ra).value());
     }
 
-    static response text(http::status s, std::string body, const char* type = "text/plain")
+    static response text(http::status s, std::string body, std::string_view type = "text/plain")
     {
         response res{s, 11};
         res.set(http::field::content_type, type);
@@ -1071,8 +1074,9 @@ private:
         // proxy is judged by its own address, not the proxy's.
         if (to.what == server_check::route::kind::metrics) {
             if (!opt_.metrics_allow.contains(who)) co_return text(http::status::forbidden, "forbidden\n");
+            const auto f = sluice::prometheus::negotiate(req[http::field::accept]);
             co_await send_continue(c, awaiting);
-            co_return text(http::status::ok, render_metrics(), "text/plain; version=0.0.4");
+            co_return text(http::status::ok, render_metrics(f), sluice::prometheus::content_type(f));
         }
 
         // The answer to a refusal that is not the client's rate (server_check::refusal_of):
@@ -1217,36 +1221,27 @@ private:
         return body;
     }
 
-    std::string render_metrics()
+    // Every metric through sluice::prometheus, the server's own families and each
+    // limiter's limiter_stats alike, in the format the scraper asked for.
+    std::string render_metrics(sluice::prometheus::format f)
     {
+        namespace prom = sluice::prometheus;
+        using prom::metric_type;
         std::string m;
-        auto line = [&m](const std::string& s) { m += s + "\n"; };
-        auto u = [](auto v) { return std::to_string(v); };
-        line("# HELP sluice_requests_total Requests by what the limiters decided.");
-        line("# TYPE sluice_requests_total counter");
-        line("sluice_requests_total{result=\"admitted\"} " + u(metrics_.admitted.load()));
-        line("sluice_requests_total{result=\"rejected\"} " + u(metrics_.rejected.load()));
-        line("sluice_requests_total{result=\"delayed\"} " + u(metrics_.delayed.load()));
-        line("sluice_requests_total{result=\"overloaded\"} " + u(metrics_.overloaded.load()));
-        line("sluice_requests_total{result=\"shed\"} " + u(metrics_.shed.load()));
-        line("# HELP sluice_queue_depth Requests waiting for a permit now.");
-        line("# TYPE sluice_queue_depth gauge");
-        line("sluice_queue_depth " + u(metrics_.queue_depth.load()));
-        line("# HELP sluice_inflight Requests being handled now.");
-        line("# TYPE sluice_inflight gauge");
-        line("sluice_inflight " + u(inflight_.in_use()));
+        prom::writer w(m, {f, "sluice_", {}});
+        w.family("requests", metric_type::counter, "Requests by what the limiters decided.");
+        w.sample({{"result", "admitted"}}, metrics_.admitted.load());
+        w.sample({{"result", "rejected"}}, metrics_.rejected.load());
+        w.sample({{"result", "delayed"}}, metrics_.delayed.load());
+        w.sample({{"result", "overloaded"}}, metrics_.overloaded.load());
+        w.sample({{"result", "shed"}}, metrics_.shed.load());
+        w.family("queue_depth", metric_type::gauge, "Requests waiting for a permit now.");
+        w.sample(metrics_.queue_depth.load());
+        w.family("inflight", metric_type::gauge, "Requests being handled now.");
+        w.sample(inflight_.in_use());
         if (shed_) {
-            line("# HELP sluice_adaptive_limit Requests the adaptive limit lets run at once now.");
-            line("# TYPE sluice_adaptive_limit gauge");
-            line("sluice_adaptive_limit " + u(shed_->limit()));
-            const auto cs = shed_->stats().adaptive;
-            line("# HELP sluice_adaptive_samples_total Requests whose latency the adaptive limit learnt from.");
-            line("# TYPE sluice_adaptive_samples_total counter");
-            line("sluice_adaptive_samples_total " + u(cs.samples));
-            line("# HELP sluice_adaptive_limit_changes_total Moves of the adaptive limit, by direction.");
-            line("# TYPE sluice_adaptive_limit_changes_total counter");
-            line("sluice_adaptive_limit_changes_total{direction=\"increase\"} " + u(cs.increases));
-            line("sluice_adaptive_limit_changes_total{direction=\"decrease\"} " + u(cs.decreases));
+            w.family("adaptive_limit", metric_type::gauge, "Requests the adaptive limit lets run at once now.");
+            w.sample(shed_->limit());
         }
         {
             std::size_t open = 0, idle = 0;
@@ -1255,103 +1250,54 @@ private:
                 open = conns_.size();
                 idle = idle_.size();
             }
-            line("# HELP sluice_connections Connections open now, by state.");
-            line("# TYPE sluice_connections gauge");
-            line("sluice_connections{state=\"idle\"} " + u(idle));
-            line("sluice_connections{state=\"busy\"} " + u(open - idle));
-            line("# HELP sluice_connections_evicted_total Idle connections closed to make room for new ones.");
-            line("# TYPE sluice_connections_evicted_total counter");
-            line("sluice_connections_evicted_total " + u(metrics_.evicted.load()));
-            line("# HELP sluice_accept_pauses_total Times accept found no file descriptor left.");
-            line("# TYPE sluice_accept_pauses_total counter");
-            line("sluice_accept_pauses_total " + u(metrics_.accept_pauses.load()));
-            line("# HELP sluice_bad_requests_total Requests answered without being served, by status.");
-            line("# TYPE sluice_bad_requests_total counter");
+            w.family("connections", metric_type::gauge, "Connections open now, by state.");
+            w.sample({{"state", "idle"}}, idle);
+            w.sample({{"state", "busy"}}, open - idle);
+            w.family("connections_evicted", metric_type::counter, "Idle connections closed to make room for new ones.");
+            w.sample(metrics_.evicted.load());
+            w.family("accept_pauses", metric_type::counter, "Times accept found no file descriptor left.");
+            w.sample(metrics_.accept_pauses.load());
+            w.family("bad_requests", metric_type::counter, "Requests answered without being served, by status.");
             for (std::size_t i = 0; i + 1 < metrics::refused_statuses.size(); ++i)
-                line("sluice_bad_requests_total{status=\"" + u(metrics::refused_statuses[i]) + "\"} " +
-                     u(metrics_.bad_requests[i].load()));
-            line("# HELP sluice_lingering_closes_total Connections closed after lingering, by what ended it.");
-            line("# TYPE sluice_lingering_closes_total counter");
+                w.sample({{"status", std::to_string(metrics::refused_statuses[i])}}, metrics_.bad_requests[i].load());
+            w.family("lingering_closes", metric_type::counter, "Connections closed after lingering, by what ended it.");
             for (std::size_t i = 0; i < metrics::linger_ends.size(); ++i)
-                line(std::string("sluice_lingering_closes_total{end=\"") + metrics::linger_ends[i] + "\"} " +
-                     u(metrics_.lingered[i].load()));
+                w.sample({{"end", metrics::linger_ends[i]}}, metrics_.lingered[i].load());
         }
-        line("# HELP sluice_read_budget_bytes The bytes every connection's read buffer may hold together.");
-        line("# TYPE sluice_read_budget_bytes gauge");
-        line("sluice_read_budget_bytes " + u(budget_.limit()));
-        line("# HELP sluice_read_buffer_bytes The bytes the read buffers hold now, and the most they held at once.");
-        line("# TYPE sluice_read_buffer_bytes gauge");
-        line("sluice_read_buffer_bytes{at=\"now\"} " + u(budget_.in_use()));
-        line("sluice_read_buffer_bytes{at=\"peak\"} " + u(budget_.peak()));
-        line("# HELP sluice_read_budget_refused_total Requests refused (503) for want of room in the read budget.");
-        line("# TYPE sluice_read_budget_refused_total counter");
-        line("sluice_read_budget_refused_total " + u(metrics_.read_budget_refused.load()));
-        line("# HELP sluice_keys Clients tracked by the per-client limiter.");
-        line("# TYPE sluice_keys gauge");
+        w.family("read_budget_bytes", metric_type::gauge, "The bytes every connection's read buffer may hold together.",
+                 "bytes");
+        w.sample(budget_.limit());
+        w.family("read_buffer_bytes", metric_type::gauge,
+                 "The bytes the read buffers hold now, and the most they held at once.", "bytes");
+        w.sample({{"at", "now"}}, budget_.in_use());
+        w.sample({{"at", "peak"}}, budget_.peak());
+        w.family("read_budget_refused", metric_type::counter,
+                 "Requests refused (503) for want of room in the read budget.");
+        w.sample(metrics_.read_budget_refused.load());
+        w.family("keys", metric_type::gauge, "Clients tracked by the per-client limiter.");
         // With --workers, the shared table's: the clients of every worker.
-        line("sluice_keys " + u(shared_ ? shared_->table().size() : per_client_.stats().keys.tracked));
-        line("# HELP sluice_wait_seconds Time delayed requests waited for a permit.");
-        line("# TYPE sluice_wait_seconds histogram");
-        char le[32];
-        for (std::size_t i = 0; i < metrics::bounds.size(); ++i) {
-            std::snprintf(le, sizeof le, "%g", metrics::bounds[i]);
-            line(std::string("sluice_wait_seconds_bucket{le=\"") + le + "\"} " + u(metrics_.buckets[i].load()));
-        }
-        auto count = metrics_.wait_count.load();
-        line("sluice_wait_seconds_bucket{le=\"+Inf\"} " + u(count));
-        char sum[64];
-        std::snprintf(sum, sizeof sum, "%.9f", static_cast<double>(metrics_.wait_sum_ns.load()) / 1e9);
-        line(std::string("sluice_wait_seconds_sum ") + sum);
-        line("sluice_wait_seconds_count " + u(count));
+        w.sample(shared_ ? shared_->table().size() : per_client_.stats().keys.tracked);
+        w.family("wait_seconds", metric_type::histogram, "Time delayed requests waited for a permit.", "seconds");
+        for (std::size_t i = 0; i < metrics::bounds.size(); ++i) w.bucket({}, metrics::bounds[i], metrics_.buckets[i].load());
+        const auto count = metrics_.wait_count.load();
+        w.bucket({}, std::numeric_limits<double>::infinity(), count);
+        w.sample("_sum", {}, std::chrono::nanoseconds(metrics_.wait_sum_ns.load()));
+        w.sample("_count", {}, count);
 
-        // Each limiter's own counts (limiter_stats), one label per limiter. With --workers,
+        // Each limiter's own counts (limiter_stats), labelled limiter="...". With --workers,
         // per_client is this worker's requests that waited in the shared table (--delay-ms):
-        // the table does not count try_acquire, so per_client is left out of that family.
-        struct counted {
-            const char* label;
-            sluice::limiter_stats st;
-            bool tries;   // its try_acquire calls are counted
-        };
-        std::vector<counted> limiters;
-        limiters.push_back({"per_client", shared_ ? shared_->stats() : per_client_.stats(), !shared_});
-        limiters.push_back({"inflight", inflight_.stats(), true});
-        if (shed_) limiters.push_back({"shed", shed_->stats(), true});
-        auto family = [&](const char* name, const char* type, const char* help, auto value, bool of_tries = false) {
-            line(std::string("# HELP ") + name + " " + help);
-            line(std::string("# TYPE ") + name + " " + type);
-            for (auto& l : limiters)
-                if (l.tries || !of_tries) value(std::string(name) + "{limiter=\"" + l.label + "\"", l.st);
-        };
-        auto seconds = [](std::chrono::nanoseconds d) {
-            char b[64];
-            std::snprintf(b, sizeof b, "%.9f", std::chrono::duration<double>(d).count());
-            return std::string(b);
-        };
-        family("sluice_limiter_requests_total", "counter", "Requests that may wait (acquire), by outcome.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   const std::pair<const char*, std::uint64_t> outcomes[] = {
-                       {"admitted", st.admitted}, {"refused", st.refused},   {"timed_out", st.timed_out},
-                       {"cancelled", st.cancelled}, {"closed", st.closed}};
-                   for (auto& [o, v] : outcomes) line(prefix + ",outcome=\"" + o + "\"} " + u(v));
-               });
-        family("sluice_limiter_try_acquire_total", "counter", "try_acquire calls, by outcome.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   line(prefix + ",outcome=\"admitted\"} " + u(st.try_admitted));
-                   line(prefix + ",outcome=\"refused\"} " + u(st.try_refused));
-               },
-               true);
-        family("sluice_limiter_waiting", "gauge", "Requests waiting for a permit now.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) { line(prefix + "} " + u(st.waiting)); });
-        family("sluice_limiter_waited_total", "counter", "Admitted requests that had to wait.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) { line(prefix + "} " + u(st.waited)); });
-        family("sluice_limiter_wait_seconds_total", "counter", "Time admitted requests spent waiting.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   line(prefix + "} " + seconds(st.total_wait));
-               });
-        family("sluice_limiter_max_wait_seconds", "gauge", "The longest wait of an admitted request.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   line(prefix + "} " + seconds(st.longest_wait));
-               });
+        // the table counts no try_acquire, so per_client leaves out that group.
+        const bool local = !shared_;
+        std::vector<prom::named_stats> limiters;
+        limiters.push_back({"per_client", local ? per_client_.stats() : shared_->stats(),
+                            {.requests = true, .tries = local, .keys = local, .backend = false, .adaptive = false}});
+        limiters.push_back({"inflight", inflight_.stats(),
+                            {.requests = true, .tries = true, .keys = false, .backend = false, .adaptive = false}});
+        if (shed_)
+            limiters.push_back({"shed", shed_->stats(),
+                                {.requests = true, .tries = true, .keys = false, .backend = false, .adaptive = true}});
+        prom::write_stats(w, limiters);
+        w.finish();
         return m;
     }
 
