@@ -67,9 +67,9 @@ struct rate_learner_options {
 
 /// Counters of a rate_learner.
 struct rate_learner_stats {
-    std::uint64_t sent = 0;
-    std::uint64_t admitted = 0;
-    std::uint64_t refused = 0;
+    std::uint64_t sent = 0;       ///< Requests sent (on_sent).
+    std::uint64_t admitted = 0;   ///< Answers that were not refusals.
+    std::uint64_t refused = 0;    ///< Refusals (429, or 503 from a rate limit).
     /// Requests that got no answer (a connection error, a timeout): no evidence either way.
     std::uint64_t failed = 0;
     /// Limits located (a measurement after a refusal that ended in a settled pace).
@@ -130,8 +130,8 @@ public:
     /// What the learner needs of one request: keep it with the request and hand it back
     /// with its answer.
     struct ticket {
-        std::uint64_t seq = 0;
-        duration at{0};
+        std::uint64_t seq = 0;   ///< Its place in the order of sending.
+        duration at{0};          ///< When it was sent.
         /// The pace when it was sent, per second.
         double pace = 0;
     };
@@ -145,7 +145,7 @@ public:
 
     /// One answer.
     struct answer {
-        outcome what = outcome::admitted;
+        outcome what = outcome::admitted;   ///< Admitted, refused or failed.
         /// A refusal's Retry-After, parsed (delay-seconds or an HTTP-date, as a delay from
         /// now). Negative: as zero.
         std::optional<duration> retry_after{};
@@ -171,10 +171,10 @@ public:
         std::string_view name;
         /// The quota per window (RateLimit-Policy q, x-ratelimit-limit).
         std::optional<double> limit{};
-        std::optional<duration> window{};
-        /// What is left of it now, and when it is full again (or resets).
+        std::optional<duration> window{};      ///< The window of `limit` (RateLimit-Policy w).
+        /// What is left of it now.
         std::optional<double> remaining{};
-        std::optional<duration> reset{};
+        std::optional<duration> reset{};       ///< When it is full again (or resets), from now.
         /// Requests count 1 unit of this quota; false: they count answer::cost (tokens).
         bool per_request = true;
     };
@@ -321,7 +321,7 @@ public:
     /// Bounds of the limit from the last measurement: lower (0: none) and upper
     /// (infinity: none).
     double limit_low() const noexcept { return lo_; }
-    double limit_high() const noexcept { return hi_; }
+    double limit_high() const noexcept { return hi_; }   ///< See limit_low().
     /// The limit's best estimate (the middle of its bounds, or the lower bound alone; 0:
     /// none).
     double limit() const noexcept { return std::isfinite(hi_) && lo_ > 0 ? (lo_ + hi_) / 2 : lo_; }
@@ -329,10 +329,13 @@ public:
     double burst() const noexcept { return burst_; }
     /// The tightest bound the server announced, per second (infinity: none).
     double announced() const noexcept { return cap_; }
-    /// The least latency among the recent answers (zero before any), and their mean.
+    /// The least latency among the recent answers (zero before any).
     duration unloaded_latency() const noexcept { return latency_min_; }
+    /// The mean latency of the recent answers (zero before any).
     duration mean_latency() const noexcept { return duration(static_cast<std::int64_t>(latency_mean_)); }
+    /// What happened so far.
     const rate_learner_stats& stats() const noexcept { return stats_; }
+    /// The options it was made with.
     const rate_learner_options& options() const noexcept { return o_; }
 
 private:
