@@ -3,6 +3,7 @@
 // when the handler has none, as Asio's own operations do).
 #pragma once
 
+#include <sluice/decision.hpp>
 #include <sluice/detail/concrete_executor.hpp>
 #include <sluice/detail/waiter.hpp>
 
@@ -22,7 +23,19 @@ namespace sluice::detail {
 
 /// What a rate limiter's handler receives besides the error_code: nothing; and what an
 /// admission dropped unrun gives back: nothing either (rate permits were spent at their time).
+/// A try answers with the decision itself.
 struct no_grant {
+    using answer_type = decision;
+    using signature = void(boost::system::error_code);
+
+    template <class State>
+    [[gnu::always_inline]] static decision answer(const std::shared_ptr<State>&, const decision& d, std::uint64_t) noexcept
+    {
+        return d;
+    }
+
+    static decision refused(const boost::system::error_code&) noexcept { return {}; }
+
     template <class Engine>
     static std::tuple<> make(const boost::system::error_code&, std::uint64_t, const std::shared_ptr<Engine>&) noexcept
     {

@@ -58,6 +58,7 @@ public:
     // (and the overflow limiter's): the engine of a single limiter over the entry's policy.
     using wait_state = rate_engine<policy_ref<policy_type>, clock_type, executor_type>;
     using engine_type = wait_state;   // what an acquire started here waits in
+    static constexpr bool keyed = true;   // every call names a key
 
     // Entries the eviction wheel looks at per request, at most: bounds the latency a
     // request can pay for others' eviction.

@@ -4,15 +4,19 @@
 // fallback limiter.
 #pragma once
 
+#include <sluice/decision.hpp>
 #include <sluice/detail/initiate_acquire.hpp>
 #include <sluice/redis/detail/limiter_core.hpp>
 #include <sluice/redis/detail/op_step.hpp>
+#include <sluice/redis/detail/try_fsm.hpp>
 #include <sluice/redis/detail/parked_op.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/compose.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -114,6 +118,62 @@ private:
             self.complete(fsm.error(), fsm.result());
         else
             self.complete(fsm.error());
+    }
+};
+
+/// The initiation of one Redis limiter operation: its state machine, built from the
+/// request, run by a redis_op on the client's executor.
+template <class Core, class Signature, class MakeFsm>
+struct initiate_redis_op {
+    std::shared_ptr<Core> core;
+
+    using executor_type = typename Core::executor_type;
+    executor_type get_executor() const noexcept { return core->get_executor(); }
+
+    template <class Handler, class... Request>
+    void operator()(Handler&& handler, const Request&... request) const
+    {
+        using fsm_type = decltype(MakeFsm{}(*core, request...));
+        boost::asio::async_compose<std::decay_t<Handler>, Signature>(
+            redis_op<Core, fsm_type>{core, MakeFsm{}(*core, request...)}, handler, core->client().get_executor());
+    }
+};
+
+/// How a Redis limiter answers basic_limiter's verbs: every decision after a script call
+/// (try_fsm), an acquire by `AcquireFsm` (reserve ahead, or ask again). There is no
+/// synchronous try: the state is elsewhere.
+template <class AcquireFsm>
+struct script_answers {
+    static constexpr bool at_once = false;
+    using answer_type = decision;
+    using acquire_signature = void(boost::system::error_code);
+
+    struct make_try {
+        template <class Core>
+        try_fsm operator()(const Core& core, std::uint64_t n, const std::string& key) const
+        {
+            return try_fsm(core.key_for(key), n);
+        }
+    };
+
+    struct make_acquire {
+        template <class Core>
+        AcquireFsm operator()(const Core& core, std::uint64_t n, std::int64_t max_wait, const std::string& key) const
+        {
+            return AcquireFsm(core.key_for(key), n, max_wait);
+        }
+    };
+
+    template <class Core>
+    static auto try_initiation(std::shared_ptr<Core> c) noexcept
+    {
+        return initiate_redis_op<Core, void(boost::system::error_code, decision), make_try>{std::move(c)};
+    }
+
+    template <class Core>
+    static auto acquire_initiation(std::shared_ptr<Core> c) noexcept
+    {
+        return initiate_redis_op<Core, acquire_signature, make_acquire>{std::move(c)};
     }
 };
 
