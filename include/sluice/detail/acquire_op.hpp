@@ -48,7 +48,10 @@ struct no_grant {
     }
 };
 
-/// One pending acquire. Once attached, it keeps the engine it waits in alive, so that a
+/// One pending acquire, the waiter node of every operation that waits in a wait engine: a
+/// limiter's async_acquire (`Handler` its completion handler), and a Redis limiter's
+/// operation while it waits for its slot (`Handler` the composed operation, resumed as
+/// handler(error_code)). Once attached, it keeps the engine it waits in alive, so that a
 /// cancellation arriving after the limiter is gone still finds it. While it waits, work is
 /// counted on the handler's executor: by the engine (one count while anything waits) when
 /// that executor is the limiter's own, the common case, and by the operation otherwise, as

@@ -52,6 +52,14 @@ struct cancel_waiter {
     }
 };
 
+/// Hooks a waiting operation `w` of `engine` up to the cancellation `slot` of its handler.
+template <class Engine, class Slot>
+void cancel_in(Slot& slot, Engine* engine, waiter* w)
+{
+    if (slot.is_connected())
+        slot.template emplace<cancel_waiter<Engine>>(engine, w);
+}
+
 /// Target is a wait_engine or a keyed limiter's core: target->start(op, n, max_wait,
 /// bind, args...) either answers the operation at once or calls bind(engine) with the
 /// engine it will wait in (before the operation can complete there) and starts it there.
@@ -72,8 +80,7 @@ struct initiate_acquire {
         auto bind = [op, &slot](std::shared_ptr<engine_type> e) {
             engine_type* p = e.get();
             op->attach(std::move(e));
-            if (slot.is_connected())
-                slot.template emplace<cancel_waiter<engine_type>>(p, op);
+            cancel_in(slot, p, op);
         };
         target->start(op, n, max_wait, bind, args...);
     }

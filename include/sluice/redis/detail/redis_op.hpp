@@ -9,9 +9,9 @@
 #include <sluice/redis/detail/limiter_core.hpp>
 #include <sluice/redis/detail/op_step.hpp>
 #include <sluice/redis/detail/try_fsm.hpp>
-#include <sluice/redis/detail/parked_op.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/compose.hpp>
@@ -97,17 +97,21 @@ private:
         }
     }
 
-    // Waits wait_ns in the limiter's engine: the operation moves into a waiter node
-    // (after which `this` is left behind), resumed with the engine's result.
+    // Waits wait_ns in the limiter's engine: the operation moves into a waiter node, the
+    // one every acquire waits in (after which `this` is left behind), and is resumed there
+    // as self(error_code) with the engine's result. The node holds no reference to the
+    // engine: the operation holds the core, which holds it.
     template <class Self>
     void park(Self& self, std::int64_t wait_ns)
     {
         using engine_type = typename Core::engine_type;
+        using node_type = sluice::detail::acquire_op<Self, typename Self::io_executor_type, engine_type,
+                                                     sluice::detail::no_grant>;
         engine_type& engine = core->engine();
-        auto* node = parked_op<Self>::create(std::move(self));
-        auto slot = node->cancellation_slot();
-        if (slot.is_connected())
-            slot.template emplace<sluice::detail::cancel_waiter<engine_type>>(&engine, node);
+        const auto io_ex = self.get_io_executor();
+        auto slot = boost::asio::get_associated_cancellation_slot(self);
+        node_type* node = node_type::create(std::move(self), io_ex);
+        sluice::detail::cancel_in(slot, &engine, node);
         engine.start(node, 1, wait_ns);
     }
 
