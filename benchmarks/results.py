@@ -293,18 +293,27 @@ algorithms these follow, is a Java library with no program in the peers.*"""
 EXAMPLES_TEXT = """\
 `benchmarks/examples_vs_nginx.py`, once: the example programs against nginx (Debian's
 nginx-light) on 127.0.0.1, each run with an nginx of its own, counted from nginx's access log
-(issue 26's goals). Crawler: a static site of 300 pages (relative, quoted and upper-case links,
-a robots.txt, a redirect, a 20 MB file) behind `limit_req rate=20r/s` without burst, refusing
-with 429 and `Retry-After: 1` or with nginx's 503 alone; the crawler's `--per-host-rate` at 15,
-40 and 100/s; the ideal time is pages / min(pace, 20) per second, the goal within 15 % of it.
-API client: `limit_req rate=50r/s burst=1` (429, no Retry-After), 40 s runs, the rate admitted
-and the requests refused after the first 10 s; the goal >= 95 % of 50/s and <= 1 % refused.
+(issues 26 and 41). Crawler: a static site of 300 pages (relative, quoted and upper-case
+links, a robots.txt, a redirect, a 20 MB file) behind `limit_req rate=20r/s` with burst 0, 5
+and 20, each with and without `nodelay` (without, nginx delays what exceeds the rate within
+the burst), refusing with 429 and `Retry-After: 1` or with nginx's 503 alone; the crawler's
+`--per-host-rate` at 15, 40 and 100/s; the ideal time is pages / min(pace, 20) per second,
+the goal within 15 % of it. API client: `limit_req rate=50r/s burst=B nodelay` (B = 1, 10,
+50), 429 with or without `Retry-After: 1`, 20 s runs started at 25, 50 and 100/s with
+`--max-rate 200/s` (and one at 100/s with the default `--max-rate`, 100/s), the rate admitted
+and the requests refused from 3 s after the first refusal; the goal >= 95 % of 50/s and <= 1 %
+refused. A slowing host: the crawler at 100/s, 16 in flight at most, against
+`examples/tests/slow_host.py` (never refuses; latency 50 ms x (1 + (in flight - 1) / 4), so
+twice the unloaded 50 ms at 5 in flight, 50/s), with the in-flight cap following latency (the
+default) and fixed at 16; the goal within 15 % of 50/s with the host's p99 latency at most
+100 ms.
 Server: 2,000 idle connections under `ulimit -n 1024`, a request every 100 ms for 5 s while they
 are held; the goal answers within 10 ms at < 5 % CPU, and the RSS within 10 % of its start once
 they are gone."""
 
 EXAMPLES_CAPTION = """\
-*Floor: the ideal time and rate (the crawler's ideal column, the API client's 50/s). Peer:
+*Floor: the ideal time and rate (the crawler's ideal column, the API client's 50/s, the slowing
+host's 50/s at twice its unloaded latency). Peer:
 nginx itself, the server the clients meet and whose `limit_req` the server's limit follows.*"""
 
 PLOTS_TEXT = """\
@@ -559,14 +568,14 @@ class Runner:
         self.out.write(json.dumps(j) + "\n")
         self.out.flush()
 
-    def run(self, round_no, job, cmd):
+    def run(self, round_no, job, cmd, timeout=900):
         """Runs cmd once and keeps every JSON line it prints, tagged with job and round (a
         peer's "skipped" line too: the page says why the cell is empty)."""
         if not os.path.exists(cmd[0]):
             return
         print("[round %d] %s" % (round_no, self.shown(cmd)), flush=True)
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             print("  timed out")
             return
@@ -634,7 +643,9 @@ def examples(r, build, quick):
         print("  no nginx (nginx-light: scripts/install-deps.sh): the examples section is not run")
         return
     start = now_utc()
-    r.run(1, "examples", [sys.executable, script, "--build", build, "--json"] + (["--quick"] if quick else []))
+    # The whole matrix: some 90 runs of up to 20 s each.
+    r.run(1, "examples", [sys.executable, script, "--build", build, "--json"] + (["--quick"] if quick else []),
+          timeout=5400)
     nginx = sh(["nginx", "-v"]).stderr.strip()
     r.keep({"run": "when", "start": start, "end": now_utc()[11:], "nginx": nginx, "quick": quick}, "examples", 1)
 
@@ -1018,16 +1029,31 @@ def render(res):
             md += ["%s; %s to %s UTC." % (when["nginx"].replace("nginx version: ", ""), when["start"], when["end"]), ""]
         md += table(["crawler, 300 pages behind limit_req 20r/s", "pages fetched", "time, s", "ideal, s", "over the ideal, %",
                      "refused", "exit"],
-                    [["%s, paced at %d/s" % (l["refusal"], l["pace"]), "%d of %d" % (l["fetched"], l["pages"]),
+                    [["%s, burst %d%s, paced at %d/s" % (l["refusal"], l.get("burst", 0),
+                                                         " nodelay" if l.get("nodelay") else "", l["pace"]),
+                      "%d of %d" % (l["fetched"], l["pages"]),
                       "%.2f" % l["seconds"], "%.2f" % l["ideal_seconds"], "%+.1f" % ((l["seconds"] / l["ideal_seconds"] - 1) * 100),
                       "%d of %d" % (l["refused"], l["requests"]), "%d" % l["exit"]]
                      for l in ex if l.get("run") == "crawler"] or [["not run", "", "", "", "", "", ""]])
         md.append("")
-        md += table(["api_client, limit_req 50r/s burst=1", "admitted once settled, /s", "% of 50/s", "refused once settled"],
-                    [[l["name"], "%.1f" % l["settled_rate"], "%.1f" % l["quota_pct"],
+        md += table(["api_client, limit_req 50r/s nodelay", "admitted from 3 s after the first refusal, /s",
+                     "% of 50/s (ideal 100)", "refused then", "first refusal, s", "holds >= 47/s from, s"],
+                    [["from %d/s, burst %d, %s, --max-rate %s" % (l["start"], l["burst"],
+                                                                 "Retry-After: 1" if l["retry_after"] else "no Retry-After",
+                                                                 l["max_rate"]),
+                      "%.1f" % l["settled_rate"], "%.1f" % l["quota_pct"],
                       "%d of %d (%.2f %%)" % (l["settled_refused"], l["settled_requests"],
-                                              100 * l["settled_refused"] / max(1, l["settled_requests"]))]
-                     for l in ex if l.get("run") == "api_client"] or [["not run", "", "", ""]])
+                                              100 * l["settled_refused"] / max(1, l["settled_requests"])),
+                      "%.2f" % l["first_refusal_s"] if l.get("first_refusal_s") is not None else "none",
+                      "%d" % l["held_from_s"] if l.get("held_from_s") is not None else "never"]
+                     for l in ex if l.get("run") == "api_client" and "start" in l] or [["not run", "", "", "", "", ""]])
+        md.append("")
+        md += table(["crawler against a slowing host, in-flight cap", "pages", "pages/s", "ideal, /s", "% of the ideal",
+                     "host's p99 latency, ms", "unloaded, ms"],
+                    [[l["adaptive"] if l["adaptive"] == "off" else "%s (following latency)" % l["adaptive"],
+                      "%d" % l["pages"], "%.1f" % l["rate"], "%.0f" % l["ideal_rate"],
+                      "%.0f" % (100 * l["rate"] / l["ideal_rate"]), "%.1f" % l["p99_ms"], "%.0f" % l["unloaded_ms"]]
+                     for l in ex if l.get("run") == "slow_host"] or [["not run", "", "", "", "", "", ""]])
         md.append("")
         md += table(["server, idle connections under ulimit -n 1024", "answers", "latency p50 / max, ms", "CPU, %",
                      "RSS start / held / after, MiB"],

@@ -1,3 +1,4 @@
+// fuzz-covers: include/sluice/redis/detail/acquire_fsm.hpp include/sluice/redis/detail/op_fsm.hpp
 // async_acquire's machines (bucket_acquire_fsm, window_acquire_fsm) and the configuration
 // change (configure_fsm), one operation at a time, fed any replies, link errors,
 // cancellations, early wake-ups, close() and fallback results, with time driven by hand.
@@ -7,7 +8,8 @@
 // fallback wait all end by the deadline); a reserved slot not used is given back exactly
 // once, with its state; the window leaves its waiters' queue exactly once when it was
 // queued and not granted; a request is answered (counted) exactly once, and a decision
-// at most once, only a grant or a refusal.
+// at most once, only a grant or a refusal. A configuration change that is invalid, or
+// asked of a closed limiter, ends without a call.
 #include "fake_core.hpp"
 
 #include <sluice/detail/arith.hpp>
@@ -28,7 +30,7 @@ std::int64_t within(fuzz::input& in, std::int64_t w)
 }
 
 template <class Fsm>
-void drive(fuzz::input& in, fuzz::fake_core& c, Fsm& f, bool bucket, std::int64_t max_wait_ns)
+void drive(fuzz::input& in, fuzz::fake_core& c, Fsm& f, std::uint64_t n, bool bucket, std::int64_t max_wait_ns)
 {
     const std::int64_t start = c.now;
     const std::int64_t deadline = sat_add(start, max_wait_ns);
@@ -50,6 +52,9 @@ void drive(fuzz::input& in, fuzz::fake_core& c, Fsm& f, bool bucket, std::int64_
         switch (s.next) {
         case op_step::kind::eval: {
             FUZZ_CHECK(!s.cancellable || !bucket);
+            FUZZ_CHECK(s.request.n == n);
+            if constexpr (requires { f.ticket(); })   // the window's place in its queue
+                FUZZ_CHECK(s.request.ticket == &f.ticket() && !f.ticket().empty());
             auto a = fuzz::any_answer(in, s.request);
             c.now = sat_add(c.now, in.number() & ((std::int64_t{1} << 40) - 1));   // the round trip
             s = f.on_reply(c, a.ec, a.get(), a.cancelled, a.rt, c.now);
@@ -84,6 +89,10 @@ void drive(fuzz::input& in, fuzz::fake_core& c, Fsm& f, bool bucket, std::int64_
                 e = boost::asio::error::operation_aborted;
                 c.now = sat_add(c.now, within(in, s.wait_ns));
                 break;
+            case 7:   // on time, but close() came before the wake-up ran
+                c.is_closed = true;
+                c.now = sleep_until;
+                break;
             default:
                 c.now = sleep_until;
                 break;
@@ -111,6 +120,8 @@ void drive(fuzz::input& in, fuzz::fake_core& c, Fsm& f, bool bucket, std::int64_
     FUZZ_CHECK(decisions <= 1);
     FUZZ_CHECK(c.answered - answered0 == 1);   // every request is answered, once
     FUZZ_CHECK(c.started == c.answered);
+    FUZZ_CHECK(f.key() == "k" && f.count() == n);
+    FUZZ_CHECK(f.posted() == (s.next == op_step::kind::post));
     if (!f.error()) {
         // Success: after a grant, or from the failure policy (fail_open, the fallback).
         FUZZ_CHECK(granted || c.by_fallback > 0);
@@ -125,6 +136,8 @@ void drive(fuzz::input& in, fuzz::fake_core& c, Fsm& f, bool bucket, std::int64_
     if (!bucket) {
         const bool should_leave = refused_once && !granted;
         FUZZ_CHECK(c.left_queue.size() == (should_leave ? 1u : 0u));
+        if constexpr (requires { f.ticket(); })
+            FUZZ_CHECK(!should_leave || c.left_queue[0] == f.ticket());
     }
     (void)sleep_until;
 }
@@ -145,12 +158,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     switch (b & 3) {
     case 0: {
         detail::bucket_acquire_fsm f("k", n, max_wait_ns);
-        drive(in, c, f, true, clamped);
+        drive(in, c, f, n, true, clamped);
         break;
     }
     case 1: {
         detail::window_acquire_fsm f("k", n, max_wait_ns);
-        drive(in, c, f, false, clamped);
+        drive(in, c, f, n, false, clamped);
         break;
     }
     default: {
@@ -158,9 +171,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         r.how = detail::eval_request::mode::configure;
         r.new_span_us = in.number();
         r.new_count = static_cast<std::uint64_t>(in.number());
-        detail::configure_fsm f("k", r, {});
+        // The request's own error (a bad rate or burst, found before any call), or a
+        // limiter closed: answered without a call.
+        const std::uint8_t how = in.byte();
+        const error_code invalid = how % 4 == 1 ? make_error_code(sluice::error::invalid_rate) : error_code{};
+        c.is_closed = how % 4 == 2;
+        detail::configure_fsm f("k", r, invalid);
         auto s = f.start(c, c.now);
-        FUZZ_CHECK(s.next == op_step::kind::eval);
+        if (invalid || c.is_closed) {
+            FUZZ_CHECK(s.next == op_step::kind::post && f.posted());
+            FUZZ_CHECK(f.error() == (invalid ? invalid : make_error_code(sluice::error::closed)));
+            break;
+        }
+        FUZZ_CHECK(s.next == op_step::kind::eval && s.request.how == r.how);
         auto a = fuzz::any_answer(in, s.request);
         s = f.on_reply(c, a.ec, a.get(), a.cancelled, a.rt, c.now);
         FUZZ_CHECK(s.next == op_step::kind::complete);

@@ -1,3 +1,4 @@
+// fuzz-covers: lib/redis/cluster_replies.hpp
 // What a Redis Cluster says about its slots: MOVED / ASK errors (any text) and CLUSTER
 // SLOTS replies (mostly of the right shape, any values). A redirection names one of the
 // 16384 slots and a host:port with a port in 1..65535, and reads back the same from its

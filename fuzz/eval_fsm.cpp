@@ -1,3 +1,4 @@
+// fuzz-covers: lib/redis/eval_fsm.hpp
 // EVALSHA with SCRIPT LOAD on NOSCRIPT (eval_fsm) fed any replies and link errors: at
 // most one reload, so at most two EVALSHA (no loop whatever the server says); the answer
 // is the link's error_code as it was, or the reply with backend_error exactly when it is

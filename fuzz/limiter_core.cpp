@@ -1,9 +1,11 @@
+// fuzz-covers: include/sluice/redis/detail/limiter_core.hpp
 // What every Redis limiter does with a reply whatever its script (limiter_core): replies
 // read as redis_op reads them (parse_verdict, answers), link errors and the probing while
 // degraded, on a manual clock. The counters add up (the tries admitted and refused), the
 // clock offset is the server's now minus the middle of the round trip exactly (no
 // overflow, whatever the server's clock says), the last round trip is the one measured,
 // and a well-formed reply ends the degraded state while an unreachable Redis starts it.
+// Bad options are refused at construction; after close() every request fails closed.
 #include "fuzz.hpp"
 
 #include <sluice/manual_clock.hpp>
@@ -44,9 +46,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fake_client cl{io};
     sluice::redis::shared_options o;
     o.probe_interval = std::chrono::milliseconds{1 + in.byte()};
+    // Options a limiter cannot run with are refused at construction.
+    for (int bad = 0; bad < 3; ++bad) {
+        auto b = o;
+        if (bad == 0) b.expected_nodes = 0;
+        if (bad == 1) b.probe_interval = std::chrono::milliseconds{0};
+        if (bad == 2) b.coalesce = -std::chrono::nanoseconds{1};
+        try {
+            core refused(cl, b);
+            FUZZ_CHECK(bad < 0);   // constructed: not refused
+        } catch (const boost::system::system_error& e) {
+            FUZZ_CHECK(e.code() == sluice::error::invalid_option);
+        }
+    }
     core c(cl, o);
     clk::set(std::chrono::nanoseconds{in.number() & ((std::int64_t{1} << 61) - 1)});
-    std::uint64_t admitted = 0, rejected = 0;
+    std::uint64_t admitted = 0, rejected = 0, by_fallback = 0;
+    bool closed = false;
 
     for (int step = 0; step < 1024 && !in.empty(); ++step) {
         clk::advance(std::chrono::nanoseconds{in.number() & ((std::int64_t{1} << 36) - 1)});
@@ -68,8 +84,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             FUZZ_CHECK(wide(s.backend.clock_offset.count()) == wide(v->now_us) - mid);
             FUZZ_CHECK(s.backend.last_round_trip.count() == rt.received_us - rt.sent_us);
             FUZZ_CHECK(!s.backend.degraded);
-            c.count_try(v->admitted, false);
+            const bool fallback = in.flag();   // (as the failure policy's answer is counted)
+            c.count_try(v->admitted, fallback);
             ++(v->admitted ? admitted : rejected);
+            by_fallback += fallback;
             break;
         }
         case 1:
@@ -81,10 +99,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             FUZZ_CHECK(!(a && b) || !c.stats().backend.degraded);
             break;
         }
-        default: {   // a request's own errors: none reaches Redis
-            std::uint64_t n = in.byte() % 3 == 0 ? 0 : 1 + in.integer<std::uint16_t>();
+        default: {   // a request's own errors (or close()): none reaches Redis
+            const std::uint8_t b = in.byte();
+            if (b % 16 == 15) {
+                c.close();
+                closed = true;
+            }
+            std::uint64_t n = b % 3 == 0 ? 0 : 1 + in.integer<std::uint16_t>();
             auto ec = c.check(n);
-            FUZZ_CHECK(ec == (n == 0 ? make_error_code(sluice::error::invalid_count)
+            FUZZ_CHECK(c.closed() == closed);
+            FUZZ_CHECK(ec == (closed ? make_error_code(sluice::error::closed)
+                              : n == 0 ? make_error_code(sluice::error::invalid_count)
                               : n > 1000 ? make_error_code(sluice::error::exceeds_limit)
                                          : boost::system::error_code{}));
             break;
@@ -92,6 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         auto s = c.stats();
         FUZZ_CHECK(s.try_admitted == admitted && s.try_refused == rejected);
+        FUZZ_CHECK(s.backend.fallback_decisions == by_fallback);
     }
     return 0;
 }

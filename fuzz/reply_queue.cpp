@@ -1,3 +1,4 @@
+// fuzz-covers: lib/redis/reply_queue.hpp
 // The pipeline's reply bookkeeping (reply_queue) over any sequence of links, commands,
 // handshakes and replies a pipeline can produce, against a model kept per link: replies
 // answer the oldest command; a reply on a link whose handshake was refused (an error

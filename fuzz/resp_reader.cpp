@@ -1,3 +1,4 @@
+// fuzz-covers: lib/redis/resp.cpp
 // RESP bytes as they come off a socket (Sentinel discovery reads them with reply_reader,
 // hiredis' reader): any bytes give replies, "more bytes needed" or a protocol error,
 // whatever the chunking (all at once and a byte at a time agree); every reply goes
@@ -7,7 +8,7 @@
 #include "fuzz.hpp"
 
 #include "redis/eval_fsm.hpp"
-#include "redis/hiredis_adapter.hpp"
+#include "redis/resp.hpp"
 
 #include <sluice/redis/detail/sentinel_fsm.hpp>
 #include <sluice/redis/detail/verdict.hpp>

@@ -1,3 +1,4 @@
+// fuzz-covers: lib/http/retry_after.cpp
 // Retry-After (delay-seconds and the three HTTP-date forms) and HTTP-date on their own, at
 // any `now` (the first 8 bytes, ns since the epoch). What parses formats back and parses
 // to the same value (an IMF-fixdate without a leap second to the same text); the delay

@@ -81,19 +81,20 @@ def answer(reply, cancelled=False, err=None):
 rates = ["100/s", "5/min", "5/m", "2500/h", "1/d", "1/w", "1/y", "10/250ms", "0.5/s", "1000/us", "1/ns",
          "4/sec", "2/hour", "1/day", "1.5/3s", "3 / 2h", "0.1/s", "0.3/s", ".5/s", "5./s", "0.000000001/ns",
          "1/9223372036.854775808s", "1.00000000000000000001/s", "3/1.00000000000000000001s", "1/0.9ns",
-         "2000000000/s", "1/300y", "1/0.0ms", "1/s x", " \t7/ 2 min \t"]
+         "2000000000/s", "1/300y", "1/0.0ms", "1/s x", " \t7/ 2 min \t",
+         "1/1.00000000000000000001s", "7/", "7/ 5", "0/s", "0.0000000001/s"]
 write("parse_rate", rates)
 
 policies = ['"default";q=100;w=10', '"permin";q=50;w=60,"perhr";q=1000;w=3600',
             '"peruser";q=65535;qu="content-bytes";w=10;pk=:sdfjLJUOUH==:', '"default";q=100;w=1;sluice-burst=10',
             '"d";sluice-burst=10;q=100;w=1;acme=?0;sluice-burst=12', '"a";q=999999999999999;w=999999999999999']
-limits = ['"default";r=50;t=30', '"default";r=999;pk=:dHJpYWwxMjEzMjM=:', '"a";t=3;r=7 ,\t"b";  r=0']
+limits = ['"default";r=50;t=30', '"default";r=999;pk=:dHJpYWwxMjEzMjM=:', '"a";t=3;r=7 ,\t"b";  r=0',
+          '"x";r=1;acme=7;r=2', '"x";t=1', 'x;r=1', '"x";r=-1', '"x";r=1;t=1.5', '"x";r=1;pk="s"']
 lists = ['"x\\"y\\\\z";r=1;acme=?0;d=-12.5;tk=abc/d:e, ("i" 1;a 2.25);p',
          "-999999999999.999, 0.5, -0, 007, 1.10", "1234567890123.0", "limit=100, remaining=50, reset=30",
          "*tok;*k=:AQID:, ?1;a;b=?0, ()"] + policies + limits
 write("sf_list", lists)
-write("ratelimit_policy", policies)
-write("ratelimit", limits)
+write("ratelimit_fields", policies + limits + ['"x";w=1', '"x";q=1;w=0', '"x";q=1;qu=7', '"x";q=1;pk=?1', '"x";q=1.5'])
 
 NOW_2026 = 1780000000 * 10**9
 NOW_1994 = 784111777 * 10**9
@@ -113,8 +114,13 @@ write("resp_reader", [
 ])
 
 # ---- replies as values --------------------------------------------------------------------
-write("verdict", [granted(5000, 77), refused(3000), verdict(0, 0, 0, 0, 1, 0), verdict(1, 0, 9, 100000, 1, 0),
-                  array(integer(1), integer(0)), nil(), error("ERR x")])
+# Then the call it answers: mode (0 try, 1 reserve, 2 lease, 3 configure), n, max_wait_us.
+def call(mode, n=1, max_wait=0): return u8(mode) + number(n) + number(max_wait)
+write("verdict", [granted(5000, 77) + call(1, 1, 10_000), refused(3000) + call(0), verdict(0, 0, 0, 0, 1, 0) + call(2),
+                  verdict(1, 0, 9, 100000, 1, 0) + call(0), array(integer(1), integer(0)), nil(), error("ERR x"),
+                  granted(5000, 77, 3) + call(2, 2, 10_000), refused(3000) + call(2, 4, 0), granted(0) + call(3),
+                  array(*([integer(1)] * 5 + [bulk("7")])), verdict(2, 0, 0, 0, 1, 0),
+                  granted(0, interval=2**52) + call(0)])
 
 # eval_fsm: (error, reply) for EVALSHA; after NOSCRIPT, (error, reply) for the load, then EVALSHA again.
 OK = u8(0)
@@ -161,7 +167,10 @@ write("sentinel_events", [
     sentinels(1, 2, 3) + u8(0) + u8(1) + peers((2, 1), (3, 2)) + u8(0) + u8(4) + peers((5, 3)),
     sentinels(1) + u8(3) + text("m 127.0.0.1 6379 127.0.0.1 6380") + u8(1) + u8(1) + u8(1),
     sentinels(1) + u8(3) + text("m ::1 6379 0:0::1 6380") + u8(1) + u8(0) + u8(7) + u8(1),
+    sentinels(1) + u8(3) + text("m host-a 6379 host-b 6380") + u8(1) + u8(1) + u8(1),
+    sentinels(1) + u8(3) + text("m 127.0.0.1 6379 127.0.0.1 6380 extra"),
     sentinels(1) + u8(4) + text("sentinel 8d1f 127.0.0.1 26380 @ m 127.0.0.1 6379"),
+    sentinels(1) + u8(5) + array(bulk("message"), bulk("+sentinel"), bulk("sentinel 8d1f 127.0.0.1 26380 @ m 127.0.0.1 6379")),
     sentinels(1) + u8(5) + array(bulk("message"), bulk("+switch-master"), bulk("m 127.0.0.1 1 127.0.0.1 2")),
 ])
 
@@ -196,11 +205,17 @@ write("try_fsm", [
     try_head(True) + request(0) + request(0) + request(0) + respond(200 * US, 0, answer(granted(0, 500, 1))) +
     background(0) + respond(0, 0, answer(granted(100, 700, 2))) + request(0) + request(0),
     try_head(True) + request(0) + respond(0, 0, answer(refused(0))) + request(MS),
+    try_head(False) + request(0, 0),
+    try_head(False) + request(0) + respond(0, 0, answer(refused(0))),
+    try_head(False) + policy(0, 1 << 2) + request(0),
+    try_head(True) + request(0) + respond(200 * US, 0, answer(granted(0, 500, 8))) +
+    b"".join(request(100 * US) for _ in range(8)),
 ])
 
 # acquire_fsm: start, flags (b % 3: bucket, window, configure; 8: not routed; >> 4: policy),
 # n, max_wait; then the steps: an answer and the round trip for a call, a wake-up choice
-# (0 closed, 1 cancelled, else on time) and its time for a sleep, an outcome for a fallback.
+# (0 closed, 1 cancelled, 7 on time but closed meanwhile, else on time) and its time for a
+# sleep, an outcome for a fallback.
 def acq_head(kind, n, max_wait, start=100 * MS, routed=True, policy_=2):
     return number(start) + u8(kind | (0 if routed else 8) | (policy_ << 4)) + u8(n) + number(max_wait)
 WAKE = u8(2)
@@ -214,7 +229,16 @@ write("acquire_fsm", [
     acq_head(1, 2, 10 * MS) + answer(verdict(0, 3000, 0, 0, 1, 0)) + number(0) + WAKE +
     answer(verdict(0, 4000, 0, 0, 1, 0)) + number(2 * MS) + WAKE + answer(verdict(0, 1001, 0, 0, 1, 0)) + number(0),
     acq_head(1, 1, 10 * MS) + answer(verdict(1, 0, 0, 0, 1, 0)) + number(0),
-    acq_head(2, 1, 0) + number(1000) + number(10) + answer(verdict(1, 0, 0, 0, 1, 0, 0, 1000, 10)),
+    acq_head(0, 1, MS, routed=False, policy_=1),
+    acq_head(1, 1, 10 * MS, routed=False) + u8(2) + number(0),
+    acq_head(1, 1, MS) + answer(verdict(0, 5000, 0, 0, 1, 0)) + number(0),
+    acq_head(1, 1, 10 * MS) + answer(verdict(0, 3000, 0, 0, 1, 0)) + number(0) + u8(7),
+    # configure: span, count, then 0 a call, 1 invalid, 2 closed; the call's answer.
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(0) + answer(verdict(1, 0, 0, 0, 1, 0, 0, 1000, 10)),
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(1),
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(2),
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(0) + answer(b"", err="error"),
+    acq_head(2, 1, 0) + number(1000) + number(10) + u8(0) + answer(verdict(0, 0, 0, 0, 1, 0, 0, 1000, 10)),
 ])
 
 # cluster_replies: a redirection (flag 1, MOVED?, text) or a CLUSTER SLOTS reply (flag 0,
@@ -231,13 +255,16 @@ write("cluster_replies", [
 ])
 
 # limiter_core: probe interval (ms - 1), start; then per step: time advance, op (0 a reply:
-# sent us, round trip us, the reply; 1 unreachable; 2 two routes; 3 a request's check).
-def on_reply(dt, reply, sent=1_700_000_000_000_000, rtt=100):
-    return number(dt) + u8(0) + number(sent) + i32(rtt) + reply
+# sent us, round trip us, the reply, counted as the fallback's?; 1 unreachable; 2 two
+# routes; 3 a request's check: b % 3 == 0 n = 0, else n - 1 as u16; b % 16 == 15 close()).
+def on_reply(dt, reply, sent=1_700_000_000_000_000, rtt=100, fallback=False):
+    return number(dt) + u8(0) + number(sent) + i32(rtt) + reply + u8(fallback)
 write("limiter_core", [
     u8(199) + number(1000 * MS) + on_reply(0, verdict(1, 0, 8, 200_000, 1_700_000_000_000_050, 5, 2, 100_000, 10)) +
     number(0) + u8(1) + number(0) + u8(2) + number(200 * MS) + u8(2) + on_reply(0, refused(3000)) +
     number(0) + u8(3) + u8(0) + number(0) + u8(3) + u8(1) + u16(5000),
+    u8(9) + number(0) + on_reply(0, refused(3000), fallback=True) + number(0) + u8(3) + u8(1) + u16(5) +
+    number(0) + u8(3) + u8(15) + number(0) + u8(3) + u8(31),
 ])
 
 # server_request: a mode byte (bit 0: the peer is a trusted proxy; bit 1: the proxies write
@@ -291,6 +318,15 @@ write("server_request", [
     conn("GET / HTTP/1.1\r\nHost: a\r\n", waits=True),
     conn(req(fields="Content-Length: 2000000\r\n")),
     conn("GET * HTTP/1.1\r\nHost: a\r\n\r\n"),
+    # Expect: 100-continue: accepted (a body of known length, a chunked one, a list), refused
+    # by the client's limit (burst 5), ignored in HTTP/1.0, refused for its method, /metrics.
+    conn(req(fields="Expect: 100-continue\r\nContent-Length: 5\r\n", body="hello") +
+         req(fields="Expect: foo, 100-Continue\r\nTransfer-Encoding: chunked\r\n", body="0\r\n\r\n") + GET, piece=4),
+    conn(GET * 5 + req(fields="Expect: 100-continue\r\nContent-Length: 3\r\n", body="abc") + GET),
+    conn(req(version="1.0", fields="Expect: 100-continue\r\nContent-Length: 2\r\n", body="hi") +
+         req(method="POST", fields="Expect: 100-continue\r\nContent-Length: 2\r\n", body="hi")),
+    conn(req("/metrics", fields="X-Forwarded-For: 127.0.0.1\r\nExpect: 100-continue\r\nContent-Length: 1\r\n", body="x") +
+         req("/metrics", fields="Expect: 100-continue\r\nContent-Length: 1\r\n", body="x"), trusted=True),
 ])
 
 # ---- what a crawled site sends (examples/crawler) ------------------------------------------
@@ -362,3 +398,101 @@ write("frontier", [
     u8(0) + u8(3) + b"".join(link(1, t) for t in range(8)) + link(1, 2) + moved(0x12, 0x13),
 ])
 
+
+# provider_limits: now, then fields: a byte (bit 7 the name's case changed; 0-20 a known
+# name, in the target's order; 127 a name of the input's own), the value.
+PL_NAMES = ["x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
+            "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"] + \
+           ["anthropic-ratelimit-%s-%s" % (q, p) for q in ("requests", "tokens", "input-tokens", "output-tokens")
+            for p in ("limit", "remaining", "reset")] + ["retry-after", "ratelimit", "ratelimit-policy"]
+NOW_2024 = 1714564800 * 10**9
+
+
+def fields(*kv, now=NOW_2024):
+    out = i64(now)
+    for name, value in kv:
+        upper = name.startswith("^")
+        name = name.lstrip("^")
+        out += u8(PL_NAMES.index(name) | (0x80 if upper else 0)) if name in PL_NAMES else u8(127) + text(name)
+        out += text(value)
+    return out
+
+
+write("provider_limits", [
+    fields(("x-ratelimit-limit-requests", "60"), ("x-ratelimit-limit-tokens", "150000"),
+           ("x-ratelimit-remaining-requests", "59"), ("x-ratelimit-remaining-tokens", "149984"),
+           ("x-ratelimit-reset-requests", "1s"), ("x-ratelimit-reset-tokens", "6m0s")),
+    fields(("x-ratelimit-reset-requests", "1h2m3.5s"), ("x-ratelimit-reset-tokens", "20ms"),
+           ("^x-ratelimit-limit-tokens", " 10 "), ("x-ratelimit-remaining-requests", "007")),
+    fields(("x-ratelimit-reset-requests", "2562047h47m16.854775807s"), ("x-ratelimit-reset-tokens", "1.5\u00b5s"),
+           ("x-ratelimit-limit-requests", "18446744073709551615"), ("x-ratelimit-remaining-tokens", "0")),
+    fields(("x-ratelimit-reset-requests", "9223372036854775808ns"), ("x-ratelimit-reset-tokens", "-1s"),
+           ("x-ratelimit-limit-requests", "18446744073709551616"), ("x-ratelimit-limit-tokens", "1.5"),
+           ("x-ratelimit-remaining-tokens", "1e3"), ("x-ratelimit-remaining-requests", "")),
+    fields(("x-ratelimit-reset-requests", ".5s"), ("x-ratelimit-reset-tokens", "5.s1ns0.0000000019s"),
+           ("x-ratelimit-limit-tokens", "0")),
+    fields(("anthropic-ratelimit-requests-limit", "50"), ("anthropic-ratelimit-requests-remaining", "49"),
+           ("anthropic-ratelimit-requests-reset", "2024-05-01T12:00:01Z"),
+           ("anthropic-ratelimit-tokens-limit", "100000"), ("anthropic-ratelimit-tokens-remaining", "90000"),
+           ("anthropic-ratelimit-tokens-reset", "2024-05-01T14:00:06.5+02:00"),
+           ("anthropic-ratelimit-input-tokens-limit", "80000"),
+           ("anthropic-ratelimit-input-tokens-remaining", "79000"),
+           ("anthropic-ratelimit-input-tokens-reset", "2024-05-01t11:59:00z"),
+           ("anthropic-ratelimit-output-tokens-limit", "20000"),
+           ("anthropic-ratelimit-output-tokens-remaining", "11000"),
+           ("anthropic-ratelimit-output-tokens-reset", "2024-05-01T06:30:00.123456789999-05:30"),
+           ("retry-after", "7")),
+    fields(("anthropic-ratelimit-requests-reset", "2262-04-11T23:47:16.854775807Z"),
+           ("anthropic-ratelimit-tokens-reset", "1677-09-21T00:12:43.145224192Z"),
+           ("anthropic-ratelimit-input-tokens-reset", "2016-12-31T23:59:60-00:00"),
+           ("anthropic-ratelimit-output-tokens-reset", "2024-02-30T00:00:00Z"), now=-2**63),
+    fields(("anthropic-ratelimit-requests-reset", "2024-05-01T24:00:00Z"),
+           ("anthropic-ratelimit-tokens-reset", "2024-05-01T12:00:00+24:00"),
+           ("anthropic-ratelimit-input-tokens-reset", "9999-12-31T23:59:59Z"),
+           ("anthropic-ratelimit-output-tokens-reset", "2024-05-01T12:00:00.Z")),
+    fields(("ratelimit-policy", '"rpm";q=60;w=60, "tpm";q=100000;qu="tokens";w=60'),
+           ("ratelimit", '"rpm";r=10;t=6, "tpm";r=5000;t=3')),
+    fields(("ratelimit-policy", '"min";q=60;w=60, "day";q=1000;w=86400, "bytes";q=1;qu="content-bytes"'),
+           ("ratelimit", '"min";r=40;t=20, "day";r=7;t=3600, "bytes";r=0'),
+           ("ratelimit-policy", '"i";q=8;qu="input-tokens", "o";q=9;qu="output-tokens"'),
+           ("ratelimit", '"x";r=3, "x";r=1')),
+    fields(("ratelimit-policy", '"a";q=-1'), ("ratelimit", '"a";r=1;t=999999999999999'),
+           ("x-ratelimit-remaining-requests", "12")),
+    fields(("ratelimit", "r=1"), ("ratelimit-policy", '"r";q=5'), ("x-ratelimit-remaining-requests", "12")),
+    fields(("x-ratelimit-limit-requests", "60"), ("^x-ratelimit-limit-requests", "60"),
+           ("retry-after", "1"), ("retry-after", "2"), ("X-Ratelimit-Limit-Request", "1"), ("", "")),
+    fields(("retry-after", "Wed, 01 May 2024 12:00:30 GMT")),
+    fields(("retry-after", "9999999999999")),
+    fields(("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")),
+])
+
+
+# shm_table: byte 0 bit 0 clear; a shape byte (keys - 1 in bits 0-5, bit 6 two shards,
+# bit 7 integer keys); patches (length, u16 offset in the segment, bytes) ended by a zero
+# length; then operations: op (bits 0-2 which, 4-5 n, bit 3 a byte written after it, bit 7
+# time advances), [number], integer flag, integer key, string key, then what the op reads.
+# The segment: header 128 bytes, the keyed header 128 (its lock at 64), each shard 128 (its
+# lock first), then the slots.
+def shm_op(which, n=1, key=1, skey="k", integer=True, advance=None, extra=b"", poke=None):
+    op = which | (n << 4) | (0x80 if advance is not None else 0) | (0x08 if poke else 0)
+    out = u8(op) + (number(advance) if advance is not None else b"") + u8(1 if integer else 0) + u8(key) + text(skey) + extra
+    return out + (u16(poke[0]) + u8(poke[1]) if poke else b"")
+def shm_patch(at, data):
+    return u8(len(data)) + u16(at) + data
+SHARD0 = 128 + 128
+ops = (shm_op(0, key=1) + shm_op(0, key=2) + shm_op(1, integer=False, skey="client-a") + shm_op(0, key=1, n=3) +
+       shm_op(3, key=1) + shm_op(4, key=1, extra=number(5000)) + shm_op(5, key=1, extra=u8(1) + u8(0)) +
+       shm_op(6, key=2) + shm_op(7) + shm_op(0, key=9, advance=100_000))
+write("shm_table", [
+    u8(0) + u8(15) + u8(0) + ops,                                        # 16 keys, one shard
+    u8(0) + u8(15 | 0x40) + u8(0) + ops,                                 # two shards
+    u8(0) + u8(3 | 0x80) + u8(0) + ops,                                  # integer keys, full soon
+    u8(0) + u8(15) + shm_patch(SHARD0, i32(0x40000000)) + u8(0) + ops,   # a holder died: repair
+    u8(0) + u8(15) + shm_patch(128 + 64, i32(0x40000000)) + u8(0) + ops, # the table's lock
+    u8(0) + u8(15) + shm_patch(SHARD0 + 16, i32(7)) + u8(0) + ops,       # a lock of another kind
+    u8(0) + u8(15) + shm_patch(SHARD0, i32(12345)) + u8(0) + ops,        # held by someone else
+    u8(0) + u8(15) + shm_patch(0, b"garbage!") + u8(0) + ops,            # not a segment
+    u8(0) + u8(15) + u8(0) + ops + shm_op(0, key=3, poke=(128 + 128 + 128 + 8, 0x7f)) + ops,
+    u8(1) + text("x" * 200) + u8(1) + u8(0) + u8(1) + u8(0),             # the header check alone
+    u8(1) + text("x" * 200) + u8(0) + u8(0) + u8(1) + u8(0),
+])

@@ -1,3 +1,4 @@
+// fuzz-covers: include/sluice/redis/detail/sentinel_events.hpp include/sluice/redis/detail/sentinel_list.hpp
 // What Sentinels say about each other and about a failover (sentinel_list, sentinel_events)
 // fed any SENTINEL SENTINELS replies, +sentinel and +switch-master payloads and Pub/Sub
 // replies: the list always holds every configured Sentinel, no duplicate, at most
@@ -135,7 +136,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         default: {   // any reply on a subscribed link
             reply r = fuzz::any_reply(in);
-            if (auto m = detail::parse_pubsub_message(r)) FUZZ_CHECK(r.elements.size() == 3 && r.elements[0].str == "message");
+            auto m = detail::parse_pubsub_message(r);
+            if (!m) break;
+            FUZZ_CHECK(r.elements.size() == 3 && r.elements[0].str == "message");
+            // A message on a channel the watch subscribes to is read as that channel's.
+            const auto sub = detail::sentinel_subscribe_command();
+            FUZZ_CHECK(sub.size() == 3 && sub[0] == "SUBSCRIBE");
+            if (m->channel == sub[1]) (void)detail::parse_switch_master(m->payload);
+            if (m->channel == sub[2]) (void)detail::parse_sentinel_added(m->payload, "m");
             break;
         }
         }

@@ -7,7 +7,9 @@
 // request that may be served is routed (route_of), its client named (client_of, over the
 // trusted networks the input lists, from X-Forwarded-For or Forwarded), limited (sluice::keyed
 // token buckets on a manual clock, refusal_of on the outcome), and the connection carries
-// at most request_count's requests.
+// at most request_count's requests. A request whose client awaits a 100 (Continue)
+// (awaits_continue) has its body read only once it is accepted (the 100 sent); refused, the
+// connection closes with the body unread.
 //
 // The input: a mode byte (bit 0: the peer is a trusted proxy; bit 1: the proxies write
 // Forwarded; bits 2-6: milliseconds between two requests; bit 7: at the end of the stream
@@ -19,7 +21,9 @@
 // only 405 keeps the connection; a request let through is a GET or HEAD with a Host (for
 // HTTP/1.1), an origin-form target, and a Transfer-Encoding only in HTTP/1.1, without
 // Content-Length, chunked once and last; the reader takes every byte of a body of known
-// length as it comes (the buffer never holds one); a range the trusted set takes is in it;
+// length as it comes (the buffer never holds one); a client awaits a 100 only for an
+// HTTP/1.1 request with an Expect field and a body to come, and no body is read while it
+// does; a range the trusted set takes is in it;
 // the
 // client is the peer unless the peer is trusted, and canonical; a route names a page that
 // exists and a bounded wait; no client is admitted more than burst + rate x elapsed; the
@@ -137,6 +141,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         ranges = space == std::string_view::npos ? std::string_view{} : ranges.substr(space + 1);
     }
 
+    server_check::networks metrics_allow;   // the server's default: loopback
+    metrics_allow.add("127.0.0.0/8");
+    metrics_allow.add("::1");
+
     static boost::asio::io_context io;   // never run: the limit is only tried
     clock::set(std::chrono::nanoseconds{0});
     sluice::keyed_options ko;
@@ -160,6 +168,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         ++requests;
         FUZZ_CHECK(requests <= max_requests);
         clock::advance(step);
+        // Expect: 100-continue: the client sends its body once it gets a 100, which only a
+        // request accepted gets.
+        bool awaiting = reader.header_done() && reader.awaits_continue();
+        if (awaiting) {
+            const auto& req = reader.header();
+            FUZZ_CHECK(req.version() == 11 && req.count(http::field::expect) > 0 && !reader.done());
+            FUZZ_CHECK(server_check::expects_continue(req));
+        }
 
         // Decided from the header alone, as the server decides.
         if (!bad) {
@@ -181,10 +197,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             FUZZ_CHECK(who == server_check::canonical(who));
             if (!trusted.contains(peer)) FUZZ_CHECK(who == peer);
             const std::string client = who.to_string();
-            if (to.what != server_check::route::kind::metrics) {
+            if (to.what == server_check::route::kind::metrics) {
+                if (metrics_allow.contains(who)) awaiting = false;   // served: the 100 sent; else 403
+            } else {
                 const auto d = per_client.try_acquire(std::string_view(client));
                 FUZZ_CHECK(server_check::refusal_of(d.error) == server_check::refusal::client_rate);
                 if (d.admitted) {
+                    awaiting = false;   // the 100 sent
                     const auto elapsed_s = std::chrono::duration<double>(clock::now().time_since_epoch()).count();
                     FUZZ_CHECK(static_cast<double>(++admitted[client]) <=
                                static_cast<double>(burst) + per_second * elapsed_s + 1e-9);
@@ -197,7 +216,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             FUZZ_CHECK(bad->close || bad->status == http::status::method_not_allowed);
         }
 
-        // Then the body, dropped as it comes, unless the connection closes after the answer.
+        // Then the body, dropped as it comes, unless the connection closes after the answer
+        // (a client still waiting for a 100 sends none: the answer comes, and the close).
+        if (awaiting) break;
         if ((!bad || !bad->close) && !reader.done()) {
             if (auto ec = c.read(reader, request_reader::part::body)) {
                 bad = server_check::after_read_error(ec, true);

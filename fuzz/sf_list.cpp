@@ -1,3 +1,4 @@
+// fuzz-covers: lib/http/structured_field.cpp
 // RFC 8941 Lists: any text parses or fails with invalid_structured_field; what parses
 // serialises (everything the parser accepts can be written back), the serialisation
 // parses to the same list, and serialising that again gives the same text (canonical).

@@ -1,3 +1,4 @@
+// fuzz-covers: include/sluice/redis/detail/try_fsm.hpp include/sluice/redis/detail/op_fsm.hpp
 // async_try_acquire's machine (try_fsm), with and without leasing, fed any interleaving of
 // requests, replies (any reply, link errors, cancellation), background reservations and
 // failure-policy changes. Each operation completes once, after at most one reply; a
@@ -60,6 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             const std::uint64_t before = c.admitted + c.rejected;
             const std::uint64_t granted = c.model.granted();
             auto s = o.f.start(c, c.now);
+            FUZZ_CHECK(o.f.key() == "k" && o.f.count() == n);
             if (s.next == op_step::kind::eval) {
                 FUZZ_CHECK(s.cancellable);
                 o.leasing = s.request.how == detail::eval_request::mode::lease;

@@ -1,13 +1,18 @@
+// fuzz-covers: include/sluice/redis/detail/verdict.hpp
 // A script's reply turned into a verdict and a decision, against the definition in
 // sluice/redis/scripts.hpp written again here: an array of six or nine integers, [0] 0 or
 // 1, wait and reset_after in [0, 2^53), the server's now within 2^53 us of 0 (the
 // scripts' range: TIME, or a test's now_us), remaining, taken, interval and burst >= 0;
 // anything else is not believed. The decision never admits with a wait, never refuses
 // without one unless the request can never be granted, and says what the reply said.
+// Believed only when it answers the call (the rest of the input: mode, n, max_wait): a
+// try granted with nothing to wait, a reservation or lease within max_wait, a lease of 1
+// to n slots and refused only with a wait, an interval within the scripts' range.
 #include "fuzz.hpp"
 
 #include <sluice/redis/detail/verdict.hpp>
 
+#include <algorithm>
 #include <optional>
 
 namespace detail = sluice::redis::detail;
@@ -41,6 +46,73 @@ std::optional<detail::verdict> expect(const reply& r)
     return out;
 }
 
+// What the GCRA script answers at `t` to `call`, from the stored state `stored`: the
+// bucket's start is no earlier than a full bucket's (t - I * B); a try or a reservation
+// takes n or nothing, a lease the most of 1..n whose last slot ends within max_wait.
+detail::verdict gcra_reply(std::int64_t iv, std::int64_t b, std::int64_t stored, std::int64_t t,
+                           const detail::eval_request& call)
+{
+    const std::int64_t tau = iv * b;
+    const std::int64_t start = std::max(stored, t - tau);
+    const auto n = static_cast<std::int64_t>(call.n);
+    std::int64_t k = 0;
+    if (call.how == detail::eval_request::mode::lease) {
+        while (k < n && start + (k + 1) * iv - t <= call.max_wait_us) ++k;
+    } else if (n <= b) {
+        const std::int64_t wait = start + n * iv - t;
+        const std::int64_t allowed = call.how == detail::eval_request::mode::try_now ? 0 : call.max_wait_us;
+        if (wait <= allowed) k = n;
+    }
+    detail::verdict v;
+    v.admitted = k > 0;
+    v.taken = k;
+    v.state = start + k * iv;
+    v.now_us = t;
+    v.interval_us = iv;
+    v.burst = b;
+    if (v.admitted)
+        v.wait_us = std::max<std::int64_t>(0, v.state - t);
+    else if (call.how == detail::eval_request::mode::lease)
+        v.wait_us = start + iv - t;
+    else
+        v.wait_us = n > b ? 0 : start + n * iv - t;
+    v.reset_us = std::max<std::int64_t>(0, v.state + tau - t);
+    v.remaining = v.state >= t ? 0 : std::min(b, std::min(t - v.state, tau) / iv);
+    return v;
+}
+
+void check_model(fuzz::input& in)
+{
+    const std::int64_t iv = 1 + in.integer<std::uint16_t>() * (in.flag() ? 1 : 97);
+    const std::int64_t b = 1 + in.byte() % 64;
+    const std::int64_t t = in.integer<std::int32_t>() * std::int64_t{4099};
+    const std::int64_t stored = t + (in.integer<std::int32_t>() % (4 * iv * b + 1)) - 2 * iv * b;
+    detail::eval_request call;
+    call.how = static_cast<detail::eval_request::mode>(in.byte() % 3);
+    call.n = 1 + in.byte() % 80;
+    call.max_wait_us = in.integer<std::uint16_t>() * (in.flag() ? iv : 1);
+    detail::verdict v = gcra_reply(iv, b, stored, t, call);
+    FUZZ_CHECK(detail::consistent(v, call, detail::script_kind::gcra));
+    FUZZ_CHECK(!detail::consistent(v, call, detail::script_kind::sliding_log));
+    FUZZ_CHECK(detail::answers(v, call));
+
+    const std::int64_t delta = in.flag() ? 1 : -1;
+    switch (in.byte() % 4) {
+    case 0: v.remaining += delta; break;
+    case 1: v.reset_us += delta; break;
+    case 2:
+        if (!v.admitted && v.wait_us == 0) return;   // never grantable: no wait to be off
+        v.wait_us += delta;
+        break;
+    default: v.state += delta; break;   // z >= t - tau and reset = z + tau - t: one of them breaks
+    }
+    FUZZ_CHECK(!detail::consistent(v, call, detail::script_kind::gcra));
+
+    detail::eval_request configure;
+    configure.how = detail::eval_request::mode::configure;
+    FUZZ_CHECK(detail::consistent(v, configure, detail::script_kind::gcra));
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
@@ -66,5 +138,30 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_CHECK(d.retry_after == std::chrono::microseconds{v.wait_us});
     FUZZ_CHECK(d.remaining == static_cast<std::uint64_t>(v.remaining));
     FUZZ_CHECK(d.reset_after == std::chrono::microseconds{v.reset_us});
+
+    detail::eval_request call;
+    call.how = static_cast<detail::eval_request::mode>(in.byte() % 4);
+    call.n = static_cast<std::uint64_t>(in.number());
+    call.max_wait_us = in.number();
+    const bool granted_in_time = !v.admitted || v.wait_us <= call.max_wait_us;
+    bool fits = true;
+    switch (call.how) {
+    case detail::eval_request::mode::try_now: fits = !v.admitted || v.wait_us == 0; break;
+    case detail::eval_request::mode::reserve: fits = granted_in_time; break;
+    case detail::eval_request::mode::lease:
+        fits = v.admitted ? granted_in_time && v.taken >= 1 && static_cast<std::uint64_t>(v.taken) <= call.n
+                          : v.wait_us > 0;
+        break;
+    case detail::eval_request::mode::configure: break;
+    }
+    FUZZ_CHECK(detail::answers(v, call) == (fits && v.interval_us <= sluice::redis::lua::max_span_us));
+    if (call.how != detail::eval_request::mode::configure) {
+        const bool log_shape = v.state == 0 && v.taken == 0 && v.interval_us == 0 && v.burst == 0 &&
+                               v.remaining <= (std::int64_t{1} << 24) && (!v.admitted || v.reset_us >= 1);
+        FUZZ_CHECK(detail::consistent(v, call, detail::script_kind::sliding_log) == log_shape);
+    }
+    (void)detail::consistent(v, call, detail::script_kind::gcra);   // any reply: no overflow, no crash
+
+    check_model(in);
     return 0;
 }

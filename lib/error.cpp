@@ -27,6 +27,10 @@ const char* describe(error e) noexcept
     case error::shm_table_full: return "the shared-memory key table is full and no key is idle";
     case error::shm_key_too_long: return "the key is longer than the shared-memory key table stores";
     case error::shm_string_key: return "a string key on a shared-memory table of integer keys";
+    case error::shm_foreign: return "the shared-memory segment belongs to another user or is open to more users than asked";
+    case error::shm_truncated: return "the shared-memory segment was truncated under this process: its state is gone";
+    case error::shm_lock_timeout: return "a lock in the shared-memory segment was not free in time";
+    case error::shm_corrupt: return "the shared-memory segment holds bytes this library never writes";
     }
     return nullptr;
 }

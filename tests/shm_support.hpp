@@ -25,14 +25,15 @@
 
 namespace sluice_test {
 
-/// A segment name of this process and tag; removed (if it exists) when made and when gone.
+/// A segment name of this process and tag; removed (if it exists) when made and when gone,
+/// whoever owns the file (shm::remove leaves another user's alone).
 class shm_name {
 public:
     explicit shm_name(const std::string& tag) : name_("/sluice-test-" + std::to_string(::getpid()) + "-" + tag)
     {
-        sluice::shm::remove(name_);
+        ::unlink(path().c_str());
     }
-    ~shm_name() { sluice::shm::remove(name_); }
+    ~shm_name() { ::unlink(path().c_str()); }
     shm_name(const shm_name&) = delete;
     shm_name& operator=(const shm_name&) = delete;
 

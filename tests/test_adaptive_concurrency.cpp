@@ -146,6 +146,9 @@ TEST_CASE("adaptive_concurrency_controller: options out of range are refused")
     bad([](auto& o) { o.smoothing = 1.5; });
     bad([](auto& o) { o.queue_size = -1; });
     bad([](auto& o) { o.queue_size = std::numeric_limits<double>::infinity(); });
+    bad([](auto& o) { o.latency_ratio = 1; });
+    bad([](auto& o) { o.latency_ratio = -2; });
+    bad([](auto& o) { o.latency_ratio = std::numeric_limits<double>::infinity(); });
     bad([](auto& o) { o.algorithm = static_cast<concurrency_algorithm>(7); });
 }
 
@@ -172,6 +175,69 @@ TEST_CASE("aimd: +1 a round trip while used, one backoff a round trip on overloa
     CHECK(c.limit() == 8);
     CHECK(c.stats().dropped == 1);
     CHECK(c.stats().decreases == 2);
+}
+
+TEST_CASE("aimd: latency_ratio: slower than that multiple of the latency of operations alone is overload")
+{
+    auto o = with(concurrency_algorithm::aimd);
+    o.initial_limit = 4;
+    o.latency_ratio = 2;
+    adaptive_concurrency_controller c(o);
+    // An operation alone from start to end: 10 ms is the unloaded latency.
+    c.on_sample({0, 10 * ms, 1, false});
+    // 19 ms under load: not overload (a round trip's worth: +1); 21 ms: overload.
+    for (int i = 0; i < 5; ++i)
+        c.on_sample({20 * ms, 39 * ms, 4, false});
+    CHECK(c.limit() == 5);
+    c.on_sample({40 * ms, 61 * ms, 5, false});
+    CHECK(c.limit() == 4);
+    // One that ends alone after a crowd ended around it is not alone: its 50 ms (overload)
+    // does not become the baseline, and 60 ms after it is overload again (at 2 x 50 ms it
+    // would not be).
+    c.on_sample({70 * ms, 80 * ms, 2, false});
+    c.on_sample({65 * ms, 115 * ms, 1, false});
+    CHECK(c.limit() == 3);
+    c.on_sample({120 * ms, 180 * ms, 3, false});
+    CHECK(c.limit() == 2);
+}
+
+TEST_CASE("simulation: AIMD on latency_ratio holds a host whose latency grows with its load under 1.8x")
+{
+    // latency = base x (1 + (in flight - 1) / k): it doubles at k + 1 in flight.
+    for (double k : {4.0, 8.0}) {
+        auto o = with(concurrency_algorithm::aimd);
+        o.initial_limit = 1;
+        o.max_limit = 16;
+        o.latency_ratio = 1.8;
+        adaptive_concurrency_controller c(o);
+        struct op {
+            std::int64_t start, end;
+        };
+        std::vector<op> running;
+        std::int64_t now = 0, worst = 0;
+        std::uint64_t done = 0;
+        const std::int64_t base = 50 * ms;
+        while (now < 30'000 * ms) {
+            while (running.size() < c.limit()) {
+                const double n = static_cast<double>(running.size() + 1);
+                running.push_back({now, now + static_cast<std::int64_t>(static_cast<double>(base) * (1 + (n - 1) / k))});
+            }
+            auto first = std::min_element(running.begin(), running.end(), [](auto& a, auto& b) { return a.end < b.end; });
+            const op o1 = *first;
+            const std::uint64_t inflight = running.size();
+            running.erase(first);
+            now = o1.end;
+            c.on_sample({o1.start, o1.end, inflight, false});
+            if (now > 5'000 * ms) {
+                worst = std::max(worst, o1.end - o1.start);
+                ++done;
+            }
+        }
+        const double rate = static_cast<double>(done) / 25.0, doubling = (k + 1) / (2 * 0.05);
+        INFO("k ", k, ": ", rate, "/s against ", doubling, "/s where latency doubles; worst ", worst / ms, " ms");
+        CHECK(rate >= 0.85 * doubling);
+        CHECK(worst <= 2 * base);
+    }
 }
 
 TEST_CASE("aimd: bounded by min_limit and max_limit")

@@ -6,10 +6,12 @@
 // itself: without being told it may, the client never goes faster than asked). Its rate
 // follows the server: RateLimit / RateLimit-Policy fields
 // (draft-ietf-httpapi-ratelimit-headers-11) when it sends them, through the library's
-// sluice::adaptive_rate_controller; otherwise the rates the server refuses (429, 503) and
-// accepts, through examples::pace_learner, which settles just under the server's limit
-// instead of overshooting it again and again. A 429 or 503 with a Retry-After pauses every
-// worker until then; one without it pauses nobody: the pace alone answers it.
+// sluice::adaptive_rate_controller; otherwise what the server admits between its refusals
+// (429, 503), through sluice::rate_learner, which measures the limit whatever the server's
+// burst and settles just under it instead of overshooting it again and again. A Retry-After
+// bounds when the refused request could be retried; it pauses every worker only when the
+// server refuses everything (the learner's block), not on each refusal: a server that
+// admits others meanwhile is metering a rate, and the pace answers it.
 //
 // With `--redis HOST:PORT` several api_client processes share one quota of `--rate`: each
 // request also takes a permit of a sluice::redis::token_bucket on a key every process
@@ -22,11 +24,11 @@
 #include "../common/flags.hpp"
 #include "../common/http_connection.hpp"
 #include "../common/loopback_url.hpp"
-#include "../common/pace_learner.hpp"
 #include "../common/spawn_server.hpp"
 #include <sluice/adaptive_rate_controller.hpp>
 #include <sluice/http/ratelimit_fields.hpp>
 #include <sluice/http/retry_after.hpp>
+#include <sluice/rate_learner.hpp>
 #include <sluice/token_bucket.hpp>
 
 #if SLUICE_EXAMPLES_REDIS
@@ -131,12 +133,13 @@ struct client {
     {
     }
 
-    static examples::pace_learner_options learner_options(sluice::rate initial, sluice::rate floor, sluice::rate ceiling)
+    static sluice::rate_learner_options learner_options(sluice::rate initial, sluice::rate floor, sluice::rate ceiling)
     {
-        examples::pace_learner_options l;
-        l.initial = initial.per_second();
-        l.floor = floor.per_second();
-        l.ceiling = ceiling.per_second();
+        sluice::rate_learner_options l;
+        l.initial = initial;
+        l.floor = floor;
+        l.ceiling = ceiling;
+        l.max_pause = 5min;
         return l;
     }
 
@@ -153,13 +156,13 @@ struct client {
     const options& opts;
     examples::loopback_url url;
     sluice::token_bucket<> limiter;            // the pace, --burst
-    examples::pace_learner learner;            // the pace, from refusals
+    sluice::rate_learner learner;              // the pace, from refusals
     sluice::adaptive_rate_controller fields;   // the pace, from RateLimit fields
     std::uint64_t fields_seen = 0;
     double applied;                            // the limiter's rate
-    // A Retry-After pauses every worker: a gate in front of the bucket. A permit admitted
-    // while the pause began is forfeited, and when the gate opens the workers leave one by
-    // one at the pace, not in a herd.
+    // A server refusing everything (the learner's block) pauses every worker: a gate in
+    // front of the bucket. A permit admitted while the pause began is forfeited, and when the
+    // gate opens the workers leave one by one at the pace, not in a herd.
     clock_type::time_point paused_until{};
     asio::steady_timer gate;
     std::uint64_t retry_after_sent = 0, retry_after_pauses = 0, retry_after_malformed = 0;
@@ -289,11 +292,13 @@ struct client {
         limiter.set_rate(sluice::rate::per_second(r));
     }
 
-    void on_result(const examples::http_result& r, const examples::pace_learner::sent& sent)
+    void on_result(const examples::http_result& r, const sluice::rate_learner::ticket& sent)
     {
         ++completed;
+        using outcome = sluice::rate_learner::outcome;
         if (r.fail != examples::failure::none) {
             ++errors[examples::to_string(r.fail)];
+            if (opts.adapt) learner.on_answer(steady_ns(clock_type::now()), sent, {outcome::failed});
             return;
         }
         const auto& res = r.response;
@@ -312,19 +317,14 @@ struct client {
         std::string_view retry_after;
         if (auto f = res.find(http::field::retry_after); f != res.end())
             retry_after = std::string_view(f->value().data(), f->value().size());
+        std::optional<std::chrono::nanoseconds> delay;
         if (refused && !retry_after.empty()) {
             ++retry_after_sent;
             const auto wall = std::chrono::system_clock::now();
-            auto ra = sluice::http::parse_retry_after(retry_after, wall);
-            if (!ra) {
-                ++retry_after_malformed;   // no pause: the pace answers the refusal
-            } else if (auto d = std::min<std::chrono::nanoseconds>(ra->delay_from(wall), 5min); d > 0ns) {
-                auto until = now + std::chrono::duration_cast<clock_type::duration>(d);
-                if (until > paused_until) {
-                    paused_until = until;
-                    ++retry_after_pauses;
-                }
-            }
+            if (auto ra = sluice::http::parse_retry_after(retry_after, wall))
+                delay = std::clamp<std::chrono::seconds>(ra->delay_from(wall), 0s, std::chrono::hours(24 * 365 * 100));
+            else
+                ++retry_after_malformed;   // ignored: the pace answers the refusal
         }
         // RateLimit fields, when the server sends usable ones, set the pace (the library's
         // controller); else the learner makes it from the refusals.
@@ -339,7 +339,16 @@ struct client {
                 return;
             }
         }
-        if (learner.on_answer(steady_ns(now), sent, refused)) apply_pace(learner.rate());
+        auto advice = learner.on_answer(steady_ns(now), sent, {refused ? outcome::refused : outcome::admitted, delay});
+        if (advice.paused) {
+            // The server refuses everything: every worker waits (its Retry-After, or a backoff).
+            auto until = clock_type::time_point(std::chrono::duration_cast<clock_type::duration>(learner.paused_until()));
+            if (until > paused_until) {
+                paused_until = until;
+                ++retry_after_pauses;
+            }
+        }
+        if (advice.rate_changed) apply_pace(learner.rate());
     }
 
 #if SLUICE_EXAMPLES_REDIS
@@ -400,7 +409,7 @@ struct client {
         if (paused())
             pause = "  (paused " +
                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(paused_until - clock_type::now()).count()) +
-                    " ms more: the server's Retry-After)";
+                    " ms more: the server refuses everything)";
         std::fprintf(stderr, "%s[%5.1fs] sent %llu  200: %llu  429: %llu  last second %llu/s  pace %.1f/s%s%s",
                      tty ? "\r" : "", t, static_cast<unsigned long long>(sent),
                      static_cast<unsigned long long>(by_status[200]), static_cast<unsigned long long>(by_status[429]),
@@ -568,13 +577,23 @@ int main(int argc, char** argv)
     std::printf("achieved rate: %.1f/s (200s: %.1f/s)\n", static_cast<double>(c.sent) / elapsed,
                 static_cast<double>(c.by_status[200]) / elapsed);
     const auto& st = c.fields.stats();
-    std::string how = !o.adapt                         ? "fixed: --no-adapt"
-                      : c.fields_seen > 0              ? "following the server's RateLimit fields"
-                      : c.learner.refusals() == 0      ? "never refused"
-                                                       : "learnt from refusals, the lowest at " +
-                                                        std::to_string(static_cast<int>(c.learner.refused_at() + 0.5)) +
-                                                        "/s";
+    const auto& l = c.learner;
+    auto one = [](double v) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.1f", v);
+        return std::string(b);
+    };
+    std::string how = !o.adapt                 ? "fixed: --no-adapt"
+                      : c.fields_seen > 0      ? "following the server's RateLimit fields"
+                      : l.slow_start()         ? "never refused"
+                      : l.limit_low() > 0      ? (l.measuring() ? "measuring the server's limit: " : "the server's limit ") +
+                                                one(l.limit_low()) +
+                                                (std::isfinite(l.limit_high()) ? "-" + one(l.limit_high()) : "+") +
+                                                "/s learnt from " + std::to_string(l.stats().refused) + " refusals" +
+                                                (l.burst() >= 1 ? ", its burst " + one(l.burst()) + " at least" : "")
+                                               : "refused at " + one(l.limit_high()) + "/s";
     std::printf("adaptations: %llu (final pace %.1f/s, %s)\n", count(c.adaptations), c.applied, how.c_str());
+    // A pause holds every worker: only when the server refused everything for a while.
     std::printf("Retry-After: %llu pauses, for the %llu refusals that carried one (%llu malformed, ignored); "
                 "malformed RateLimit fields ignored: %llu\n",
                 count(c.retry_after_pauses), count(c.retry_after_sent), count(c.retry_after_malformed),

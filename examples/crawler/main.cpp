@@ -5,12 +5,16 @@
 // pace), requests in flight are capped per host and overall (concurrency_limit,
 // --per-host-inflight / --inflight), and every wait for a permit and every request is
 // bounded (--timeout-ms). Each host's pace is learnt: it starts at --per-host-start-rate and
-// grows until the host refuses, then settles just under the rate the host was seen to accept
-// (examples::pace_learner), or follows the host's RateLimit fields when it sends them
-// (sluice::adaptive_rate_controller). A 429 or 503 with Retry-After pauses that host as long
-// as asked (delay-seconds or an HTTP-date); without it, and after a connection error or
-// another 5xx, the host backs off exponentially with full jitter (--backoff-base-ms,
-// --backoff-cap-ms); a page is given up after --retries retries.
+// grows until the host refuses, then settles just under the limit measured from what the
+// host admitted between its refusals, whatever its burst (sluice::rate_learner), or follows
+// the host's RateLimit fields when it sends them (sluice::adaptive_rate_controller). A page
+// refused (429 or 503) is retried after its Retry-After (delay-seconds or an HTTP-date), or
+// without one after an exponential backoff with full jitter (--backoff-base-ms,
+// --backoff-cap-ms), while the host's other pages go on at the learnt pace: the whole host
+// waits only when it refuses everything (the learner's block), or after a connection error
+// or another 5xx; a page is given up after --retries retries. Each host's in-flight cap
+// follows its latency (sluice::adaptive_concurrency, AIMD on 1.8 times the latency of a
+// request alone, by default): a host that slows down under load is not loaded further.
 //
 // It reads real sites: /robots.txt first on every host (RFC 9309, the group of the
 // --user-agent's product token; Crawl-delay lowers the pace), links taken from the HTML by
@@ -23,14 +27,13 @@
 //     build/examples/crawler --spawn-servers 2 --per-host-rate 20/s
 //     build/examples/crawler --seed http://localhost:8080/ --per-host-rate 50/s --max-pages 500
 //
-// --per-host-adaptive lets sluice::adaptive_concurrency find each host's in-flight cap (at
-// most --per-host-inflight) from its latency and refusals; --per-host-bandwidth caps the
+// --per-host-adaptive picks the algorithm of the in-flight cap (or off: --per-host-inflight,
+// fixed); --per-host-bandwidth caps the
 // bytes per second read from each host (sluice::throttled_stream). --spawn-servers K starts
 // K example servers (examples/server) as K "hosts" and stops them at the end. Progress goes
 // to stderr (4 times a second on a terminal, once a second otherwise); the summary to
 // stdout; the exit codes are in --help (options.hpp).
 
-#include "../common/pace_learner.hpp"
 #include "../common/spawn_server.hpp"
 #include "capped_body.hpp"
 #include "frontier.hpp"
@@ -42,6 +45,7 @@
 
 #include <sluice/adaptive_rate_controller.hpp>
 #include <sluice/http/retry_after.hpp>
+#include <sluice/rate_learner.hpp>
 #include <sluice/sluice.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -89,6 +93,7 @@ struct page {
     std::uint64_t redirects = 0;   // redirects followed to reach it
     bool seed = false;
     bool robots = false;           // the host's robots.txt (or where it redirected)
+    clock_type::time_point not_before{};   // refused: not asked again before this
 };
 
 // Reads go through the host's bandwidth limit, when there is one.
@@ -111,20 +116,16 @@ std::int64_t now_ns()
     return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch()).count();
 }
 
-examples::pace_learner_options learner_options(const crawl::options& o)
+sluice::rate_learner_options learner_options(const crawl::options& o)
 {
-    examples::pace_learner_options p;
-    p.ceiling = o.per_host_rate.per_second();
-    p.initial = o.start_per_second();
-    p.floor = std::min(0.05, p.initial);
-    // Writes keep one interval apart as they happen, and from the host's fast answers: what
-    // a host measures is then what was sent, but to the millisecond (nginx's clock): two
-    // requests sent 49.3 ms apart may be seen 50 ms apart and accepted under 20/s. So an
-    // accepted gap proves 1 / (gap + 1 ms) only, and 1 % under that is enough (the API
-    // client, without either, keeps 3 %). Against nginx at 20/s, without the millisecond,
-    // about one crawl in five settled above 20/s and met a second refusal (a second pause).
-    p.margin = 0.99;
+    sluice::rate_learner_options p;
+    p.ceiling = o.per_host_rate;
+    p.initial = sluice::rate::per_second(o.start_per_second());
+    p.floor = sluice::rate::per_second(std::min(0.05, o.start_per_second()));
+    // A host may tell time to the millisecond only (nginx's clock): the counts between its
+    // refusals are widened by that much.
     p.resolution = std::chrono::milliseconds(1);
+    p.max_pause = std::chrono::hours(1);   // as the retry policy's longest Retry-After
     return p;
 }
 
@@ -146,8 +147,14 @@ struct host_state {
             sluice::adaptive_concurrency_options a;
             a.algorithm = *o.per_host_adaptive;
             a.max_limit = o.per_host_inflight;
-            a.initial_limit = std::min<std::uint64_t>(a.initial_limit, o.per_host_inflight);
-            a.latency_threshold = std::chrono::milliseconds(o.timeout_ms) / 4;   // AIMD: a quarter of the timeout is slow
+            // From one, growing while latency stays near what a request alone takes (robots.txt
+            // is alone): no surge at the start, and the in-flight cap where a host that slows
+            // under load is still quick. A quarter of the timeout is slow in any case. (Vegas
+            // and Gradient2 keep a queue at the host: two, not the four a server's front keeps.)
+            a.initial_limit = 1;
+            a.latency_ratio = 1.8;
+            a.latency_threshold = std::chrono::milliseconds(o.timeout_ms) / 4;
+            a.queue_size = 2;
             adaptive.emplace(io, a);
         }
         if (o.per_host_bandwidth > 0) {
@@ -189,7 +196,7 @@ struct host_state {
     bool robots_known = false;
     crawl::robots_rules robots;
     // The pace: learnt from refusals, or following the host's RateLimit fields.
-    examples::pace_learner learner;
+    sluice::rate_learner learner;
     sluice::adaptive_rate_controller fields;
     std::uint64_t fields_seen = 0;
     double applied_rate = 0;
@@ -268,10 +275,7 @@ public:
         for (auto& [name, h] : hosts_) {
             const double span = std::chrono::duration<double>(h->last_send - h->first_send).count();
             const double rate = h->requests > 1 && span > 0 ? static_cast<double>(h->requests - 1) / span : 0.0;
-            std::string how = h->fields_seen > 0 ? "following its RateLimit fields"
-                              : h->learner.refusals() == 0
-                                  ? "never refused"
-                                  : "refused at " + one_decimal(h->learner.refused_at()) + "/s";
+            const std::string how = pace_reason(*h);
             std::printf("  host %s: %llu pages, %llu requests, achieved %.1f requests/s (pace %.1f/s at the end, %s; "
                         "limit %.1f/s)\n",
                         name.c_str(), n(h->pages), n(h->requests), rate, h->learner.rate(), how.c_str(),
@@ -315,13 +319,14 @@ public:
             auto it = status_counts_.find(code);
             return static_cast<unsigned long long>(it == status_counts_.end() ? 0 : it->second);
         };
+        // A refused page waits its Retry-After (or a backoff) alone; a host pauses only when it
+        // refuses everything (or after errors).
         std::printf("  refusals: %llu 429s, %llu 503s, %llu connection errors; %llu Retry-After pauses, %llu backoff "
-                    "pauses; %llu pages given up\n",
+                    "pauses; %llu pages given up; %llu host pauses\n",
                     status(429), status(503), n(conn_errors_), n(retry_after_pauses_), n(backoff_pauses_),
-                    n(lost_.given_up));
+                    n(lost_.given_up), n(host_pauses_));
         for (auto& [name, h] : hosts_)
-            if (h->adaptive)
-                std::printf("  host %s: adaptive in-flight limit %llu at the end\n", name.c_str(), n(h->adaptive->limit()));
+            std::printf("  host %s: %s\n", name.c_str(), decision(*h).c_str());
     }
 
 private:
@@ -330,6 +335,42 @@ private:
         char b[32];
         std::snprintf(b, sizeof b, "%.1f", v);
         return b;
+    }
+
+    // Why the host's pace is what it is.
+    std::string pace_reason(const host_state& h) const
+    {
+        const auto& l = h.learner;
+        if (h.fields_seen > 0) return "following its RateLimit fields";
+        if (l.slow_start()) return l.rate() >= opt_.per_host_rate.per_second() ? "never refused: --per-host-rate" : "never refused";
+        std::string bounds = l.limit_low() > 0 && std::isfinite(l.limit_high())
+                                 ? one_decimal(l.limit_low()) + "-" + one_decimal(l.limit_high()) + "/s"
+                             : l.limit_low() > 0 ? "at least " + one_decimal(l.limit_low()) + "/s"
+                                                 : "under " + one_decimal(l.limit_high()) + "/s";
+        std::string burst = l.burst() >= 1 ? ", burst " + std::to_string(static_cast<long long>(l.burst())) + " at least" : "";
+        return (l.measuring() ? "measuring its limit: " : "limit ") + bounds + burst + " learnt from " +
+               std::to_string(l.stats().refused) + " refusals";
+    }
+
+    // What the crawler decided for the host: its in-flight cap and its pace, and why.
+    std::string decision(const host_state& h) const
+    {
+        std::string in_flight;
+        if (h.adaptive) {
+            const auto cap = h.adaptive->limit();
+            const auto unloaded = h.learner.unloaded_latency(), mean = h.learner.mean_latency();
+            char ratio[64] = "";
+            if (unloaded.count() > 0)
+                std::snprintf(ratio, sizeof ratio, ": latency %.1fx the unloaded %.1f ms",
+                              static_cast<double>(mean.count()) / static_cast<double>(unloaded.count()),
+                              static_cast<double>(unloaded.count()) / 1e6);
+            in_flight = "in flight at most " + std::to_string(cap) +
+                        (cap < opt_.per_host_inflight ? std::string(" (latency-limited") + ratio + ")"
+                                                      : std::string(" (--per-host-inflight)"));
+        } else {
+            in_flight = "in flight at most " + std::to_string(opt_.per_host_inflight) + " (fixed)";
+        }
+        return in_flight + ", pace " + one_decimal(h.learner.rate()) + "/s (" + pace_reason(h) + ")";
     }
 
     host_state& host(const crawl::url& u, const std::vector<tcp::endpoint>& eps)
@@ -458,26 +499,43 @@ private:
     asio::awaitable<void> host_loop(host_state& h)
     {
         for (;;) {
-            while (!finished_ && (h.frontier.empty() || (!h.robots_known && !h.frontier.front().robots))) {
-                h.wake.expires_at(clock_type::time_point::max());
+            for (auto next = clock_type::time_point::max(); !finished_ && pick(h, next) == h.frontier.end();
+                 next = clock_type::time_point::max()) {
+                h.wake.expires_at(next);   // a refused page's time, or "frontier not empty"
                 co_await h.wake.async_wait(asio::as_tuple(asio::use_awaitable));
             }
             if (finished_) co_return;
             auto slot = co_await h.acquire();
             if (!slot || finished_) co_return;
-            if (h.frontier.empty() || (!h.robots_known && !h.frontier.front().robots)) continue;   // changed meanwhile
-            page p = std::move(h.frontier.front());
-            h.frontier.pop_front();
+            auto next = clock_type::time_point::max();
+            auto it = pick(h, next);
+            if (it == h.frontier.end()) continue;   // changed meanwhile
+            page p = std::move(*it);
+            h.frontier.erase(it);
             ++fetching_;
             asio::co_spawn(io_, fetch(h, std::move(p), std::move(slot)), asio::detached);
         }
     }
 
-    // A 429 or 503 with Retry-After pauses the whole host, not just this page: later
-    // requests would be refused too, and a server that says "come back in 2 s" is asking
-    // the client to stop. The pause is a gate in front of the host's leaky bucket: every
-    // fetch waits for the gate before it asks for a permit, and looks again once it has
-    // one: a permit admitted inside a pause is dropped and the fetch queues again.
+    // The page to fetch next: robots.txt until it is known, then the first page not waiting
+    // out a refusal (refused pages go back to the front); `next` is when the first of those
+    // may go, when none may now.
+    std::deque<page>::iterator pick(host_state& h, clock_type::time_point& next)
+    {
+        const auto now = clock_type::now();
+        std::size_t looked = 0;
+        for (auto it = h.frontier.begin(); it != h.frontier.end() && looked < 256; ++it, ++looked) {
+            if (!h.robots_known && !it->robots) continue;
+            if (it->not_before <= now) return it;
+            next = std::min(next, it->not_before);
+        }
+        return h.frontier.end();
+    }
+
+    // A pause of the whole host (the host refusing everything, or failing) is a gate in front
+    // of its leaky bucket: every fetch waits for the gate before it asks for a permit, and
+    // looks again once it has one: a permit admitted inside a pause is dropped and the fetch
+    // queues again.
     asio::awaitable<void> fetch(host_state& h, page p, host_slot hslot)
     {
         const auto timeout = std::chrono::milliseconds(opt_.timeout_ms);
@@ -651,6 +709,7 @@ private:
         if (ec) {
             ++conn_errors_;
             if (hslot.adaptive) hslot.adaptive.drop();
+            h.learner.on_answer(std::chrono::nanoseconds(now_ns()), sent, {sluice::rate_learner::outcome::failed});
             host_failed(h, std::move(p), "request: " + ec.message(), std::nullopt, true);
             co_return;
         }
@@ -659,19 +718,19 @@ private:
         ++status_counts_[status];
         if (parser.is_done() && body && res.keep_alive()) h.idle.push_back(std::move(conn));
         else conn->stream.next_layer().close();
-        learn(h, sent, res);
+        // Delay-seconds or an HTTP-date (sluice::http); absent, malformed or in the past: none.
+        std::optional<std::chrono::nanoseconds> retry_after;
+        if (auto it = res.find(http::field::retry_after); it != res.end()) {
+            auto wall = std::chrono::system_clock::now();
+            if (auto ra = sluice::http::parse_retry_after(std::string_view(it->value().data(), it->value().size()), wall))
+                retry_after = std::clamp<std::chrono::seconds>(ra->delay_from(wall), 0s, std::chrono::hours(24 * 365 * 100));
+        }
+        const auto advice = learn(h, sent, res, retry_after);
 
         if (status == 429 || status == 503) {
-            if (hslot.adaptive) hslot.adaptive.drop();
-            // Delay-seconds or an HTTP-date (sluice::http); absent, malformed or in the
-            // past: none, and the host backs off on its own.
-            std::optional<std::chrono::nanoseconds> retry_after;
-            if (auto it = res.find(http::field::retry_after); it != res.end()) {
-                auto wall = std::chrono::system_clock::now();
-                if (auto ra = sluice::http::parse_retry_after(std::string_view(it->value().data(), it->value().size()), wall))
-                    retry_after = ra->delay_from(wall);
-            }
-            host_failed(h, std::move(p), "HTTP " + std::to_string(status), retry_after, false);
+            // A refusal is the pace's business, not the in-flight cap's.
+            if (hslot.adaptive) hslot.adaptive.ignore();
+            refused(h, std::move(p), status, retry_after, advice);
             co_return;
         }
         if (status >= 500) {   // a server error: retried after a backoff, as a connection error
@@ -732,7 +791,8 @@ private:
 
     // The host's pace from this answer: RateLimit fields when the host sends them (the
     // library's controller reads them), else what the learner makes of a refusal or not.
-    void learn(host_state& h, const examples::pace_learner::sent& sent, const http::response_header<>& res)
+    sluice::rate_learner::advice learn(host_state& h, const sluice::rate_learner::ticket& sent,
+                                       const http::response_header<>& res, std::optional<std::chrono::nanoseconds> retry_after)
     {
         const unsigned status = res.result_int();
         auto joined = [&res](std::string_view name) {
@@ -745,16 +805,24 @@ private:
         };
         const std::string policy = joined("RateLimit-Policy"), limit = joined("RateLimit");
         const auto now = std::chrono::nanoseconds(now_ns());
+        const bool refusal = status == 429 || status == 503;
+        using outcome = sluice::rate_learner::outcome;
+        const auto what = refusal ? outcome::refused : status >= 500 ? outcome::failed : outcome::admitted;
         if (!policy.empty() || !limit.empty()) {
             h.fields.on_response(sluice::http_response{status, policy, limit, {}}, now, std::chrono::system_clock::now());
             if (h.fields.stats().with_fields > h.fields_seen) {
                 h.fields_seen = h.fields.stats().with_fields;
                 h.learner.follow(h.fields.exact_rate());
                 apply_pace(h);
-                return;
+                // The fields set the pace; the refusal still bounds this page's retry.
+                sluice::rate_learner::advice a;
+                a.retry_at = now + (refusal && retry_after ? *retry_after : std::chrono::nanoseconds::zero());
+                return a;
             }
         }
-        if (h.learner.on_answer(now, sent, status == 429 || status == 503)) apply_pace(h);
+        auto a = h.learner.on_answer(now, sent, {what, refusal ? retry_after : std::nullopt});
+        if (a.rate_changed) apply_pace(h);
+        return a;
     }
 
     static std::string_view field(const http::response_header<>& res, http::field f)
@@ -885,6 +953,33 @@ private:
         retry_or_drop(h, std::move(p), why, error);
     }
 
+    // A refusal: this page waits its Retry-After (the learner's bound on it), or a backoff
+    // without one, and is retried or given up; the host's other pages go on at the pace,
+    // unless the learner saw the host refuse everything: then the whole host waits.
+    void refused(host_state& h, page p, unsigned status, std::optional<std::chrono::nanoseconds> retry_after,
+                 const sluice::rate_learner::advice& advice)
+    {
+        ++h.failures;
+        const auto steady = [](std::chrono::nanoseconds t) {
+            return clock_type::time_point(std::chrono::duration_cast<clock_type::duration>(t));
+        };
+        auto d = retry_.after_failure(p.attempts + 1, h.failures, retry_after);
+        if (!d.give_up) {
+            if (d.from_retry_after) {
+                ++retry_after_pauses_;
+                p.not_before = steady(advice.retry_at);
+            } else {
+                ++backoff_pauses_;
+                p.not_before = clock_type::now() + std::chrono::duration_cast<clock_type::duration>(d.delay);
+            }
+        }
+        if (advice.paused) {
+            ++host_pauses_;
+            h.paused_until = std::max(h.paused_until, steady(h.learner.paused_until()));
+        }
+        retry_or_drop(h, std::move(p), "HTTP " + std::to_string(status), false);
+    }
+
     // `why` says what failed (for the give-up message); refusals are not counted as errors.
     void retry_or_drop(host_state& h, page p, const std::string& why, bool error)
     {
@@ -944,13 +1039,19 @@ private:
             double rate = dt > 0 ? static_cast<double>(pages_ - last_pages) / dt : 0.0;
             last = now;
             last_pages = pages_;
+            // The decision for the host with the most left to fetch.
+            const host_state* busiest = nullptr;
+            for (auto& [name, h] : hosts_)
+                if (!busiest || h->frontier.size() > busiest->frontier.size()) busiest = h.get();
+            std::string why;
+            if (busiest) why = " | " + (hosts_.size() > 1 ? "host " + busiest->name + ": " : std::string()) + decision(*busiest);
             std::fprintf(stderr,
                          "%s[%5.1fs] pages %llu (%.1f/s) | pace %s/s | queued %llu | in flight %llu | errors %llu | "
-                         "429s %llu | 503s %llu%s",
+                         "429s %llu | 503s %llu%s%s",
                          tty_ ? "\r\033[K" : "", std::chrono::duration<double>(now - start_).count(),
                          static_cast<unsigned long long>(pages_), rate, paces().c_str(),
                          static_cast<unsigned long long>(queued()), static_cast<unsigned long long>(in_flight_),
-                         static_cast<unsigned long long>(errors_), count(429), count(503), tty_ ? "" : "\n");
+                         static_cast<unsigned long long>(errors_), count(429), count(503), why.c_str(), tty_ ? "" : "\n");
             std::fflush(stderr);
         }
         if (tty_) std::fputs("\n", stderr);
@@ -973,7 +1074,7 @@ private:
     std::uint64_t outstanding_ = 0;   // pages queued or being fetched; 0 ends the crawl
     std::uint64_t fetching_ = 0, in_flight_ = 0;
     std::uint64_t pages_ = 0, requests_ = 0, errors_ = 0;
-    std::uint64_t conn_errors_ = 0, retry_after_pauses_ = 0, backoff_pauses_ = 0;
+    std::uint64_t conn_errors_ = 0, retry_after_pauses_ = 0, backoff_pauses_ = 0, host_pauses_ = 0;
     tally lost_;
     std::vector<std::weak_ptr<connection>> connections_;
     std::map<unsigned, std::uint64_t> status_counts_;

@@ -35,7 +35,8 @@ struct options {
     std::uint64_t retries = 5;
     std::uint64_t backoff_base_ms = 200;
     std::uint64_t backoff_cap_ms = 30'000;
-    std::optional<sluice::concurrency_algorithm> per_host_adaptive;
+    // On by default: a host that slows down under load is not loaded further (off: a fixed cap).
+    std::optional<sluice::concurrency_algorithm> per_host_adaptive = sluice::concurrency_algorithm::aimd;
     double per_host_bandwidth = 0;   // bytes per second read from each host; 0: no cap
     std::string user_agent = "sluice-crawler/" SLUICE_VERSION_STRING;
     std::vector<std::string> content_types = {"text/html", "application/xhtml+xml"};
@@ -66,8 +67,8 @@ inline void print_usage(std::FILE* to)
         "                          is a count per unit of time: 20/s, 600/min, 1/2s, 10/250ms\n"
         "  --per-host-start-rate TEXT  a host's first pace (default: half of --per-host-rate, at most\n"
         "                          10/s, at least an eighth); it grows until the host refuses, then\n"
-        "                          settles just under the rate the host was seen to accept (RateLimit\n"
-        "                          fields are followed when sent)\n"
+        "                          settles just under the limit measured from what the host admitted\n"
+        "                          between its refusals (RateLimit fields are followed when sent)\n"
         "  --per-host-inflight N   requests in flight per host (default 4)\n"
         "  --inflight N            requests in flight in all (default 16)\n"
         "  --timeout-ms N          per request, and per wait for a permit (default 5000)\n"
@@ -75,11 +76,15 @@ inline void print_usage(std::FILE* to)
         "  --max-pages-per-host N  fetch at most N pages of one host (default 10000; 0: no bound): a site\n"
         "                          can make pages without end; links past it are counted, not followed\n"
         "  --retries N             retries of a page after a 429, 503, 5xx or connection error (default 5)\n"
-        "  --backoff-base-ms N     after a refusal without Retry-After or an error, the host waits a\n"
-        "  --backoff-cap-ms N      random time up to min(cap, base x 2^(k-1)), k the failures in a row\n"
-        "                          (defaults 200 and 30000)\n"
-        "  --per-host-adaptive aimd|vegas|gradient2  each host's in-flight cap follows its latency and\n"
-        "                          refusals (sluice::adaptive_concurrency, at most --per-host-inflight)\n"
+        "  --backoff-base-ms N     a page refused without Retry-After waits a random time up to\n"
+        "  --backoff-cap-ms N      min(cap, base x 2^(k-1)) before its retry, k the host's failures in a\n"
+        "                          row; after a connection error or another 5xx the whole host waits so\n"
+        "                          (defaults 200 and 30000). A refused page waits its Retry-After; the\n"
+        "                          host's other pages go on at its pace, unless it refuses everything\n"
+        "  --per-host-adaptive aimd|vegas|gradient2|off  each host's in-flight cap follows its latency\n"
+        "                          (sluice::adaptive_concurrency, at most --per-host-inflight; default\n"
+        "                          aimd, kept where latency stays under 1.8x what a request alone\n"
+        "                          takes); off: --per-host-inflight, fixed\n"
         "  --per-host-bandwidth BYTES/s  bytes per second read from each host, e.g. 500kB/s, 2MiB/s\n"
         "  --user-agent TEXT       the User-Agent field; its product token (the leading letters, '-'\n"
         "                          and '_') picks the robots.txt group (default sluice-crawler/" SLUICE_VERSION_STRING ")\n"
@@ -187,7 +192,7 @@ inline int parse_args(int argc, char** argv, options& o)
             ok = examples::parse_number(v, o.backoff_cap_ms) && o.backoff_cap_ms > 0 && o.backoff_cap_ms <= 3'600'000;
         } else if (a == "--per-host-adaptive") {
             o.per_host_adaptive = sluice::parse_concurrency_algorithm(v);
-            ok = o.per_host_adaptive.has_value();
+            ok = o.per_host_adaptive.has_value() || v == "off";
         } else if (a == "--per-host-bandwidth") {
             ok = v.ends_with("/s") && parse_bytes(std::string_view(v).substr(0, v.size() - 2), o.per_host_bandwidth) &&
                  o.per_host_bandwidth >= 1024 && o.per_host_bandwidth <= 1e12;

@@ -9,8 +9,9 @@
 // request for up to that long before giving up (nginx's `delay=`); a concurrency_limit caps
 // the requests being handled at once (503 beyond); with --shed, an adaptive_concurrency
 // learns how many requests the server handles at once without their latency growing and
-// sheds the rest (503 with Retry-After); /metrics reports it all in Prometheus text format. One coroutine per connection; SIGINT/SIGTERM or --seconds shut it down
-// cleanly: the limiters are closed, so no request is left waiting for a permit.
+// sheds the rest (503 with Retry-After); /metrics reports it all in the Prometheus text
+// format (OpenMetrics when asked). One coroutine per connection; SIGINT/SIGTERM or --seconds
+// shut it down cleanly: the limiters are closed, so no request is left waiting for a permit.
 //
 // It holds up against what real clients and networks send (request_check.hpp, RFC 9110 and
 // 9112): 400 for a malformed request or an HTTP/1.1 request without Host, 505 for a version
@@ -19,7 +20,11 @@
 // incomplete after --idle-timeout-ms, 400 for obs-fold or a Transfer-Encoding whose end
 // cannot be known (and for any in HTTP/1.0), 501 for a transfer coding it does not know.
 // It decides from a request's header alone, and reads a body only to drop it (no route
-// keeps one): a connection holds its 16 KiB read buffer, however large the bodies coming.
+// keeps one): a connection holds its read buffer (16 KiB at most), however large the bodies
+// coming, and every buffer's bytes come from one budget, --read-budget (503 for a request
+// it has no room for: read_budget.hpp). Expect: 100-continue is answered 100 once a request
+// is accepted, and a refusal comes instead of it; a connection closed with its client
+// perhaps still sending lingers, so that the client reads its answer (lingering_close.hpp).
 // A connection carries --keepalive-requests requests at most; /metrics answers the
 // --metrics-allow addresses only (loopback by default). Its connections are bounded (--max-connections, by
 // default the open-file limit less 64): past the bound, or when accept finds no file
@@ -58,6 +63,7 @@
 
 #include <sluice/http/ratelimit_fields.hpp>
 #include <sluice/http/retry_after.hpp>
+#include <sluice/prometheus.hpp>
 #include <sluice/sluice.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -75,7 +81,9 @@
 #include <boost/beast/http.hpp>
 
 #include "client_identity.hpp"
+#include "lingering_close.hpp"
 #include "prefork.hpp"
+#include "read_budget.hpp"
 #include "request_check.hpp"
 
 #include <sluice/shm/keyed_bucket.hpp>
@@ -90,6 +98,7 @@
 #include <cstdlib>
 #include <span>
 #include <cstring>
+#include <limits>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -136,6 +145,7 @@ struct options {
     std::uint64_t shed_latency_ms = 100;
     std::uint64_t idle_timeout_ms = 30'000;
     std::uint64_t max_connections = 0;   // 0: the open-file limit less 64
+    std::uint64_t read_budget = 64 * 1024 * 1024;   // every read buffer's bytes together
     std::uint64_t workers = 1;           // > 1: prefork (prefork.hpp), one shared table
 };
 
@@ -157,7 +167,7 @@ void print_usage(std::FILE* to)
         "              [--pages N] [--seconds N] [--threads N] [--access-log FILE]\n"
         "              [--backend-workers N] [--shed aimd|vegas|gradient2] [--shed-latency-ms N]\n"
         "              [--idle-timeout-ms N] [--max-connections N] [--keepalive-requests N]\n"
-        "              [--workers N]\n"
+        "              [--read-budget BYTES] [--workers N]\n"
         "  --port N              0 (the default): the kernel picks one; the first line on stdout\n"
         "                        says `listening on ADDR:PORT`\n"
         "  --listen ADDR         the address to listen on (default 127.0.0.1)\n"
@@ -185,6 +195,16 @@ void print_usage(std::FILE* to)
         "                        closed (default: the open-file limit less 64)\n"
         "  --keepalive-requests N  requests one connection carries, the last answered with\n"
         "                        Connection: close (default 1000)\n"
+        "  --read-budget BYTES   the bytes the read buffers of every connection hold together\n"
+        "                        (default 67108864, 64 MiB; 65536 to 2^40; each worker's own\n"
+        "                        with --workers): a buffer (512 bytes, growing to 16 KiB for a\n"
+        "                        large header or a fast body) grows only within it, the last\n"
+        "                        quarter kept for the first 512 bytes of a request; a request\n"
+        "                        that cannot be read for want of room is answered 503 with\n"
+        "                        Retry-After: 1 and its connection closed (the request that needs\n"
+        "                        the room is refused; no other is evicted for it), counted in\n"
+        "                        /metrics (sluice_read_budget_refused_total). Keep it above\n"
+        "                        --max-connections x 512 for room for every connection's first read\n"
         "  --workers N           worker processes sharing the port (SO_REUSEPORT) and one per-client\n"
         "                        table in shared memory, so the limit is the host's, not each\n"
         "                        worker's, --delay-ms included (a request waits its turn among\n"
@@ -193,10 +213,16 @@ void print_usage(std::FILE* to)
         "  GET / and /site/<i>   generated HTML site (--pages pages, linked from /); /robots.txt\n"
         "                        disallows /api/\n"
         "  GET /api/<anything>   {\"ok\":true}; /api/work?ms=N answers after N ms\n"
-        "  GET /metrics          Prometheus text format, not rate limited; for --metrics-allow\n"
-        "                        clients only\n"
+        "  GET /metrics          Prometheus text format 0.0.4, or OpenMetrics 1.0 when Accept asks\n"
+        "                        for it; not rate limited; for --metrics-allow clients only\n"
         "  A request's body is never kept: the answer is decided from its header, and the body\n"
-        "  (1 MiB at most) read and dropped as it comes.\n"
+        "  (1 MiB at most) read and dropped as it comes. A request with Expect: 100-continue\n"
+        "  gets 100 (Continue) once it is accepted, before its body is read; one refused from\n"
+        "  its header gets its final answer with no 100, and the connection closes. When the\n"
+        "  server closes a connection whose client may still be sending (a refused body, bytes\n"
+        "  behind the last request), it lingers: it shuts down its side after the answer and\n"
+        "  reads and drops what comes, for 5 s and 4 MiB at most, so that the client reads the\n"
+        "  answer instead of a reset.\n"
         "Exit codes: 0 after SIGINT, SIGTERM or --seconds; 1 when it cannot serve (the port, the\n"
         "access log, a worker that failed); 2 for a bad flag or value.\n"
         "  --backend-workers N   /api/work holds one of N workers of a stand-in backend (a pool\n"
@@ -271,6 +297,14 @@ bool parse_args(int argc, char** argv, options& o)
             ok = examples::parse_number(v, o.idle_timeout_ms) && o.idle_timeout_ms > 0 && o.idle_timeout_ms <= 3'600'000;
         } else if (a == "--max-connections") {
             ok = examples::parse_number(v, o.max_connections) && o.max_connections > 0;
+        } else if (a == "--read-budget") {
+            if (!examples::parse_number(v, o.read_budget) || o.read_budget < server_check::min_read_budget ||
+                o.read_budget > server_check::max_read_budget) {
+                std::fprintf(stderr, "server: --read-budget '%s': a number of bytes from %llu (64 KiB) to %llu (1 TiB)\n",
+                             value->c_str(), static_cast<unsigned long long>(server_check::min_read_budget),
+                             static_cast<unsigned long long>(server_check::max_read_budget));
+                return false;
+            }
         } else if (a == "--workers") {
             ok = examples::parse_number(v, o.workers) && o.workers > 0 && o.workers <= 256;
         } else {
@@ -327,6 +361,12 @@ struct metrics {
     // Connections: evicted to make room, accept paused for want of file descriptors, and the
     // requests answered without being served (by status).
     std::atomic<std::uint64_t> evicted{0}, accept_pauses{0};
+    // Requests refused (503) for want of room in the read budget; lingering closes, by
+    // what ended them (lingering_close.hpp).
+    std::atomic<std::uint64_t> read_budget_refused{0};
+    enum linger_end : std::size_t { by_client, by_time, by_bytes, by_other };
+    static constexpr std::array<const char*, 4> linger_ends{"client", "time", "bytes", "other"};
+    std::array<std::atomic<std::uint64_t>, linger_ends.size()> lingered{};
     static constexpr std::array<unsigned, 9> refused_statuses{400, 405, 408, 413, 414, 431, 501, 505, 0};
     std::array<std::atomic<std::uint64_t>, refused_statuses.size()> bad_requests{};
     void count_bad(unsigned status)
@@ -384,8 +424,8 @@ private:
 
 // What the parent of --workers N gives each worker process (prefork.hpp).
 struct worker_context {
-    server_prefork::worker_start* start;   // its index, listening socket, ready()
-    std::string segment;                   // the shared-memory segment of the per-client table
+    server_prefork::worker_start* start;     // its index, listening socket, ready()
+    sluice::shm::segment_options segment;    // the per-client table's segment (its descriptor)
 };
 
 // The per-client table shared by the workers. On steady_clock, read by every process alike
@@ -427,6 +467,9 @@ struct connection {
     asio::steady_timer deadline{stream.get_executor()};
     std::uint64_t reads = 0;   // the read a deadline belongs to
     bool timed_out = false;
+    // On its strand: closing, the client perhaps still sending (lingering_close.hpp): listed
+    // idle first in line, and closed to make room whatever it is sent.
+    bool lingering = false;
 };
 
 class server {
@@ -434,6 +477,7 @@ public:
     server(asio::io_context& io, options opts, const worker_context* worker = nullptr)
         : io_(io),
           opt_(std::move(opts)),
+          budget_(opt_.read_budget),
           per_client_(io, opt_.rate, opt_.burst, keyed_opts()),
           policy_(policy_field(opt_.rate, opt_.burst)),
           inflight_(io, opt_.max_inflight, sluice::limiter_options{.count_try_acquire = true}),
@@ -646,10 +690,11 @@ private:
         }
     }
 
-    void set_idle(const std::shared_ptr<connection>& c, bool idle)
+    // `first`: at the front of the line, the first to be closed to make room.
+    void set_idle(const std::shared_ptr<connection>& c, bool idle, bool first = false)
     {
         std::lock_guard lock(conn_mutex_);
-        if (idle && !c->idle_pos) c->idle_pos = idle_.insert(idle_.end(), c);
+        if (idle && !c->idle_pos) c->idle_pos = idle_.insert(first ? idle_.begin() : idle_.end(), c);
         if (!idle && c->idle_pos) {
             idle_.erase(*c->idle_pos);
             c->idle_pos.reset();
@@ -662,7 +707,8 @@ private:
     // cancel, not a close: a read may have taken the request from the socket with its
     // completion still queued on the strand (one accepted a moment ago is listed idle until
     // its first read runs; under load that read can lag), and a close would drop that
-    // request unanswered. Such a read completes with its request, which is served.
+    // request unanswered. Such a read completes with its request, which is served. A
+    // lingering connection (answered, closing) is closed whatever it has been sent.
     std::size_t evict_idle(std::size_t n)
     {
         std::size_t done = 0;
@@ -675,7 +721,8 @@ private:
             ++done;
             asio::post(c->stream.get_executor(), [c] {
                 boost::system::error_code ec;
-                if (!c->waiting || (c->stream.socket().available(ec) > 0 && !ec)) return;   // a request came
+                if (!c->lingering && (!c->waiting || (c->stream.socket().available(ec) > 0 && !ec)))
+                    return;   // a request came
                 // Cancelled, not closed: a read that already took a request completes with it,
                 // and the session serves it; one that took nothing ends, and so does the session.
                 c->evicted = true;
@@ -695,6 +742,7 @@ private:
         res.set(http::field::content_type, "text/plain");
         res.set(http::field::server, "sluice-example");
         if (v.status == http::status::method_not_allowed) res.set(http::field::allow, "GET, HEAD");
+        if (v.status == http::status::service_unavailable) set_retry_after(res, 1);   // the read budget full
         res.body() = v.reason + "\n";
         res.keep_alive(keep && !v.close && !stopping_);
         res.prepare_payload();
@@ -707,26 +755,43 @@ private:
         co_return !ec && res.keep_alive();
     }
 
-    // Reads up to `upto` of the request (server_check::request_reader) within `limit`; a read
-    // past it completes with beast::error::timeout, the socket still open for an answer.
-    static asio::awaitable<boost::system::error_code> read_within(const std::shared_ptr<connection>& c,
-                                                                  beast::flat_buffer& buf,
-                                                                  server_check::request_reader& reader,
-                                                                  std::chrono::milliseconds limit,
-                                                                  server_check::request_reader::part upto)
+    // Bounds the socket operation about to start on c by `limit`: past it, the operation is
+    // cancelled and c->timed_out set. Not by the stream's own timer, which closes the socket
+    // when it expires: the socket stays open for an answer (a 408).
+    static void arm_deadline(const std::shared_ptr<connection>& c, std::chrono::nanoseconds limit)
     {
         const auto read = ++c->reads;
         c->timed_out = false;
         c->stream.expires_never();
         c->deadline.expires_after(limit);
         c->deadline.async_wait([c, read](boost::system::error_code ec) {
-            if (ec || c->reads != read) return;   // the read ended first
+            if (ec || c->reads != read) return;   // the operation ended first
             c->timed_out = true;
             boost::system::error_code ignored;
             c->stream.socket().cancel(ignored);
         });
+    }
+
+    static void disarm_deadline(connection& c)
+    {
+        ++c.reads;
+        c.deadline.cancel();
+    }
+
+    // Reads up to `upto` of the request (server_check::request_reader) within `limit`, into
+    // `buf`, whose bytes `held` takes from the read budget; a read past the limit completes
+    // with beast::error::timeout, the socket still open for an answer; a buffer full that
+    // the budget has no room to grow, with errc::not_enough_memory (503).
+    static asio::awaitable<boost::system::error_code> read_within(const std::shared_ptr<connection>& c,
+                                                                  beast::flat_buffer& buf,
+                                                                  server_check::read_budget::lease& held,
+                                                                  server_check::request_reader& reader,
+                                                                  std::chrono::milliseconds limit,
+                                                                  server_check::request_reader::part upto)
+    {
+        arm_deadline(c, limit);
         boost::system::error_code ec;
-        std::size_t want = 512;
+        std::size_t want = server_check::first_read;
         for (;;) {
             buf.consume(reader.take(std::string_view(static_cast<const char*>(buf.data().data()), buf.size()), upto, ec));
             if (ec != http::error::need_more) break;   // read, or a parse error
@@ -735,11 +800,19 @@ private:
                 break;
             }
             // 512 bytes at first (all an idle connection holds), twice as many after a read
-            // that filled its room (more is coming), up to the buffer's size.
-            const auto room = std::min(std::max(want, buf.capacity() - buf.size()), buf.max_size() - buf.size());
-            auto [e, n] = co_await c->stream.async_read_some(buf.prepare(room), asio::as_tuple(asio::use_awaitable));
+            // that filled its room (more is coming), up to the buffer's size, as far as the
+            // read budget has room: else what the buffer has free, and none, the request is
+            // refused.
+            const auto room = server_check::next_read(held, buf.size(), buf.capacity(), want, buf.max_size());
+            if (!room) {
+                ec = make_error_code(boost::system::errc::not_enough_memory);
+                break;
+            }
+            auto space = buf.prepare(*room);
+            BOOST_ASSERT(buf.capacity() == held.held());   // grown_capacity agrees with Beast
+            auto [e, n] = co_await c->stream.async_read_some(space, asio::as_tuple(asio::use_awaitable));
             buf.commit(n);
-            if (n == room) want = std::min(2 * room, buf.max_size());
+            if (n == *room) want = std::min(2 * *room, buf.max_size());
             if (e == asio::error::eof) {
                 reader.end(ec);
                 break;
@@ -749,9 +822,64 @@ private:
                 break;
             }
         }
-        ++c->reads;
-        c->deadline.cancel();
+        disarm_deadline(*c);
         co_return c->timed_out ? make_error_code(beast::error::timeout) : ec;
+    }
+
+    // Lingering close (server_check::lingering_close): the answer sent, the sending side is
+    // shut down, and what the client still sends is read and dropped until it closes, or
+    // for linger_time, or linger_bytes, whichever comes first. It holds no read buffer
+    // (drain reads into the stack) and is first in line to be closed to make room.
+    asio::awaitable<void> linger(const std::shared_ptr<connection>& c)
+    {
+        auto& s = c->stream.socket();
+        boost::system::error_code ec;
+        s.shutdown(tcp::socket::shutdown_send, ec);
+        if (!ec) s.non_blocking(true, ec);
+        if (ec) co_return;
+        using clock = server_check::lingering_close::clock;
+        server_check::lingering_close l(clock::now());
+        c->lingering = true;
+        set_idle(c, true, true);
+        auto end = metrics::by_other;   // an error, a shutdown, closed to make room
+        for (;;) {
+            const auto wait = l.wait(clock::now());
+            if (wait <= clock::duration::zero()) {
+                end = l.room() == 0 ? metrics::by_bytes : metrics::by_time;
+                break;
+            }
+            arm_deadline(c, wait);
+            auto [e] = co_await s.async_wait(tcp::socket::wait_read, asio::as_tuple(asio::use_awaitable));
+            disarm_deadline(*c);
+            if (c->timed_out) end = metrics::by_time;
+            if (e || c->timed_out || c->evicted || stopping_) break;
+            if (!drain(s, l, ec)) {
+                if (ec == asio::error::eof) end = metrics::by_client;
+                else if (!ec) end = metrics::by_bytes;
+                break;
+            }
+        }
+        set_idle(c, false);
+        c->lingering = false;
+        if (std::exchange(c->evicted, false)) metrics_.evicted.fetch_add(1, std::memory_order_relaxed);
+        metrics_.lingered[end].fetch_add(1, std::memory_order_relaxed);
+    }
+
+    // Reads and drops what the socket holds now (it does not block), at most l.room()
+    // bytes; false when lingering is over: the client closed (ec eof), the socket failed
+    // (ec), or linger_bytes are drained (no ec).
+    static bool drain(tcp::socket& s, server_check::lingering_close& l, boost::system::error_code& ec)
+    {
+        std::array<char, 4096> scratch;   // this call's, never the connection's
+        for (;;) {
+            const auto n = s.read_some(asio::buffer(scratch.data(), std::min<std::uint64_t>(scratch.size(), l.room())), ec);
+            l.drained(n);
+            if (ec == asio::error::would_block) {
+                ec = {};
+                return true;
+            }
+            if (ec || l.room() == 0) return false;
+        }
     }
 
     // One connection: request after request, each decided from its header alone (checked,
@@ -770,15 +898,19 @@ private:
         const auto peer_ip = server_check::canonical(peer.address());
         const std::string peer_addr = peer_ip.to_string();
         const auto idle_timeout = std::chrono::milliseconds(opt_.idle_timeout_ms);
+        // What the read buffer holds is taken from the read budget (read_within), and all
+        // given back however the session ends (the lease's destructor).
+        server_check::read_budget::lease held(budget_);
         beast::flat_buffer buf(server_check::read_buffer_size);
         server_check::request_count count(opt_.keepalive_requests);
+        bool linger = false;   // the server closes, the client perhaps still sending
         for (;;) {
             server_check::request_reader reader;
             // The whole header must come within the idle timeout: a client that sends a byte
             // now and then does not hold the connection for ever.
             set_idle(c, true);
             c->waiting = true;
-            auto rec = co_await read_within(c, buf, reader, idle_timeout, part::header);
+            auto rec = co_await read_within(c, buf, held, reader, idle_timeout, part::header);
             c->waiting = false;
             set_idle(c, false);
             if (std::exchange(c->evicted, false) && rec) {
@@ -790,32 +922,47 @@ private:
                 return std::string_view(static_cast<const char*>(buf.data().data()),
                                         std::min<std::size_t>(buf.size(), server_check::max_header));
             };
+            // Whether the client may still be sending when the server closes after its answer.
+            auto unread = [&] {
+                boost::system::error_code aec;
+                const auto pending = c->stream.socket().available(aec);
+                return server_check::lingering_close::needed(reader.done(), buf.size(), aec ? 0 : pending);
+            };
             std::optional<server_check::verdict> bad;
             if (rec) {
                 bad = server_check::after_read_error(rec, reader.got_some(), reader.line_done(), unparsed());
                 if (!bad) break;   // the client left, or sent nothing in time
+                if (rec == boost::system::errc::not_enough_memory)
+                    metrics_.read_budget_refused.fetch_add(1, std::memory_order_relaxed);
             } else {
                 bad = reader.check();
             }
             const unsigned version = reader.header_done() ? reader.header().version() : 11;
+            // Expect: 100-continue: handle() sends the 100 once it accepts the request, and
+            // clears this; a request refused from its header, here or there, gets its final
+            // answer with no 100, and the connection closes, its body unread.
+            bool awaiting = !rec && reader.awaits_continue();
 
             // Decided from the header alone: the body, if any, has not been read.
             std::optional<response> res;
             auto arrived = std::chrono::system_clock::now();
             std::int64_t wait_us = 0;
             std::string client = peer_addr;
-            if (!bad) res = co_await handle(*c, reader.header(), peer_ip, client, wait_us);
+            if (!bad) res = co_await handle(*c, reader.header(), peer_ip, client, wait_us, awaiting);
 
             // The body: dropped as it comes, unless the connection closes after the answer.
-            if ((!bad || !bad->close) && !reader.done()) {
-                if (auto bec = co_await read_within(c, buf, reader, idle_timeout, part::body)) {
+            if (!awaiting && (!bad || !bad->close) && !reader.done()) {
+                if (auto bec = co_await read_within(c, buf, held, reader, idle_timeout, part::body)) {
                     bad = server_check::after_read_error(bec, true, true, unparsed());
                     if (!bad) break;
+                    if (bec == boost::system::errc::not_enough_memory)
+                        metrics_.read_budget_refused.fetch_add(1, std::memory_order_relaxed);
                 }
             }
-            const bool keep = count.next() && reader.header_done() && reader.keep_alive();
+            const bool keep = count.next() && reader.header_done() && reader.keep_alive() && !awaiting;
             if (bad) {
                 if (co_await refuse(*c, *bad, version, peer_addr, keep)) continue;
+                linger = c->stream.socket().is_open() && unread();
                 break;
             }
             const auto& req = reader.header();
@@ -838,8 +985,22 @@ private:
                 (void)m;
                 wec = bec;
             }
-            if (wec || !res->keep_alive()) break;
-            if (buf.size() == 0) buf.shrink_to_fit();   // an idle connection holds no buffer
+            if (wec) break;
+            if (!res->keep_alive()) {
+                linger = unread();
+                break;
+            }
+            if (buf.size() == 0) {   // an idle connection holds no buffer
+                buf.shrink_to_fit();
+                held.shrink_to(buf.capacity());
+            }
+        }
+        if (linger && !stopping_) {
+            // Lingering holds no buffer: what it held goes back to the budget first.
+            buf.clear();
+            buf.shrink_to_fit();
+            held.shrink_to(buf.capacity());
+            co_await this->linger(c);
         }
         c->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
         c->stream.close();
@@ -859,7 +1020,7 @@ private:
         res.set(http::field::retry_after, sluice::http::format_retry_after(ra).value());
     }
 
-    static response text(http::status s, std::string body, const char* type = "text/plain")
+    static response text(http::status s, std::string body, std::string_view type = "text/plain")
     {
         response res{s, 11};
         res.set(http::field::content_type, type);
@@ -885,10 +1046,25 @@ private:
         return f(*shared_, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     }
 
+    // Expect: 100-continue (RFC 9110 10.1.1): the request is accepted and its client waits
+    // for a 100 before it sends the body: the 100, once (`awaiting` cleared).
+    static asio::awaitable<void> send_continue(connection& c, bool& awaiting)
+    {
+        if (!std::exchange(awaiting, false)) co_return;
+        static constexpr std::string_view interim = "HTTP/1.1 100 Continue\r\n\r\n";
+        c.stream.expires_after(5s);
+        auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(interim.data(), interim.size()),
+                                                  asio::as_tuple(asio::use_awaitable));
+        (void)ec;   // a connection that failed here fails its next read or write too
+        (void)n;
+    }
+
     // The answer to a request that may be served (server_check::request_reader::check), from
-    // its header alone; `client` is set to whom its limit applies.
+    // its header alone; `client` is set to whom its limit applies. A request it accepts whose
+    // client awaits a 100 (Continue) is sent one (send_continue) before it is served; one it
+    // refuses (403, 429, 503, 500) is not, and `awaiting` stays set.
     asio::awaitable<response> handle(connection& c, const http::request_header<>& req, const asio::ip::address& peer,
-                                     std::string& client, std::int64_t& wait_us)
+                                     std::string& client, std::int64_t& wait_us, bool& awaiting)
     {
         // check() let only origin and absolute forms through; the latter is routed by its path.
         const auto to = server_check::route_of(server_check::origin_form(req.target()).value(), opt_.pages);
@@ -898,7 +1074,9 @@ private:
         // proxy is judged by its own address, not the proxy's.
         if (to.what == server_check::route::kind::metrics) {
             if (!opt_.metrics_allow.contains(who)) co_return text(http::status::forbidden, "forbidden\n");
-            co_return text(http::status::ok, render_metrics(), "text/plain; version=0.0.4");
+            const auto f = sluice::prometheus::negotiate(req[http::field::accept]);
+            co_await send_continue(c, awaiting);
+            co_return text(http::status::ok, render_metrics(f), sluice::prometheus::content_type(f));
         }
 
         // The answer to a refusal that is not the client's rate (server_check::refusal_of):
@@ -983,6 +1161,7 @@ private:
             }
         }
 
+        co_await send_continue(c, awaiting);
         response res = co_await route(c, to);
         // The latency of a request served is the adaptive limit's sample (its permit's
         // destructor); a shutdown's 503 is none.
@@ -1042,36 +1221,27 @@ private:
         return body;
     }
 
-    std::string render_metrics()
+    // Every metric through sluice::prometheus, the server's own families and each
+    // limiter's limiter_stats alike, in the format the scraper asked for.
+    std::string render_metrics(sluice::prometheus::format f)
     {
+        namespace prom = sluice::prometheus;
+        using prom::metric_type;
         std::string m;
-        auto line = [&m](const std::string& s) { m += s + "\n"; };
-        auto u = [](auto v) { return std::to_string(v); };
-        line("# HELP sluice_requests_total Requests by what the limiters decided.");
-        line("# TYPE sluice_requests_total counter");
-        line("sluice_requests_total{result=\"admitted\"} " + u(metrics_.admitted.load()));
-        line("sluice_requests_total{result=\"rejected\"} " + u(metrics_.rejected.load()));
-        line("sluice_requests_total{result=\"delayed\"} " + u(metrics_.delayed.load()));
-        line("sluice_requests_total{result=\"overloaded\"} " + u(metrics_.overloaded.load()));
-        line("sluice_requests_total{result=\"shed\"} " + u(metrics_.shed.load()));
-        line("# HELP sluice_queue_depth Requests waiting for a permit now.");
-        line("# TYPE sluice_queue_depth gauge");
-        line("sluice_queue_depth " + u(metrics_.queue_depth.load()));
-        line("# HELP sluice_inflight Requests being handled now.");
-        line("# TYPE sluice_inflight gauge");
-        line("sluice_inflight " + u(inflight_.in_use()));
+        prom::writer w(m, {f, "sluice_", {}});
+        w.family("requests", metric_type::counter, "Requests by what the limiters decided.");
+        w.sample({{"result", "admitted"}}, metrics_.admitted.load());
+        w.sample({{"result", "rejected"}}, metrics_.rejected.load());
+        w.sample({{"result", "delayed"}}, metrics_.delayed.load());
+        w.sample({{"result", "overloaded"}}, metrics_.overloaded.load());
+        w.sample({{"result", "shed"}}, metrics_.shed.load());
+        w.family("queue_depth", metric_type::gauge, "Requests waiting for a permit now.");
+        w.sample(metrics_.queue_depth.load());
+        w.family("inflight", metric_type::gauge, "Requests being handled now.");
+        w.sample(inflight_.in_use());
         if (shed_) {
-            line("# HELP sluice_adaptive_limit Requests the adaptive limit lets run at once now.");
-            line("# TYPE sluice_adaptive_limit gauge");
-            line("sluice_adaptive_limit " + u(shed_->limit()));
-            const auto cs = shed_->stats().adaptive;
-            line("# HELP sluice_adaptive_samples_total Requests whose latency the adaptive limit learnt from.");
-            line("# TYPE sluice_adaptive_samples_total counter");
-            line("sluice_adaptive_samples_total " + u(cs.samples));
-            line("# HELP sluice_adaptive_limit_changes_total Moves of the adaptive limit, by direction.");
-            line("# TYPE sluice_adaptive_limit_changes_total counter");
-            line("sluice_adaptive_limit_changes_total{direction=\"increase\"} " + u(cs.increases));
-            line("sluice_adaptive_limit_changes_total{direction=\"decrease\"} " + u(cs.decreases));
+            w.family("adaptive_limit", metric_type::gauge, "Requests the adaptive limit lets run at once now.");
+            w.sample(shed_->limit());
         }
         {
             std::size_t open = 0, idle = 0;
@@ -1080,88 +1250,54 @@ private:
                 open = conns_.size();
                 idle = idle_.size();
             }
-            line("# HELP sluice_connections Connections open now, by state.");
-            line("# TYPE sluice_connections gauge");
-            line("sluice_connections{state=\"idle\"} " + u(idle));
-            line("sluice_connections{state=\"busy\"} " + u(open - idle));
-            line("# HELP sluice_connections_evicted_total Idle connections closed to make room for new ones.");
-            line("# TYPE sluice_connections_evicted_total counter");
-            line("sluice_connections_evicted_total " + u(metrics_.evicted.load()));
-            line("# HELP sluice_accept_pauses_total Times accept found no file descriptor left.");
-            line("# TYPE sluice_accept_pauses_total counter");
-            line("sluice_accept_pauses_total " + u(metrics_.accept_pauses.load()));
-            line("# HELP sluice_bad_requests_total Requests answered without being served, by status.");
-            line("# TYPE sluice_bad_requests_total counter");
+            w.family("connections", metric_type::gauge, "Connections open now, by state.");
+            w.sample({{"state", "idle"}}, idle);
+            w.sample({{"state", "busy"}}, open - idle);
+            w.family("connections_evicted", metric_type::counter, "Idle connections closed to make room for new ones.");
+            w.sample(metrics_.evicted.load());
+            w.family("accept_pauses", metric_type::counter, "Times accept found no file descriptor left.");
+            w.sample(metrics_.accept_pauses.load());
+            w.family("bad_requests", metric_type::counter, "Requests answered without being served, by status.");
             for (std::size_t i = 0; i + 1 < metrics::refused_statuses.size(); ++i)
-                line("sluice_bad_requests_total{status=\"" + u(metrics::refused_statuses[i]) + "\"} " +
-                     u(metrics_.bad_requests[i].load()));
+                w.sample({{"status", std::to_string(metrics::refused_statuses[i])}}, metrics_.bad_requests[i].load());
+            w.family("lingering_closes", metric_type::counter, "Connections closed after lingering, by what ended it.");
+            for (std::size_t i = 0; i < metrics::linger_ends.size(); ++i)
+                w.sample({{"end", metrics::linger_ends[i]}}, metrics_.lingered[i].load());
         }
-        line("# HELP sluice_keys Clients tracked by the per-client limiter.");
-        line("# TYPE sluice_keys gauge");
+        w.family("read_budget_bytes", metric_type::gauge, "The bytes every connection's read buffer may hold together.",
+                 "bytes");
+        w.sample(budget_.limit());
+        w.family("read_buffer_bytes", metric_type::gauge,
+                 "The bytes the read buffers hold now, and the most they held at once.", "bytes");
+        w.sample({{"at", "now"}}, budget_.in_use());
+        w.sample({{"at", "peak"}}, budget_.peak());
+        w.family("read_budget_refused", metric_type::counter,
+                 "Requests refused (503) for want of room in the read budget.");
+        w.sample(metrics_.read_budget_refused.load());
+        w.family("keys", metric_type::gauge, "Clients tracked by the per-client limiter.");
         // With --workers, the shared table's: the clients of every worker.
-        line("sluice_keys " + u(shared_ ? shared_->table().size() : per_client_.stats().keys.tracked));
-        line("# HELP sluice_wait_seconds Time delayed requests waited for a permit.");
-        line("# TYPE sluice_wait_seconds histogram");
-        char le[32];
-        for (std::size_t i = 0; i < metrics::bounds.size(); ++i) {
-            std::snprintf(le, sizeof le, "%g", metrics::bounds[i]);
-            line(std::string("sluice_wait_seconds_bucket{le=\"") + le + "\"} " + u(metrics_.buckets[i].load()));
-        }
-        auto count = metrics_.wait_count.load();
-        line("sluice_wait_seconds_bucket{le=\"+Inf\"} " + u(count));
-        char sum[64];
-        std::snprintf(sum, sizeof sum, "%.9f", static_cast<double>(metrics_.wait_sum_ns.load()) / 1e9);
-        line(std::string("sluice_wait_seconds_sum ") + sum);
-        line("sluice_wait_seconds_count " + u(count));
+        w.sample(shared_ ? shared_->table().size() : per_client_.stats().keys.tracked);
+        w.family("wait_seconds", metric_type::histogram, "Time delayed requests waited for a permit.", "seconds");
+        for (std::size_t i = 0; i < metrics::bounds.size(); ++i) w.bucket({}, metrics::bounds[i], metrics_.buckets[i].load());
+        const auto count = metrics_.wait_count.load();
+        w.bucket({}, std::numeric_limits<double>::infinity(), count);
+        w.sample("_sum", {}, std::chrono::nanoseconds(metrics_.wait_sum_ns.load()));
+        w.sample("_count", {}, count);
 
-        // Each limiter's own counts (limiter_stats), one label per limiter. With --workers,
+        // Each limiter's own counts (limiter_stats), labelled limiter="...". With --workers,
         // per_client is this worker's requests that waited in the shared table (--delay-ms):
-        // the table does not count try_acquire, so per_client is left out of that family.
-        struct counted {
-            const char* label;
-            sluice::limiter_stats st;
-            bool tries;   // its try_acquire calls are counted
-        };
-        std::vector<counted> limiters;
-        limiters.push_back({"per_client", shared_ ? shared_->stats() : per_client_.stats(), !shared_});
-        limiters.push_back({"inflight", inflight_.stats(), true});
-        if (shed_) limiters.push_back({"shed", shed_->stats(), true});
-        auto family = [&](const char* name, const char* type, const char* help, auto value, bool of_tries = false) {
-            line(std::string("# HELP ") + name + " " + help);
-            line(std::string("# TYPE ") + name + " " + type);
-            for (auto& l : limiters)
-                if (l.tries || !of_tries) value(std::string(name) + "{limiter=\"" + l.label + "\"", l.st);
-        };
-        auto seconds = [](std::chrono::nanoseconds d) {
-            char b[64];
-            std::snprintf(b, sizeof b, "%.9f", std::chrono::duration<double>(d).count());
-            return std::string(b);
-        };
-        family("sluice_limiter_requests_total", "counter", "Requests that may wait (acquire), by outcome.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   const std::pair<const char*, std::uint64_t> outcomes[] = {
-                       {"admitted", st.admitted}, {"refused", st.refused},   {"timed_out", st.timed_out},
-                       {"cancelled", st.cancelled}, {"closed", st.closed}};
-                   for (auto& [o, v] : outcomes) line(prefix + ",outcome=\"" + o + "\"} " + u(v));
-               });
-        family("sluice_limiter_try_acquire_total", "counter", "try_acquire calls, by outcome.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   line(prefix + ",outcome=\"admitted\"} " + u(st.try_admitted));
-                   line(prefix + ",outcome=\"refused\"} " + u(st.try_refused));
-               },
-               true);
-        family("sluice_limiter_waiting", "gauge", "Requests waiting for a permit now.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) { line(prefix + "} " + u(st.waiting)); });
-        family("sluice_limiter_waited_total", "counter", "Admitted requests that had to wait.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) { line(prefix + "} " + u(st.waited)); });
-        family("sluice_limiter_wait_seconds_total", "counter", "Time admitted requests spent waiting.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   line(prefix + "} " + seconds(st.total_wait));
-               });
-        family("sluice_limiter_max_wait_seconds", "gauge", "The longest wait of an admitted request.",
-               [&](const std::string& prefix, const sluice::limiter_stats& st) {
-                   line(prefix + "} " + seconds(st.longest_wait));
-               });
+        // the table counts no try_acquire, so per_client leaves out that group.
+        const bool local = !shared_;
+        std::vector<prom::named_stats> limiters;
+        limiters.push_back({"per_client", local ? per_client_.stats() : shared_->stats(),
+                            {.requests = true, .tries = local, .keys = local, .backend = false, .adaptive = false}});
+        limiters.push_back({"inflight", inflight_.stats(),
+                            {.requests = true, .tries = true, .keys = false, .backend = false, .adaptive = false}});
+        if (shed_)
+            limiters.push_back({"shed", shed_->stats(),
+                                {.requests = true, .tries = true, .keys = false, .backend = false, .adaptive = true}});
+        prom::write_stats(w, limiters);
+        w.finish();
         return m;
     }
 
@@ -1169,6 +1305,14 @@ private:
     options opt_;
     access_log log_;
     metrics metrics_;
+    // Every connection's read buffer takes its bytes from here (read_within). When it has
+    // no room for a request that needs more (a header that does not fit its buffer yet),
+    // that request is refused, 503 with Retry-After, rather than another connection closed
+    // to make room (as --max-connections does): the request that needs the memory is the
+    // one to pay for it, and a client whose header grows large and slowly cannot have
+    // other clients' requests cut off halfway, unanswered. The quarter of it kept for
+    // first reads keeps room for new requests meanwhile (read_budget.hpp).
+    server_check::read_budget budget_;
     sluice::keyed<sluice::token_bucket<>> per_client_;
     std::optional<worker_context> worker_;
     std::optional<shared_table> shared_;   // with --workers: decides instead of per_client_
@@ -1213,8 +1357,8 @@ int serve(const options& opt, const worker_context* worker = nullptr)
 }
 
 // --workers N: the parent makes the N listening sockets and the shared table, runs the
-// workers (prefork.hpp), says where it listens once they all serve, and removes the table
-// once they have ended.
+// workers (prefork.hpp), and says where it listens once they all serve. The table goes
+// with the last process that maps it.
 int serve_workers(const options& opt)
 {
     boost::system::error_code ec;
@@ -1231,17 +1375,20 @@ int serve_workers(const options& opt)
         std::fprintf(stderr, "server: cannot listen on %s:%u: %s\n", opt.listen.c_str(), opt.port, e.what());
         return 1;
     }
-    // Named after the port and this process: two servers never share a table by accident.
-    const std::string name = "/sluice-server-" + std::to_string(port) + "-" + std::to_string(::getpid());
     int rc = 1;
     try {
-        // Created here (0600, the default), before any worker: a segment that cannot be made
-        // fails once, and the workers attach to this one.
-        shared_table table(name, opt.rate, opt.burst, shared_table_options());
+        // Created here, before any worker: a segment that cannot be made fails once. Unnamed
+        // (a sealed memfd): no other process can open it, take its name first or truncate it;
+        // the workers attach to it by its descriptor, inherited. A lock in it that a stopped
+        // process holds makes a request wait 100 ms at most (then 503), never for ever.
+        shared_table table(sluice::shm::segment_options{.anonymous = true}, opt.rate, opt.burst,
+                           shared_table_options());
+        auto where = sluice::shm::segment_options::of(table.table().segment());
+        where.lock_timeout = std::chrono::milliseconds(100);
         rc = server_prefork::run(
             std::move(fds),
-            [&opt, &name](server_prefork::worker_start& start) {
-                const worker_context w{&start, name};
+            [&opt, &where](server_prefork::worker_start& start) {
+                const worker_context w{&start, where};
                 return serve(opt, &w);
             },
             [&opt, port] {   // every worker serves
@@ -1251,12 +1398,6 @@ int serve_workers(const options& opt)
     } catch (const std::exception& e) {
         std::fprintf(stderr, "server: %s\n", e.what());
         for (int fd : fds) ::close(fd);
-    }
-    try {
-        sluice::shm::remove(name);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "server: removing %s: %s\n", name.c_str(), e.what());
-        rc = 1;
     }
     return rc;
 }

@@ -4,9 +4,11 @@
 // looks at Beast's parse error and at the parsed header, and says which status to send and
 // whether the connection must close after it. And the rest of a request's way through the
 // server without a socket: request_reader reads one off the bytes received (the header
-// first, then the body, dropped as it comes), route_of says what its target asks for,
-// request_count how many a connection carries, refusal_of whose excess a refusal by the
-// client's limiter is. Who the client is: client_identity.hpp.
+// first, then the body, dropped as it comes) and says whether its client waits for a
+// 100 (Continue), route_of says what its target asks for, request_count how many a
+// connection carries, refusal_of whose excess a refusal by the client's limiter is. Who
+// the client is: client_identity.hpp; the memory for reading: read_budget.hpp; closing
+// after a refusal: lingering_close.hpp.
 #pragma once
 
 #include <sluice/error.hpp>
@@ -15,11 +17,13 @@
 
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/error.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/status.hpp>
 #include <boost/optional/optional.hpp>
+#include <boost/system/errc.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -57,10 +61,14 @@ inline bool well_formed_version(std::string_view start)
 /// `line_done` says whether its request line was parsed (to tell a request line too long
 /// from header fields too large), `unparsed` is what the buffer holds that the parser has
 /// not taken (the request line, when it could not be parsed). nullopt when there is nobody
-/// to answer: the client went away or stayed idle.
+/// to answer: the client went away or stayed idle. Out of memory to read the request
+/// (errc::not_enough_memory: the server's read budget has no room for it, read_budget.hpp)
+/// is 503: the server's excess, not the request's fault, and another try may well pass.
 inline std::optional<verdict> after_read_error(boost::system::error_code ec, bool got_some, bool line_done = true,
                                                std::string_view unparsed = {})
 {
+    if (ec == boost::system::errc::not_enough_memory)
+        return verdict{http::status::service_unavailable, "server busy: no room to read the request"};
     if (ec == boost::beast::error::timeout)   // RFC 9110 15.5.9: not complete in the time allowed
         return got_some ? std::optional<verdict>(verdict{http::status::request_timeout, "request timeout"}) : std::nullopt;
     if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
@@ -123,6 +131,23 @@ inline bool valid_host(std::string_view v)
     return true;
 }
 
+/// Calls f on each element of the comma-separated list in a field line (RFC 9110 5.6.1),
+/// without its leading and trailing whitespace, empty elements skipped, until f returns
+/// false; returns false if f did.
+template <class F>
+bool each_element(std::string_view line, F&& f)
+{
+    for (;;) {
+        const auto comma = line.find(',');
+        auto e = line.substr(0, comma);
+        while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
+        while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
+        if (!e.empty() && !f(e)) return false;
+        if (comma == std::string_view::npos) return true;
+        line.remove_prefix(comma + 1);
+    }
+}
+
 /// What a request's Transfer-Encoding says of its framing.
 enum class framing {
     chunked,          // chunked, once, last, after codings the server knows: readable
@@ -143,33 +168,38 @@ framing transfer_codings_of(const http::request_header<Fields>& h)
     bool chunked_last = false, unknown = false;
     auto [first, last] = h.equal_range(http::field::transfer_encoding);
     for (auto it = first; it != last; ++it) {
-        std::string_view line(it->value().data(), it->value().size());
-        for (;;) {
-            const auto comma = line.find(',');
-            auto e = line.substr(0, comma);
-            while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
-            while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
-            if (!e.empty()) {
-                if (!std::all_of(e.begin(), e.end(), [](char c) {
-                        return std::isalnum(static_cast<unsigned char>(c)) ||
-                               std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-                    }))
-                    return framing::malformed;
-                const auto is = [e](std::string_view name) {
-                    return e.size() == name.size() && std::equal(e.begin(), e.end(), name.begin(), [](char a, char b) {
-                               return std::tolower(static_cast<unsigned char>(a)) == b;
-                           });
-                };
-                chunked_last = is("chunked");
-                chunked += chunked_last;
-                unknown = unknown || std::none_of(std::begin(known), std::end(known), is);
-            }
-            if (comma == std::string_view::npos) break;
-            line.remove_prefix(comma + 1);
-        }
+        const bool tokens = each_element(std::string_view(it->value().data(), it->value().size()), [&](std::string_view e) {
+            if (!std::all_of(e.begin(), e.end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) ||
+                           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+                }))
+                return false;
+            const auto is = [e](std::string_view name) { return boost::beast::iequals(e, name); };
+            chunked_last = is("chunked");
+            chunked += chunked_last;
+            unknown = unknown || std::none_of(std::begin(known), std::end(known), is);
+            return true;
+        });
+        if (!tokens) return framing::malformed;
     }
     if (unknown) return framing::unknown_coding;
     return chunked == 1 && chunked_last ? framing::chunked : framing::unknown_length;
+}
+
+/// Whether a request asks for a 100 (Continue) before it sends its body: an Expect field
+/// of an HTTP/1.1 request with 100-continue among its elements, in any case (RFC 9110
+/// 10.1.1; an HTTP/1.0 request's expectation is ignored, as the RFC asks, and other
+/// expectations, which the server may refuse with 417, are ignored too).
+template <class Fields>
+bool expects_continue(const http::request_header<Fields>& h)
+{
+    if (h.version() < 11) return false;
+    auto [first, last] = h.equal_range(http::field::expect);
+    for (auto it = first; it != last; ++it)
+        if (!each_element(std::string_view(it->value().data(), it->value().size()),
+                          [](std::string_view e) { return !boost::beast::iequals(e, "100-continue"); }))
+            return true;
+    return false;
 }
 
 /// The answer to a request whose header parsed but which the server will not serve as is;
@@ -215,7 +245,11 @@ enum class refusal { client_rate, overloaded, shutting_down, failed };
 inline refusal refusal_of(boost::system::error_code ec)
 {
     if (!ec || ec == sluice::error::timed_out) return refusal::client_rate;
-    if (ec == sluice::error::queue_full || ec == sluice::error::shm_table_full) return refusal::overloaded;
+    // A lock of the shared table that a stopped process holds (shm_lock_timeout) passes when
+    // it lets go: the server's excess, as a full table.
+    if (ec == sluice::error::queue_full || ec == sluice::error::shm_table_full ||
+        ec == sluice::error::shm_lock_timeout)
+        return refusal::overloaded;
     if (ec == sluice::error::closed) return refusal::shutting_down;
     return refusal::failed;
 }
@@ -313,6 +347,14 @@ public:
         if (folded_) return verdict{http::status::bad_request, "obsolete line folding"};
         return check_header(header());
     }
+
+    /// Whether the client waits for a 100 (Continue) before it sends the body, once
+    /// header_done(): the request expects one (expects_continue) and has a body to come.
+    /// The server sends the 100 when it accepts the request, before reading the body; a
+    /// request it refuses from its header gets its final answer instead, and the
+    /// connection closes, the body unread (RFC 9110 10.1.1: the client may send it
+    /// anyway, or not at all).
+    bool awaits_continue() const { return !parser_.is_done() && expects_continue(header()); }
 
     bool got_some() const noexcept { return parser_.got_some(); }
     bool header_done() const noexcept { return parser_.is_header_done(); }

@@ -256,6 +256,76 @@ TEST_CASE("request_check: the header is read and decided on before any of the bo
     CHECK(post.done());
 }
 
+TEST_CASE("request_check: Expect: 100-continue (RFC 9110 10.1.1)")
+{
+    // Read as the server reads it: the header, then whether the client waits for a 100.
+    auto awaits = [](const std::string& head) {
+        request_reader r;
+        boost::system::error_code ec;
+        r.take(head, request_reader::part::header, ec);
+        REQUIRE_FALSE(ec);
+        REQUIRE(r.header_done());
+        return r.awaits_continue();
+    };
+    const std::string get = "GET / HTTP/1.1\r\nHost: h\r\n";
+    CHECK(awaits(get + "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n"));
+    CHECK(awaits(get + "Expect: 100-Continue\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    CHECK(awaits(get + "Expect: foo, 100-continue\r\nContent-Length: 5\r\n\r\n"));   // one list
+    CHECK(awaits(get + "Expect: foo\r\nExpect: ,100-continue \r\nContent-Length: 5\r\n\r\n"));
+    CHECK(awaits("POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"));
+    // No body to come, an HTTP/1.0 request (whose expectation is ignored), another
+    // expectation, or something close to it: nobody waits.
+    CHECK_FALSE(awaits(get + "Expect: 100-continue\r\n\r\n"));
+    CHECK_FALSE(awaits(get + "Expect: 100-continue\r\nContent-Length: 0\r\n\r\n"));
+    CHECK_FALSE(awaits("GET / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"));
+    CHECK_FALSE(awaits(get + "Expect: foo\r\nContent-Length: 5\r\n\r\n"));
+    CHECK_FALSE(awaits(get + "Expect: 100-continue=1\r\nContent-Length: 5\r\n\r\n"));
+    CHECK_FALSE(awaits(get + "Expect: 100-continued\r\nContent-Length: 5\r\n\r\n"));
+    CHECK_FALSE(awaits(get + "Content-Length: 5\r\n\r\n"));
+
+    // Step by step: the header is read and decided on with none of the body; once the
+    // 100 is sent, the body is read as any other (and the client may have sent it already).
+    request_reader r;
+    boost::system::error_code ec;
+    const std::string head = get + "Expect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+    CHECK(r.take(head + "hel", request_reader::part::header, ec) == head.size());
+    CHECK_FALSE(ec);
+    CHECK_FALSE(r.check().has_value());
+    CHECK(r.awaits_continue());
+    CHECK(r.take("hel", request_reader::part::body, ec) == 3);
+    CHECK(ec == http::error::need_more);
+    CHECK(r.take("lo", request_reader::part::body, ec) == 2);
+    CHECK_FALSE(ec);
+    CHECK(r.done());
+    CHECK_FALSE(r.awaits_continue());   // nothing left to wait for
+    // Refused from its header (here its method): the verdict would keep the connection
+    // after reading the body, but a client that waits for a 100 sends no body: the server
+    // answers at once and closes (main.cpp), which is what awaits_continue() tells it.
+    request_reader post;
+    CHECK(post.take("POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n",
+                    request_reader::part::header, ec) > 0);
+    auto v = post.check();
+    REQUIRE(v);
+    CHECK(v->status == http::status::method_not_allowed);
+    CHECK(post.awaits_continue());
+    // A body past 1 MiB is refused from its Content-Length, 413, before any 100.
+    auto big = judge(get + "Expect: 100-continue\r\nContent-Length: 2000000\r\n\r\n");
+    REQUIRE(big);
+    CHECK(big->status == http::status::payload_too_large);
+    CHECK(big->close);
+}
+
+TEST_CASE("request_check: no room in the read budget is 503, and the connection closes")
+{
+    auto v = server_check::after_read_error(make_error_code(boost::system::errc::not_enough_memory), false);
+    REQUIRE(v);
+    CHECK(v->status == http::status::service_unavailable);
+    CHECK(v->close);
+    v = server_check::after_read_error(make_error_code(boost::system::errc::not_enough_memory), true, false, "GET /");
+    REQUIRE(v);
+    CHECK(v->status == http::status::service_unavailable);
+}
+
 TEST_CASE("request_check: routes and their queries")
 {
     using server_check::route;
@@ -306,6 +376,8 @@ TEST_CASE("request_check: whose excess a limiter's refusal is")
     // with none idle: the server's, 503 (these answered 500 before).
     CHECK(refusal_of(sluice::error::queue_full) == refusal::overloaded);
     CHECK(refusal_of(sluice::error::shm_table_full) == refusal::overloaded);
+    CHECK(refusal_of(sluice::error::shm_lock_timeout) == refusal::overloaded);   // a stopped lock holder
+    CHECK(refusal_of(sluice::error::shm_truncated) == refusal::failed);
     CHECK(refusal_of(sluice::error::closed) == refusal::shutting_down);
     CHECK(refusal_of(sluice::error::backend_unavailable) == refusal::failed);
     CHECK(refusal_of(boost::asio::error::operation_aborted) == refusal::failed);

@@ -17,6 +17,7 @@ except ImportError:
     # Debian's python3-prometheus-client, seen from another python3 first in PATH.
     sys.path.append("/usr/lib/python3/dist-packages")
     from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.openmetrics import parser as openmetrics_parser
 
 _children = []
 
@@ -129,6 +130,22 @@ def parse_metrics(r):
                 assert sample.name.endswith(("_total", "_created")), sample.name
             # Base units: seconds, never milli-, micro- or nanoseconds.
             assert not re.search(r"_(ms|us|ns|milli|micro|nano)", sample.name), sample.name
+            labels = ",".join('%s="%s"' % kv for kv in sorted(sample.labels.items()))
+            out[sample.name + ("{%s}" % labels if labels else "")] = sample.value
+    return out
+
+
+def parse_openmetrics(r):
+    """A /metrics response in OpenMetrics 1.0 (asked for with Accept), parsed by
+    prometheus_client's OpenMetrics parser (which refuses any deviation: # EOF, UNIT
+    against the name, counter suffixes), as parse_metrics."""
+    assert r.status == 200, r.status
+    assert r.header("Content-Type") == "application/openmetrics-text; version=1.0.0; charset=utf-8", \
+        r.header("Content-Type")
+    out = {}
+    for family in openmetrics_parser.text_string_to_metric_families(r.body.decode()):
+        assert family.documentation, "no HELP for %s" % family.name
+        for sample in family.samples:
             labels = ",".join('%s="%s"' % kv for kv in sorted(sample.labels.items()))
             out[sample.name + ("{%s}" % labels if labels else "")] = sample.value
     return out

@@ -56,22 +56,25 @@ big = [r for r in rows if r[2] == site["big"]]
 check(len(big) == 1 and "1 of other types" in res.stdout,
       "the 20 MB file asked for once, skipped as another type, not a failure (%d requests)" % len(big))
 refused = [r for r in rows if r[1] == 429]
-# The first refusal finds the limit (the slow start crosses it); a loaded machine's jitter may
-# cost one or two more. The old crawler kept its pace: a refusal every ~11 pages.
-check(1 <= len(refused) <= 3, "the pace settled under the limit: %d refusals in %d requests" % (len(refused), len(rows)))
+# The slow start crosses the limit; the refusals that follow measure it (nginx admits exactly
+# its limit meanwhile), and then none: the pace settled under it. No Retry-After stops the
+# crawl: only the refused page waits.
+check(1 <= len(refused) <= 25 and refused[-1][0] - refused[0][0] <= 3,
+      "the pace settled under the limit within 3 s of the first refusal: %d refusals in %d requests, the last %.2f s "
+      "after the first" % (len(refused), len(rows), refused[-1][0] - refused[0][0] if refused else -1))
 m = re.search(r"pace ([\d.]+)/s at the end", res.stdout)
 check(m is not None and 15 <= float(m.group(1)) < 20, "the pace at the end is just under 20/s (%s)" % (m and m.group(1)))
-after = [r for r in rows if r[0] >= refused[0][0] + 1] if refused else []
+after = [r for r in rows if r[0] >= refused[-1][0] + 0.5] if refused else []
 if len(after) > 10:
     span = after[-1][0] - after[0][0]
-    check((len(after) - 1) / span <= 20.5, "after the first refusal, nginx saw %.1f requests/s (<= 20)"
+    check((len(after) - 1) / span <= 20.5, "after the measurement, nginx saw %.1f requests/s (<= 20)"
           % ((len(after) - 1) / span))
-# Ideal 62 requests / 20 per s = 3.1 s; the slow start costs about a second, each refusal its
-# 1 s Retry-After; 1 s more for the rest. A crawler that paced itself well under the limit
-# between refusals (at 10/s: 6 s) fails here, whatever its refusals.
-budget = 3.1 + 1 + len(refused) + 1
-check(took < budget, "the crawl took %.2f s (< %.1f s: 3.1 s at the limit, the slow start, %d Retry-After pauses)"
-      % (took, budget, len(refused)))
+# Ideal 62 requests / 20 per s = 3.1 s; the slow start costs about a second, the refused
+# pages' last Retry-After one more; 1 s more for the rest. A crawler that paced itself well
+# under the limit (at 10/s: 6 s), or paused for every Retry-After, fails here.
+budget = 3.1 + 1 + 1 + 1
+check(took < budget, "the crawl took %.2f s (< %.1f s: 3.1 s at the limit, the slow start, a Retry-After)"
+      % (took, budget))
 
 # ---- exit codes and messages -----------------------------------------------------------------
 n = nginx.Nginx(tmp, rate="1000r/s", burst=1000)

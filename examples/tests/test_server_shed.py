@@ -65,8 +65,8 @@ for shed in (["--shed", "vegas"], ["--shed", "gradient2"], ["--shed", "aimd", "-
     check(shed_count >= 800, "%s: %d requests shed with 503 (at least a quarter)" % (name, shed_count))
     check(admitted + shed_count >= 3200, "%s: every request answered (%d admitted + %d shed)"
           % (name, admitted, shed_count))
-    check(m["sluice_adaptive_samples_total"] >= admitted - KNEE * 2,
-          "%s: every admitted request's latency was a sample (%d samples)" % (name, m["sluice_adaptive_samples_total"]))
+    check(m['sluice_limiter_adaptive_samples_total{limiter="shed"}'] >= admitted - KNEE * 2,
+          "%s: every admitted request's latency was a sample (%d samples)" % (name, m['sluice_limiter_adaptive_samples_total{limiter="shed"}']))
     check(p99 * 2 < base_p99, "%s: p99 latency %.1f ms, under half of %.1f ms without shedding" % (name, p99, base_p99))
 
 # A shed answer carries Retry-After: with one slot, a second request while the first runs.

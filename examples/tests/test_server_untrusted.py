@@ -20,6 +20,22 @@ checked from raw sockets (one case a run):
   `Transfer-Encoding: chunked, chunked` 400 and closed, Transfer-Encoding in HTTP/1.0
   400 and closed, an unknown coding 501 and closed; --keepalive-requests 3: the third
   answer on a connection says Connection: close, and the connection closes.
+- budget: --read-budget 1 MiB, and 2,000 connections each sending an 8 KiB header slowly
+  (one field that does not end, 900 bytes at a time): the read buffers never hold more
+  than the budget together (its peak in /metrics), the server grows by less than the
+  budget and 6 KiB a connection (its socket, coroutine and parser; the buffers alone
+  would be 8 KiB a connection more), a normal client is answered meanwhile, every
+  connection refused for want of room gets 503 with Retry-After (as many as /metrics
+  counts), and once they have all gone the buffers hold nothing but /metrics' own.
+- expect: Expect: 100-continue gets 100 (Continue) before the body is sent, for a body of
+  known length and a chunked one, and the connection goes on; refused from the header
+  (429 by the client's limit, 405, 413) the final answer comes without a 100 and the
+  connection closes with the body unsent; an HTTP/1.0 request's expectation is ignored.
+- linger: a client that sends its whole body after the answer (a 413 for 3 MiB; a 429 to
+  an Expect: 100-continue it did not wait for) sends it without a reset, then reads the
+  answer and the end of the stream; one that never stops sending is closed after the
+  bytes bound, one that sends a byte now and then after the time bound (/metrics says
+  which ended each).
 
 usage: test_server_untrusted.py CASE SERVER"""
 
@@ -32,7 +48,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import check, connect, finish, get, metrics, read_responses, request, start_server, stop  # noqa: E402
+from harness import (check, connect, finish, get, metrics, parse_metrics, read_responses, request,  # noqa: E402
+                     start_server, stop)
 
 CASE, SERVER = sys.argv[1], sys.argv[2]
 
@@ -265,6 +282,220 @@ def framing():
     check(stop(p) == 0, "exit code 0")
 
 
+def raise_nofile(want):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, want) if hard != resource.RLIM_INFINITY else want
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return want
+
+
+def budget():
+    n, limit = 2000, 1 << 20
+    if raise_nofile(n + 200) < n + 200:
+        n = resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 200
+    p, port = start_server(SERVER, "--rate", "100000/s", "--burst", "100000", "--read-budget", str(limit),
+                           "--max-connections", str(n + 100))
+    start_rss = status_of(p.pid, "VmRSS")
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(n)]
+    for s in socks:
+        s.sendall(b"GET /api/x HTTP/1.1\r\nHost: t\r\nX-Pad: ")
+    t0 = time.monotonic()
+    for _ in range(8):   # 7200 bytes of one field, which never ends
+        for s in socks:
+            try:
+                s.sendall(b"a" * 900)
+            except OSError:
+                pass   # refused, and the lingering is over
+        time.sleep(0.05)
+    sent = time.monotonic() - t0
+    wait_idle(p.pid, 10)
+    t1 = time.monotonic()
+    r = get(port, "/api/x", source="127.0.0.2")
+    took = time.monotonic() - t1
+    check(r.status == 200 and took < 1, "a normal client is answered while %d connections hold large headers "
+          "(%d in %.0f ms)" % (n, r.status, took * 1e3))
+    m = metrics(port)
+    refused = m.get("sluice_read_budget_refused_total", -1)
+    peak = m.get('sluice_read_buffer_bytes{at="peak"}', -1)
+    check(0 < peak <= limit and m.get("sluice_read_budget_bytes") == limit,
+          "the read buffers held %d bytes at most together, within the budget of %d" % (peak, limit))
+    check(refused > n // 2, "the connections the budget had no room for were refused (%d of %d)" % (refused, n))
+    growth = status_of(p.pid, "VmHWM") - start_rss
+    bound = limit + n * 6 * 1024
+    if sanitized():
+        print("     (under a sanitizer the server grew by %.1f MB: freed memory is kept in quarantine)" % (growth / 1e6))
+    else:
+        check(growth < bound, "%d connections with 8 KiB headers sent in %.1f s: the server grew by %.1f MB, "
+              "< %.1f MB (the budget and 6 KiB a connection)" % (n, sent, growth / 1e6, bound / 1e6))
+    answers = retry = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            out = s.recv(65536)
+        except OSError:
+            continue
+        if out.startswith(b"HTTP/1.1 503 "):
+            answers += 1
+            retry += b"\r\nRetry-After: 1\r\n" in out and b"\r\nConnection: close\r\n" in out
+    check(answers == refused and retry == answers, "each refused connection read its 503, with Retry-After and "
+          "Connection: close (%d read, %d with both, %d counted)" % (answers, retry, refused))
+    for s in socks:
+        s.close()
+    wait_idle(p.pid, 10)
+    m = metrics(port)
+    check(m.get('sluice_read_buffer_bytes{at="now"}') == 512,
+          "once they have gone, the buffers hold only /metrics' own 512 bytes (%s)" % m.get('sluice_read_buffer_bytes{at="now"}'))
+    check(stop(p) == 0, "exit code 0")
+    for bad in ("0", "65535", "64MiB", "-1", "1099511627777", ""):
+        res = subprocess.run([SERVER, "--read-budget", bad], capture_output=True, timeout=10)
+        check(res.returncode == 2 and b"--read-budget" in res.stderr, "--read-budget '%s': exit code 2 with a message" % bad)
+
+
+def recv_for(s, wait):
+    """What s receives within `wait` seconds (less if it closes), and whether it closed."""
+    s.settimeout(wait)
+    out = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out, True
+            out += chunk
+    except socket.timeout:
+        return out, False
+
+
+def expect():
+    p, port = start_server(SERVER, "--rate", "1/min", "--burst", "3")
+    head = "GET /api/x HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n%s\r\n"
+    with connect(port) as s:
+        s.sendall((head % "Content-Length: 5\r\n").encode())
+        got, closed = recv_for(s, 1)
+        check(got == b"HTTP/1.1 100 Continue\r\n\r\n" and not closed, "accepted: 100 Continue before the body (%r)" % got)
+        s.sendall(b"hello")
+        check(read_responses(s, 1)[0].status == 200, "then its answer, 200")
+        s.sendall((head % "Transfer-Encoding: chunked\r\n").encode())
+        got, closed = recv_for(s, 1)
+        check(got == b"HTTP/1.1 100 Continue\r\n\r\n" and not closed, "a chunked body: its 100 too, on the same "
+              "connection (%r)" % got)
+        s.sendall(b"3\r\nabc\r\n0\r\n\r\n")
+        check(read_responses(s, 1)[0].status == 200, "then its answer, 200")
+    check(get(port, "/api/x").status == 200, "the client's third request, its burst spent")
+    # Refused from its header by the client's limit.
+    with connect(port) as s:
+        s.sendall((head % "Content-Length: 100000\r\n").encode())
+        got, closed = recv_for(s, 2)
+    check(got.startswith(b"HTTP/1.1 429 ") and b"100 Continue" not in got and b"\r\nConnection: close\r\n" in got
+          and closed, "over its limit: 429 at once, no 100, and the connection closed, the body never sent")
+    for what, data, status in (
+            ("a method not served", b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n", 405),
+            ("a body past 1 MiB", (head % "Content-Length: 2000000\r\n").encode(), 413)):
+        with connect(port, source="127.0.0.2") as s:
+            s.sendall(data)
+            got, closed = recv_for(s, 2)
+        check(got.startswith(b"HTTP/1.1 %d " % status) and b"100 Continue" not in got and closed,
+              "%s: %d at once, no 100, the connection closed" % (what, status))
+    with connect(port, source="127.0.0.3") as s:   # another client, its own burst
+        s.sendall(b"GET /api/x HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+        got, closed = recv_for(s, 0.5)
+        s.sendall(b"hello")
+        r = read_responses(s, 1)[0]
+    check(got == b"" and not closed and r.status == 200, "HTTP/1.0: the expectation ignored (no 100), the body read, 200")
+    check(stop(p) == 0, "exit code 0")
+
+
+def small_sender(port, source="127.0.0.1"):
+    """A connection whose send buffer is small, so that the kernel holds little of what it
+    sends for the server: a reset from the server shows as a failed send."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    s.settimeout(10)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def linger():
+    p, port = start_server(SERVER, "--rate", "1/min", "--burst", "1")
+    size = 3 << 20
+    with small_sender(port) as s:
+        s.sendall(b"GET /api/x HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % size)
+        try:
+            s.sendall(b"x" * size)
+            err = None
+        except OSError as e:
+            err = e
+        got, closed = recv_for(s, 3)
+    check(err is None and got.startswith(b"HTTP/1.1 413 ") and closed,
+          "3 MiB sent after a 413: all sent (%s), then the answer and the end of the stream" % (err or "no reset"))
+    get(port, "/api/x", source="127.0.0.2")   # its burst spent
+    with small_sender(port, "127.0.0.2") as s:
+        s.sendall(b"GET /api/x HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n")
+        try:
+            s.sendall(b"x" * 1000000)   # not waiting for the 100
+            err = None
+        except OSError as e:
+            err = e
+        got, closed = recv_for(s, 3)
+    check(err is None and got.startswith(b"HTTP/1.1 429 ") and closed,
+          "1 MB sent after a 429 to an Expect: 100-continue not waited for: all sent (%s), then the answer"
+          % (err or "no reset"))
+    # Bytes: a client that never stops sending is closed once 4 MiB are drained.
+    with small_sender(port) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n")
+        t0 = time.monotonic()
+        sent = 0
+        try:
+            while time.monotonic() - t0 < 10:
+                sent += s.send(b"x" * 65536)
+        except OSError:
+            pass
+        took = time.monotonic() - t0
+        try:
+            got, _ = recv_for(s, 1)
+        except OSError:
+            got = b""
+    check(4 << 20 <= sent and took < 4 and got.startswith(b"HTTP/1.1 413 "),
+          "a client that never stops: closed after %.1f MB in %.1f s (the bound: 4 MiB, before 5 s), its 413 read"
+          % (sent / 1e6, took))
+    # Time: a client that sends a byte now and then is closed 5 s after the answer.
+    with small_sender(port) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n")
+        got, _ = recv_for(s, 0.5)
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() - t0 < 10:
+                s.send(b"x")
+                time.sleep(0.25)
+        except OSError:
+            pass
+        took = time.monotonic() - t0
+    check(got.startswith(b"HTTP/1.1 413 ") and 4 < took < 6.5,
+          "a client sending a byte every 250 ms after its 413: closed %.1f s later (the bound: 5 s)" % took)
+    m = metrics(port)
+    ends = {e: m.get('sluice_lingering_closes_total{end="%s"}' % e) for e in ("client", "time", "bytes", "other")}
+    check(ends == {"client": 2, "time": 1, "bytes": 1, "other": 0}, "/metrics: what ended each lingering (%s)" % ends)
+    check(stop(p) == 0, "exit code 0")
+
+    # Past --max-connections, a lingering connection is the first closed to make room, before
+    # an idle one older than it.
+    p, port = start_server(SERVER, "--max-connections", "2")
+    with connect(port) as idle, small_sender(port) as refused:
+        idle.sendall(request("/api/x"))
+        first = read_responses(idle, 1)[0].status
+        refused.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n")
+        got, _ = recv_for(refused, 1)   # its 413, then the end of the stream: lingering
+        r = get(port, "/api/x", source="127.0.0.2")   # a third connection
+        idle.sendall(request("/metrics"))
+        m = parse_metrics(read_responses(idle, 1)[0])
+    check(first == 200 and got.startswith(b"HTTP/1.1 413 ") and r.status == 200 and
+          m.get('sluice_lingering_closes_total{end="other"}') == 1 and m.get("sluice_connections_evicted_total") == 1,
+          "--max-connections 2: the lingering connection closed to make room, the idle one older than it kept")
+    check(stop(p) == 0, "exit code 0")
+
+
 PORT = 0
-{"forwarded": forwarded, "bodies": bodies, "framing": framing}[CASE]()
+{"forwarded": forwarded, "bodies": bodies, "framing": framing, "budget": budget, "expect": expect,
+ "linger": linger}[CASE]()
 finish()

@@ -6,8 +6,9 @@ supervises them.
   both workers (their answers say which: Sluice-Worker), and exactly `burst` of them are
   admitted between the two: at 1/h nothing refills during the test, so the count is exact
   with no timing involved (two tables, one per worker, would admit up to twice as many).
-- The table is a segment named after the port and the parent's pid, mode 0600, removed
-  when the parent exits.
+- The table is an unnamed segment, a sealed memfd, that the parent and both workers map (the
+  same inode in each one's maps), with no name under /dev/shm for another user to take
+  first: it cannot be truncated (sealed), and nothing is left behind at exit.
 - SIGTERM to the parent stops every worker, exit 0; a worker killed (SIGKILL) makes the
   parent stop the other and exit non-zero; no worker outlives the parent.
 - --delay-ms with --workers 2: one client's requests over its limit wait in the shared
@@ -26,6 +27,9 @@ supervises them.
   100 ms, and per_client's limiter_stats (the table's waits, per worker) agree.
 - Shutdown with requests waiting in both workers (--delay-ms 600000): SIGTERM answers
   every one 503 "shutting down" and the server exits 0 at once.
+- A process that maps the table, takes every shard's lock and stops (SIGSTOP): a new client
+  is answered 503 with Retry-After after the lock's bound (100 ms), a client already in the
+  table still decides (200, then 429), and SIGTERM stops the server at once, exit 0.
 - --workers 1 (the default) is the one-process server: no segment, no Sluice-Worker.
 - Bad values are refused: --workers 0, --workers x.
 
@@ -33,7 +37,6 @@ usage: test_server_workers.py SERVER_BIN"""
 
 import os
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -81,17 +84,62 @@ def workers_of(p, n):
 
 
 def segment(port, pid):
+    """Where the table was, by name, before it was unnamed: no file may be there."""
     return "/dev/shm/sluice-server-%d-%d" % (port, pid)
+
+
+MEMFD = "/memfd:sluice-shm"
+
+
+def memfd_inodes(pid):
+    """The inodes of the table's memfd that process pid maps."""
+    found = set()
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith(MEMFD):
+                    found.add(int(parts[4]))
+    except OSError:
+        pass
+    return found
+
+
+def memfd_sealed(pid):
+    """Whether the table's descriptor in process pid is sealed against shrinking: opened
+    again through /proc, F_GET_SEALS, and a truncation that must fail."""
+    import fcntl
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        path = "/proc/%d/fd/%s" % (pid, fd)
+        try:
+            if not os.readlink(path).startswith(MEMFD):
+                continue
+            g = os.open(path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            seals = fcntl.fcntl(g, 1034)   # F_GET_SEALS
+            try:
+                os.ftruncate(g, 0)
+                truncated = True
+            except OSError:
+                truncated = False
+            return bool(seals & 2) and not truncated   # F_SEAL_SHRINK
+        finally:
+            os.close(g)
+    return False
 
 
 def exact_across_workers():
     p, port = start_server(server_bin, "--workers", "2", "--rate", "1/h", "--burst", str(BURST), "--seconds", "50")
     seg = segment(port, p.pid)
-    check(os.path.exists(seg), "the table's segment is %s" % seg)
-    if os.path.exists(seg):
-        check(stat.S_IMODE(os.stat(seg).st_mode) == 0o600, "created 0600 (%o)" % stat.S_IMODE(os.stat(seg).st_mode))
+    check(not os.path.exists(seg), "the table has no name under /dev/shm (%s)" % seg)
     workers = workers_of(p, 2)
     check(len(workers) == 2, "two worker processes (%s)" % workers)
+    inodes = [memfd_inodes(pid) for pid in [p.pid] + workers]
+    check(len(inodes[0]) == 1 and all(i == inodes[0] for i in inodes),
+          "the parent and both workers map one unnamed segment, a memfd (%s)" % inodes)
+    check(memfd_sealed(p.pid), "sealed: it cannot be truncated")
 
     # Eight senders at once, each request on a connection of its own: the kernel spreads the
     # connections over the two workers' queues by their source ports.
@@ -125,7 +173,7 @@ def exact_across_workers():
     rc = stop(p)
     check(rc == 0, "SIGTERM to the parent: every worker stops, exit 0 (%s)" % rc)
     check(not any(alive(w) for w in workers), "no worker left running")
-    check(not os.path.exists(seg), "the segment is removed at exit")
+    check(not os.path.exists(seg), "nothing left under /dev/shm at exit")
 
 
 def connections_on_workers(port, n):
@@ -278,7 +326,62 @@ def worker_killed():
         rc = None
     check(rc not in (0, None), "a worker killed: the parent exits non-zero (%s)" % rc)
     check(not alive(workers[1]), "and stops the other worker")
-    check(not os.path.exists(segment(port, p.pid)), "the segment is removed")
+    check(not os.path.exists(segment(port, p.pid)), "nothing left under /dev/shm")
+
+
+# A process of the server's user that maps the table (through the parent's descriptor, in
+# /proc), locks every shard's lock and stops itself (SIGSTOP), as a stuck or stopped
+# process would. The table: 100,000 keys in 97 shards; the segment's header is 128 bytes,
+# the table's own 128, then each shard's 128, its lock first.
+LOCKER = r"""
+import ctypes, mmap, os, signal, sys
+f = os.open(sys.argv[1], os.O_RDWR)
+mm = mmap.mmap(f, os.fstat(f).st_size)
+base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+libc = ctypes.CDLL(None)
+for i in range(int(sys.argv[2])):
+    if libc.pthread_mutex_lock(ctypes.c_void_p(base + 256 + 128 * i)) != 0:
+        sys.exit(3)
+print("locked", flush=True)
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def stopped_lock_holder():
+    p, port = start_server(server_bin, "--workers", "2", "--rate", "1/h", "--burst", "2", "--seconds", "50")
+    workers_of(p, 2)
+    check(get(port, "/api/x").status == 200, "a client's first request admitted (its key now in the table)")
+    fd = None
+    for name in os.listdir("/proc/%d/fd" % p.pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (p.pid, name)).startswith(MEMFD):
+                fd = name
+        except OSError:
+            pass
+    check(fd is not None, "the parent holds the table's descriptor")
+    if fd is None:
+        stop(p)
+        return
+    locker = spawn([sys.executable, "-c", LOCKER, "/proc/%d/fd/%s" % (p.pid, fd), "97"], stdout=subprocess.PIPE)
+    line = locker.stdout.readline()
+    _, status = os.waitpid(locker.pid, os.WUNTRACED)
+    check(line == b"locked\n" and os.WIFSTOPPED(status), "another process holds every shard's lock, stopped")
+
+    # A new client needs its shard's lock: 503 after the lock's bound (100 ms), never a hang.
+    t = time.monotonic()
+    r = get(port, "/api/x", source="127.0.0.2")
+    took = time.monotonic() - t
+    check(r.status == 503 and r.header("Retry-After") is not None,
+          "a new client while the lock is held: 503 with Retry-After (%d %r)" % (r.status, r.body))
+    check(took < 3, "answered within seconds (%.3f s)" % took)
+    r = get(port, "/api/x")
+    check(r.status == 200, "a client already in the table decides without the lock: 200 (%d)" % r.status)
+    check(get(port, "/api/x").status == 429, "and then its limit: 429")
+    t = time.monotonic()
+    rc = stop(p)
+    check(rc == 0 and time.monotonic() - t < 5, "SIGTERM: exit 0 at once (%s)" % rc)
+    locker.kill()
+    locker.wait()
 
 
 def one_process():
@@ -331,4 +434,5 @@ delay_across_workers()
 shutdown_with_waiters()
 ipv6_client_waits()
 worker_killed()
+stopped_lock_holder()
 finish()

@@ -11,6 +11,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -68,6 +69,13 @@ struct adaptive_concurrency_options {
     /// AIMD: an operation slower than this is an overload signal, as a drop is. Zero: only
     /// drops are. >= 0.
     std::chrono::nanoseconds latency_threshold{0};
+    /// AIMD: an operation slower than this multiple of the unloaded latency is an overload
+    /// signal too, the unloaded latency being the least of the last eight operations that
+    /// ran alone (none other in flight from their start to their end): a threshold that needs no knowing
+    /// the backend, kept where latency stays near its unloaded value. A backend that got
+    /// slower for good sheds the limit to one, where the new baseline is measured. Zero:
+    /// off. 0 or > 1.
+    double latency_ratio = 0;
 
     /// Vegas: the queue estimate below which the limit grows, in units of log10(limit).
     /// > 0.
@@ -162,6 +170,7 @@ private:
         const bool bad = o.min_limit < 1 || o.min_limit > o.max_limit || o.initial_limit < o.min_limit ||
                          o.initial_limit > o.max_limit || !(o.backoff > 0 && o.backoff < 1) ||
                          o.latency_threshold.count() < 0 || !(o.vegas_alpha > 0) ||
+                         !(o.latency_ratio == 0 || (o.latency_ratio > 1 && std::isfinite(o.latency_ratio))) ||
                          !(o.vegas_beta >= o.vegas_alpha) || !std::isfinite(o.vegas_beta) ||
                          o.probe_round_trips < 1 || !(o.tolerance >= 1) || !std::isfinite(o.tolerance) ||
                          !(o.smoothing > 0 && o.smoothing <= 1) ||
@@ -188,8 +197,18 @@ private:
 
     void aimd(const concurrency_sample& s, std::int64_t rtt)
     {
+        // Alone from start to end: none other in flight when it ended, and none that shared
+        // its time ended meanwhile (an operation that ends last after a crowd is not alone).
+        if (s.inflight > 1) last_shared_end_ = std::max(last_shared_end_, s.end);
+        else if (opts_.latency_ratio > 0 && s.start >= last_shared_end_) {
+            alone_[alone_n_++ % alone_.size()] = rtt;
+            const auto n = static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(alone_n_, alone_.size()));
+            unloaded_ = *std::min_element(alone_.begin(), alone_.begin() + n);
+        }
         const bool overload =
-            s.dropped || (opts_.latency_threshold.count() > 0 && rtt > opts_.latency_threshold.count());
+            s.dropped || (opts_.latency_threshold.count() > 0 && rtt > opts_.latency_threshold.count()) ||
+            (opts_.latency_ratio > 0 && unloaded_ > 0 &&
+             static_cast<double>(rtt) > opts_.latency_ratio * static_cast<double>(unloaded_));
         if (overload) {
             // Operations that started before the last decrease answer for the limit before
             // it: one decrease per round trip, or a burst of slow answers would cut the
@@ -325,6 +344,10 @@ private:
     limiter_stats::adaptive_counts stats_;
     // aimd
     std::int64_t last_decrease_ = INT64_MIN;
+    std::array<std::int64_t, 8> alone_{};   // the latencies of the last operations that ran alone
+    std::uint64_t alone_n_ = 0;
+    std::int64_t unloaded_ = 0;             // the least of them
+    std::int64_t last_shared_end_ = INT64_MIN;   // the last end of an operation not alone
     // vegas
     std::int64_t rtt_noload_ = 0;
     std::uint64_t rng_ = 0x853c49e6748fea9bULL;

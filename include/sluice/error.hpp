@@ -93,6 +93,29 @@ enum class error {
     /// (shm::table_options::integer_keys): the table stores no key bytes. Nothing was
     /// admitted or stored.
     shm_string_key,
+
+    /// A shared-memory segment under that name belongs to another user, or its mode lets
+    /// in more than the segment_options asked: another user made it (first, under a name
+    /// this process meant to use), and could read or change its state. Refused before
+    /// anything in it is read; it is neither used nor removed. The exception's message
+    /// names its owner and mode.
+    shm_foreign,
+
+    /// The file of a shared-memory segment was truncated under this process's mapping (by
+    /// another process of the same user, or root): its state is gone. The limiter answers
+    /// this error to every decision from then on, instead of a decision on the zeros that
+    /// replaced the mapping; attach again (a new limiter) to go on.
+    shm_truncated,
+
+    /// A lock in a shared-memory segment (a keyed table's shard or count) was not free
+    /// within segment_options::lock_timeout: its holder is stopped, or stuck. Nothing was
+    /// admitted; the same request may be retried.
+    shm_lock_timeout,
+
+    /// A shared-memory segment holds what this process never writes there (a lock of
+    /// another kind, a key size out of range, a probe that never ends): written by another
+    /// process. Nothing was admitted on it.
+    shm_corrupt,
 };
 
 /// The category of sluice::error; its name() is "sluice".

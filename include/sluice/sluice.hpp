@@ -7,6 +7,7 @@
 #include <sluice/adaptive_concurrency_controller.hpp>
 #include <sluice/adaptive_rate.hpp>
 #include <sluice/adaptive_rate_controller.hpp>
+#include <sluice/rate_learner.hpp>
 #include <sluice/all_of.hpp>
 #include <sluice/rate_limiter.hpp>
 #include <sluice/coarse_clock.hpp>
@@ -15,6 +16,7 @@
 #include <sluice/error.hpp>
 #include <sluice/fixed_window.hpp>
 #include <sluice/http/error.hpp>
+#include <sluice/http/provider_limits.hpp>
 #include <sluice/http/ratelimit_fields.hpp>
 #include <sluice/http/retry_after.hpp>
 #include <sluice/http/structured_field.hpp>
@@ -24,6 +26,7 @@
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
 #include <sluice/manual_clock.hpp>
+#include <sluice/prometheus.hpp>
 #include <sluice/rate_meter.hpp>
 #include <sluice/rate.hpp>
 #include <sluice/shm.hpp>

@@ -16,6 +16,9 @@ const char* describe(error e) noexcept
     case error::invalid_http_date: return "not a valid HTTP-date";
     case error::out_of_range: return "value out of range";
     case error::unserializable: return "value cannot be serialised as a structured field";
+    case error::invalid_duration: return "not a duration such as 1s, 6m0s or 20ms";
+    case error::invalid_date_time: return "not a valid RFC 3339 date-time";
+    case error::invalid_integer: return "not a non-negative decimal integer";
     }
     return nullptr;
 }

@@ -1,5 +1,7 @@
 #include <sluice/http/retry_after.hpp>
 
+#include "civil.hpp"
+
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -7,99 +9,18 @@
 namespace sluice::http {
 namespace {
 
+using detail::civil;
+using detail::civil_from_days;
+using detail::cursor;
+using detail::days_from_civil;
+using detail::days_in_month;
+using detail::weekday_of;
+
 constexpr std::array<std::string_view, 7> short_days{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
 constexpr std::array<std::string_view, 7> long_days{"Sunday",   "Monday", "Tuesday", "Wednesday",
                                                     "Thursday", "Friday", "Saturday"};
 constexpr std::array<std::string_view, 12> months{"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                                   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-
-// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
-constexpr std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) noexcept
-{
-    y -= m <= 2;
-    const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
-    const auto yoe = static_cast<unsigned>(y - era * 400);
-    const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
-}
-
-struct civil {
-    std::int64_t year;
-    unsigned month, day;
-};
-
-constexpr civil civil_from_days(std::int64_t z) noexcept
-{
-    z += 719468;
-    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const auto doe = static_cast<unsigned>(z - era * 146097);
-    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const unsigned mp = (5 * doy + 2) / 153;
-    const unsigned d = doy - (153 * mp + 2) / 5 + 1;
-    const unsigned m = mp < 10 ? mp + 3 : mp - 9;
-    return {static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2), m, d};
-}
-
-static_assert(days_from_civil(1970, 1, 1) == 0);
-static_assert(days_from_civil(2000, 3, 1) == 11017);
-
-constexpr unsigned weekday_of(std::int64_t days) noexcept // 0 = Sunday
-{
-    return static_cast<unsigned>(days >= -4 ? (days + 4) % 7 : (days + 5) % 7 + 6);
-}
-
-constexpr unsigned days_in_month(std::int64_t y, unsigned m) noexcept
-{
-    constexpr unsigned d[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    return m == 2 && leap ? 29 : d[m - 1];
-}
-
-// A cursor over the date text: each step consumes an exact piece or fails.
-struct cursor {
-    std::string_view s;
-    bool ok = true;
-
-    bool lit(std::string_view x)
-    {
-        if (ok && s.substr(0, x.size()) == x) {
-            s.remove_prefix(x.size());
-            return true;
-        }
-        ok = false;
-        return false;
-    }
-    unsigned digits(std::size_t n)
-    {
-        unsigned v = 0;
-        if (!ok || s.size() < n) {
-            ok = false;
-            return 0;
-        }
-        for (std::size_t k = 0; k < n; ++k) {
-            if (s[k] < '0' || s[k] > '9') {
-                ok = false;
-                return 0;
-            }
-            v = v * 10 + static_cast<unsigned>(s[k] - '0');
-        }
-        s.remove_prefix(n);
-        return v;
-    }
-    template <std::size_t N>
-    unsigned one_of(const std::array<std::string_view, N>& names)
-    {
-        for (unsigned k = 0; ok && k < N; ++k)
-            if (s.substr(0, names[k].size()) == names[k]) {
-                s.remove_prefix(names[k].size());
-                return k;
-            }
-        ok = false;
-        return 0;
-    }
-};
 
 struct fields {
     unsigned weekday = 0, day = 0, month = 0, hour = 0, minute = 0, second = 0;

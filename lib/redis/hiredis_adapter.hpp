@@ -1,6 +1,9 @@
-// hiredis' asynchronous API on an Asio stream_descriptor, and its RESP formatter and reader
-// for short exchanges of our own: the only file that sees hiredis.
+// hiredis' asynchronous API on an Asio stream_descriptor (its RESP formatter and reader for
+// short exchanges of our own are in resp.hpp): with resp.cpp, the only files that see
+// hiredis.
 #pragma once
+
+#include "resp.hpp"
 
 #include <sluice/redis/reply.hpp>
 
@@ -15,7 +18,6 @@
 #include <vector>
 
 struct redisAsyncContext;
-struct redisReader;
 struct redisReply;
 
 namespace sluice::redis::detail {
@@ -105,30 +107,6 @@ private:
     std::uint64_t gen_ = 0;   // waits armed for an older context do nothing
     bool reading_ = false, writing_ = false;
     bool read_armed_ = false, write_armed_ = false;
-};
-
-/// `commands` in RESP, one after the other (to be sent pipelined). Throws std::bad_alloc.
-std::string format_commands(const std::vector<std::vector<std::string>>& commands);
-
-/// Replies parsed from RESP bytes as they arrive, for an exchange outside a hiredis context
-/// (Sentinel discovery, on a socket of its own).
-class reply_reader {
-public:
-    /// Throws std::bad_alloc.
-    reply_reader();
-    ~reply_reader();
-    reply_reader(const reply_reader&) = delete;
-    reply_reader& operator=(const reply_reader&) = delete;
-
-    /// Appends bytes read; false on a protocol error (the reader is then unusable).
-    bool feed(const char* data, std::size_t n);
-
-    /// The next complete reply into `out`, or `out` empty when more bytes are needed;
-    /// false on a protocol error.
-    bool next(std::optional<reply>& out);
-
-private:
-    redisReader* reader_;
 };
 
 } // namespace sluice::redis::detail

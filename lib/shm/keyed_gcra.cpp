@@ -12,6 +12,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace sluice::shm {
 namespace {
 
@@ -28,20 +32,90 @@ std::size_t header_bytes(std::size_t shards) noexcept { return sizeof(keyed_head
 
 std::uint64_t generation(std::uint64_t meta) noexcept { return meta >> 8; }
 
-// Holds a robust lock. A holder that died left what it guarded as its last step did:
-// `repair` makes it whole before anyone reads it, and is repeated if the repairer dies too
-// (the lock stays inconsistent until it is marked consistent).
+// The kind glibc gives a process-shared robust mutex (what the table's init makes): a lock
+// of another kind was written by someone else, and is not handed to pthread.
+int robust_kind() noexcept
+{
+#ifdef __GLIBC__
+    static const int kind = [] {
+        pthread_mutexattr_t a;
+        ::pthread_mutexattr_init(&a);
+        ::pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+        ::pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+        pthread_mutex_t m;
+        ::pthread_mutex_init(&m, &a);
+        ::pthread_mutexattr_destroy(&a);
+        int k = m.__data.__kind;
+        ::pthread_mutex_destroy(&m);
+        return k;
+    }();
+    return kind;
+#else
+    return 0;
+#endif
+}
+
+bool robust_kind_of(const pthread_mutex_t& m) noexcept
+{
+#ifdef __GLIBC__
+    return __atomic_load_n(&m.__data.__kind, __ATOMIC_RELAXED) == robust_kind();
+#else
+    (void)m;
+    return true;
+#endif
+}
+
+// Locks m until `deadline` at most (a holder that is stopped must not hang us).
+// ThreadSanitizer's runtime sees pthread_mutex_timedlock (CLOCK_REALTIME), not clocklock.
+int lock_until(pthread_mutex_t& m, std::chrono::steady_clock::time_point deadline) noexcept
+{
+#if defined(__SANITIZE_THREAD__)
+    auto left = deadline - std::chrono::steady_clock::now();
+    auto until = std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(left);
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until.time_since_epoch()).count();
+    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    int r = ::pthread_mutex_timedlock(&m, &ts);
+    // Its interceptor counts a lock taken only on 0 (pthread_mutex_lock's also on EOWNERDEAD).
+    if (r == EOWNERDEAD) {
+        __tsan_mutex_pre_lock(&m, __tsan_mutex_try_lock);
+        __tsan_mutex_post_lock(&m, __tsan_mutex_try_lock, 0);
+    }
+    return r;
+#else
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
+    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    return ::pthread_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts);
+#endif
+}
+
+// Holds a robust lock, taken before `deadline`. A holder that died left what it guarded as
+// its last step did: `repair` makes it whole before anyone reads it, and is repeated if the
+// repairer dies too (the lock stays inconsistent until it is marked consistent). Not held:
+// error() says why (shm_lock_timeout, shm_corrupt, shm_unavailable).
 class robust_lock {
 public:
     template <class Repair>
-    robust_lock(pthread_mutex_t& m, Repair&& repair) noexcept : m_(m)
+    robust_lock(pthread_mutex_t& m, std::chrono::steady_clock::time_point deadline, Repair&& repair) noexcept : m_(m)
     {
-        int r = ::pthread_mutex_lock(&m);
+        if (!robust_kind_of(m)) {
+            error_ = error::shm_corrupt;
+            return;
+        }
+        int r = lock_until(m, deadline);
         if (r == EOWNERDEAD) {
             repair();
             r = ::pthread_mutex_consistent(&m);
+            if (r != 0) {
+                // Not ours to hold then: let go, so that this thread's robust list does not
+                // keep it (its holder's unlock marks it unrecoverable).
+                ::pthread_mutex_unlock(&m);
+                r = ENOTRECOVERABLE;
+            }
         }
         held_ = r == 0;
+        if (r == ETIMEDOUT) error_ = error::shm_lock_timeout;
+        else if (r == EDEADLK || r == EINVAL) error_ = error::shm_corrupt;   // its bytes say we hold it, or no kind
+        else if (r != 0) error_ = error::shm_unavailable;   // ENOTRECOVERABLE: broken beyond repair
     }
     ~robust_lock()
     {
@@ -51,19 +125,22 @@ public:
     robust_lock& operator=(const robust_lock&) = delete;
 
     bool held() const noexcept { return held_; }
+    error why() const noexcept { return error_; }
 
 private:
     pthread_mutex_t& m_;
     bool held_ = false;
+    error error_{};
 };
 
 constexpr std::int64_t tomb_word = sluice::detail::min_ns + 1;
 
 // The table's count lock: a holder that died between a shard's count and the table's
 // leaves the sum to be taken again (every shard's count changes under this lock only).
-robust_lock table_lock(keyed_header& h, keyed_shard* shards, std::size_t n) noexcept
+robust_lock table_lock(keyed_header& h, keyed_shard* shards, std::size_t n,
+                       std::chrono::steady_clock::time_point deadline) noexcept
 {
-    return robust_lock(h.mutex, [&] {
+    return robust_lock(h.mutex, deadline, [&] {
         std::uint64_t sum = 0;
         for (std::size_t i = 0; i < n; ++i) sum += shards[i].count.load(std::memory_order_relaxed);
         h.count.store(sum, std::memory_order_relaxed);
@@ -74,12 +151,14 @@ robust_lock table_lock(keyed_header& h, keyed_shard* shards, std::size_t n) noex
 // A shard's lock. Every step of an insert or an eviction left the shard in a state the
 // repair undoes or finishes: a half-written slot is free, an eviction that swapped the
 // state to the tombstone has its tag deleted, and the count is taken again from the slots
-// (the table's with it, by the difference).
+// (the table's with it, by the difference; if the table's lock is not free in time, both
+// counts are left as they were, and the shard's lock is made consistent all the same: a
+// lock left inconsistent would be lost for good).
 robust_lock shard_lock(keyed_header& h, keyed_shard* shards, std::size_t n, std::size_t si, keyed_slot* slots,
-                       std::size_t nslots, unsigned slot_shift) noexcept
+                       std::size_t nslots, unsigned slot_shift, std::chrono::steady_clock::time_point deadline) noexcept
 {
     keyed_shard& s = shards[si];
-    return robust_lock(s.mutex, [&] {
+    return robust_lock(s.mutex, deadline, [&] {
         std::uint64_t count = 0;
         for (std::size_t i = 0; i < nslots; ++i) {
             keyed_slot& e = *reinterpret_cast<keyed_slot*>(reinterpret_cast<char*>(slots) + (i << slot_shift));
@@ -97,8 +176,7 @@ robust_lock shard_lock(keyed_header& h, keyed_shard* shards, std::size_t n, std:
             }
             if (t & 1) ++count;
         }
-        {
-            robust_lock g = table_lock(h, shards, n);
+        if (robust_lock g = table_lock(h, shards, n, deadline); g.held()) {
             std::uint64_t was = s.count.load(std::memory_order_relaxed);
             h.count.store(h.count.load(std::memory_order_relaxed) + count - was, std::memory_order_relaxed);
             s.count.store(count, std::memory_order_relaxed);
@@ -192,11 +270,17 @@ decision keyed_gcra::invalid(error e) noexcept { return sluice::detail::invalid_
 decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, std::uint64_t n,
                                    std::int64_t now) noexcept
 {
+    return answer(insert(k, h, n, now));
+}
+
+decision keyed_gcra::insert(const detail::key_image& k, std::uint64_t h, std::uint64_t n, std::int64_t now) noexcept
+{
+    const auto deadline = std::chrono::steady_clock::now() + segment_.lock_timeout();
     const std::size_t si = shard_index(h);
     keyed_shard& s = shards_[si];
     keyed_slot* base = slots_of(si);
-    robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_, slot_shift_);
-    if (!lock.held()) return invalid(error::shm_unavailable);
+    robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_, slot_shift_, deadline);
+    if (!lock.held()) return invalid(lock.why());
     const std::uint64_t tag = h | 1;
 
     // Finds the key, or the first free slot of its probe sequence (where it goes: every
@@ -221,9 +305,10 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
         // the lock: only decisions race with us here.
         std::int64_t w = e->state.load(std::memory_order_acquire);
         decision d;
-        while (!word::decide(step_, w, n, now, d, [&](std::int64_t stored) {
-            return e->state.compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire);
-        })) {
+        for (int tries = 0; !word::decide(step_, w, n, now, d, [&](std::int64_t stored) {
+                 return e->state.compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire);
+             });) {
+            if (++tries == word::most_tries) return invalid(error::shm_corrupt);
         }
         return d;
     }
@@ -238,24 +323,30 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
 
     // Room: counted in the table (and the shard), after evicting an idle key of this shard
     // when the table is full; each eviction makes room for one, unless another process
-    // took it meanwhile.
-    for (;;) {
-        int room = count_in(si);
-        if (room < 0) return invalid(error::shm_unavailable);
+    // took it meanwhile. At most one eviction a slot of the shard: more is no process's.
+    for (std::size_t evictions = 0;; ++evictions) {
+        error why{};
+        int room = count_in(si, deadline, why);
+        if (room < 0) return invalid(why);
         if (room > 0) break;
         std::int64_t retry = 0;
-        if (!evict_one(si, now, retry)) {
+        int evicted = evictions < slots_ ? evict_one(si, now, retry, deadline, why) : -1;
+        if (evicted < 0) return invalid(why == error{} ? error::shm_corrupt : why);
+        if (evicted == 0) {
             decision full = invalid(error::shm_table_full);
-            full.retry_after = std::chrono::nanoseconds{retry};
+            full.retry_after = std::chrono::nanoseconds{std::max<std::int64_t>(retry, 1)};
             return full;
         }
     }
     look(free);   // evictions may have changed the probe sequence's free slots
-    if (free == slots_) {   // never: a shard holds at most three quarters of its slots
-        robust_lock g = table_lock(*header_, shards_, shard_count_);
-        s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-        header_->count.store(header_->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-        return invalid(error::shm_table_full);
+    if (free == slots_) {
+        // Never, but in a table written by someone else: a shard holds at most three
+        // quarters of its slots.
+        if (robust_lock g = table_lock(*header_, shards_, shard_count_, deadline); g.held()) {
+            s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+            header_->count.store(header_->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        }
+        return invalid(error::shm_corrupt);
     }
 
     // Written whole before the tag publishes it: a reader that sees the tag sees the key
@@ -276,11 +367,14 @@ decision keyed_gcra::decide_locked(const detail::key_image& k, std::uint64_t h, 
     return d;
 }
 
-int keyed_gcra::count_in(std::size_t si) noexcept
+int keyed_gcra::count_in(std::size_t si, std::chrono::steady_clock::time_point deadline, error& why) noexcept
 {
     keyed_shard& s = shards_[si];
-    robust_lock g = table_lock(*header_, shards_, shard_count_);
-    if (!g.held()) return -1;
+    robust_lock g = table_lock(*header_, shards_, shard_count_, deadline);
+    if (!g.held()) {
+        why = g.why();
+        return -1;
+    }
     std::uint64_t total = header_->count.load(std::memory_order_relaxed);
     std::uint64_t here = s.count.load(std::memory_order_relaxed);
     if (total >= max_keys_ || here >= shard_capacity()) return 0;
@@ -289,7 +383,8 @@ int keyed_gcra::count_in(std::size_t si) noexcept
     return 1;
 }
 
-bool keyed_gcra::evict_one(std::size_t si, std::int64_t now, std::int64_t& retry) noexcept
+int keyed_gcra::evict_one(std::size_t si, std::int64_t now, std::int64_t& retry,
+                          std::chrono::steady_clock::time_point deadline, error& why) noexcept
 {
     keyed_shard& s = shards_[si];
     keyed_slot* base = slots_of(si);
@@ -297,8 +392,8 @@ bool keyed_gcra::evict_one(std::size_t si, std::int64_t now, std::int64_t& retry
     // later (decisions consume), and a new key lowers the floor to its own.
     std::int64_t floor = s.idle_floor.load(std::memory_order_relaxed);
     if (now < floor) {
-        retry = floor - now;
-        return false;
+        retry = sluice::detail::sat_sub(floor, now);
+        return 0;
     }
     sluice::detail::int128 earliest = sluice::detail::max_ns;
     std::size_t i = static_cast<std::size_t>(s.hand.load(std::memory_order_relaxed) % slots_);
@@ -306,30 +401,37 @@ bool keyed_gcra::evict_one(std::size_t si, std::int64_t now, std::int64_t& retry
         keyed_slot& e = *slot_at(base, i);
         if (!(e.tag.load(std::memory_order_relaxed) & 1)) continue;
         std::int64_t w = e.state.load(std::memory_order_acquire);
-        for (;;) {
+        for (int tries = 0;; ++tries) {
+            if (tries == word::most_tries) {
+                why = error::shm_corrupt;
+                return -1;
+            }
             sluice::detail::int128 idle = step_.idle_at(word::z_of(w));
             if (idle > now) {
                 earliest = std::min(earliest, idle);
                 break;
             }
+            // The counts' lock first, so that an eviction is counted whenever it happens.
+            robust_lock g = table_lock(*header_, shards_, shard_count_, deadline);
+            if (!g.held()) {
+                why = g.why();
+                return -1;
+            }
             // The linearisation point: a decision that read w fails its swap from now on.
             if (e.state.compare_exchange_weak(w, tomb, std::memory_order_acq_rel, std::memory_order_acquire)) {
                 e.tag.store(slot_deleted, std::memory_order_release);
-                {
-                    robust_lock g = table_lock(*header_, shards_, shard_count_);
-                    s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-                    header_->count.store(header_->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-                }
+                s.count.store(s.count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                header_->count.store(header_->count.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
                 clean_after(base, i);
                 s.hand.store(i + 1, std::memory_order_relaxed);
-                return true;
+                return 1;
             }
         }
     }
     std::int64_t e = sluice::detail::sat_narrow(earliest);
     s.idle_floor.store(e, std::memory_order_relaxed);
-    retry = e - now;
-    return false;
+    retry = sluice::detail::sat_sub(e, now);
+    return 0;
 }
 
 void keyed_gcra::clean_after(detail::keyed_slot* base, std::size_t i) const noexcept
@@ -345,33 +447,42 @@ void keyed_gcra::clean_after(detail::keyed_slot* base, std::size_t i) const noex
     }
 }
 
-std::int64_t keyed_gcra::word_of(const key_handle& k) const noexcept
+bool keyed_gcra::word_of(const key_handle& k, std::int64_t& w) const noexcept
 {
-    for (;;) {
+    for (int looks = 0; looks < most_looks; ++looks) {
         std::uint64_t m;
         const keyed_slot* e = find(k.image, k.hash, m);
-        if (!e) return word::fresh;
-        std::int64_t w = e->state.load(std::memory_order_acquire);
+        if (!e) {
+            w = word::fresh;
+            return true;
+        }
+        w = e->state.load(std::memory_order_acquire);
         // The state is the key's only if the slot kept its generation around the read.
         if (e->meta.load(std::memory_order_acquire) != m) continue;
-        return w == tomb ? word::fresh : w;
+        if (w == tomb) w = word::fresh;
+        return true;
     }
+    return false;
 }
 
 decision keyed_gcra::check(const key_handle& k, std::uint64_t n, std::int64_t now) const noexcept
 {
     if (n == 0 || n > step_.burst) return invalid(n == 0 ? error::invalid_count : error::exceeds_limit);
+    std::int64_t w;
+    if (!word_of(k, w)) return answer(invalid(error::shm_corrupt));
     decision d;
-    word::decide(step_, word_of(k), n, now, d, [](std::int64_t) { return true; });
-    return d;
+    word::decide(step_, w, n, now, d, [](std::int64_t) { return true; });
+    return answer(d);
 }
 
 std::int64_t keyed_gcra::predict(const key_handle& k, std::uint64_t n, std::int64_t now,
                                  std::uint64_t ahead) const noexcept
 {
     std::uint64_t total;
-    if (__builtin_add_overflow(ahead, n, &total)) return sluice::detail::max_ns;
-    return sluice::detail::sat_narrow(step_.next_z(word::z_of(word_of(k)), total, now));
+    std::int64_t w;
+    if (__builtin_add_overflow(ahead, n, &total) || !word_of(k, w) || segment_.truncated())
+        return sluice::detail::max_ns;
+    return sluice::detail::sat_narrow(step_.next_z(word::z_of(w), total, now));
 }
 
 reservation keyed_gcra::reserve(const key_handle& k, std::uint64_t n, std::int64_t now, std::int64_t max_wait,
@@ -379,12 +490,16 @@ reservation keyed_gcra::reserve(const key_handle& k, std::uint64_t n, std::int64
 {
     if (n == 0) return sluice::detail::invalid_reservation(error::invalid_count);
     if (n > step_.burst) return sluice::detail::invalid_reservation(error::exceeds_limit);
-    for (;;) {
+    auto finish = [this](const reservation& r) {
+        return segment_.truncated() ? sluice::detail::invalid_reservation(error::shm_truncated) : r;
+    };
+    for (int inserts = 0;; ++inserts) {
         reservation r;
-        if (on_tracked(k.image, k.hash, [&](std::int64_t w, auto&& commit) {
-                return word::reserve(step_, w, n, now, max_wait, r, h, commit);
-            }))
-            return r;
+        int found = on_tracked(k.image, k.hash, [&](std::int64_t w, auto&& commit) {
+            return word::reserve(step_, w, n, now, max_wait, r, h, commit);
+        });
+        if (found > 0) return finish(r);
+        if (found < 0 || inserts == most_looks) return finish(sluice::detail::invalid_reservation(error::shm_corrupt));
         // Not tracked (or being evicted): a new bucket is full, so n (at most the burst)
         // is granted at once, inserted under the shard's lock as try_acquire does. A
         // refusal without an error: another process inserted the key meanwhile and it has
@@ -405,7 +520,7 @@ std::int64_t keyed_gcra::refund(const key_handle& k, std::uint64_t n, std::int64
 {
     std::uint64_t m;
     keyed_slot* e = find(k.image, k.hash, m);
-    if (!e) return 0;   // evicted: what it reserved has come and gone (see the class comment)
+    if (!e || segment_.truncated()) return 0;   // evicted: what it reserved has come and gone (see the class comment)
     return word::refund(step_, e->state, n, now, h, which);
 }
 
@@ -442,16 +557,22 @@ std::uint64_t keyed_gcra::repairs() const noexcept
 std::vector<keyed_gcra::tracked_key> keyed_gcra::keys() const
 {
     std::vector<tracked_key> out;
+    const auto deadline = std::chrono::steady_clock::now() + segment_.lock_timeout();
+    auto fail = [this](error e, const char* what) {
+        if (segment_.truncated()) e = error::shm_truncated;   // whatever the zeros made it
+        throw boost::system::system_error(make_error_code(e), what);
+    };
     for (std::size_t si = 0; si < shard_count_; ++si) {
         keyed_slot* base = slots_of(si);
-        robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_, slot_shift_);
-        if (!lock.held())
-            throw boost::system::system_error(make_error_code(error::shm_unavailable), "shm::keyed_gcra shard lock");
+        robust_lock lock = shard_lock(*header_, shards_, shard_count_, si, base, slots_, slot_shift_, deadline);
+        if (!lock.held()) fail(lock.why(), "shm::keyed_gcra shard lock");
         for (std::size_t i = 0; i < slots_; ++i) {
             keyed_slot& e = *slot_at(base, i);
             if (!(e.tag.load(std::memory_order_acquire) & 1)) continue;
             tracked_key t;
             std::uint64_t size = e.meta.load(std::memory_order_relaxed) & 0xff;
+            if (size != detail::integer_key && (size > max_key_size || key_words_ == 1))
+                fail(error::shm_corrupt, "shm::keyed_gcra: a key's size is out of range");
             std::uint64_t words[5] = {};
             for (std::size_t j = 0; j < key_words_; ++j) words[j] = e.key[j].load(std::memory_order_relaxed);
             if (size == detail::integer_key) {
@@ -465,6 +586,7 @@ std::vector<keyed_gcra::tracked_key> keyed_gcra::keys() const
             out.push_back(std::move(t));
         }
     }
+    if (segment_.truncated()) fail(error::shm_truncated, "shm::keyed_gcra: the segment was truncated");
     return out;
 }
 

@@ -34,12 +34,24 @@ enum class error {
     invalid_http_date,
 
     /// A well-formed value beyond what the result type holds (delay-seconds beyond
-    /// 2^63 - 1 seconds).
+    /// 2^63 - 1 seconds, a duration beyond 2^63 - 1 nanoseconds, an integer beyond
+    /// 2^64 - 1, an instant outside 1677 to 2262).
     out_of_range,
 
     /// A value cannot be serialised: an integer beyond 15 digits, a string with a byte
     /// outside printable ASCII, an invalid key or token, a year beyond 9999.
     unserializable,
+
+    /// Not a duration as Go writes it ("1s", "6m0s", "20ms", "1h2m3.5s"): a number without
+    /// a unit, an unknown unit, a sign, any other byte.
+    invalid_duration,
+
+    /// Not an RFC 3339 date-time ("2024-05-01T12:00:30.5Z"), or not a real one (February
+    /// 30, hour 24, an offset beyond 23:59).
+    invalid_date_time,
+
+    /// Not a non-negative decimal integer (empty, a sign, a fraction, any other byte).
+    invalid_integer,
 };
 
 /// The category of sluice::http::error; its name() is "sluice.http".

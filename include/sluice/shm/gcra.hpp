@@ -45,6 +45,12 @@ namespace sluice::shm {
 /// waiter keeps its slot and the permits are not given back (nothing is admitted twice;
 /// the rate loses them).
 ///
+/// Another process of the segment's user can write the word: any value is a state (a
+/// bucket emptied or filled early, never undefined behaviour), and a word that changes
+/// under every compare-and-swap of a decision (a writer in a loop) ends it after
+/// gcra_word::most_tries with error::shm_corrupt, never a hang. A decision on a segment
+/// truncated under this process answers error::shm_truncated (see shm::segment).
+///
 /// Instants within burst x interval + slack of the int64 clock's beginning decide
 /// conservatively (z is held in 64 bits, from INT64_MIN + 1 on); steady_clock and
 /// tsc_clock never read there.
@@ -61,7 +67,8 @@ public:
     /// Attaches to (or creates) the bucket of `where`. Throws system_error like
     /// policy::gcra for a bad configuration (error::invalid_rate, invalid_limit,
     /// invalid_duration), and like shm::segment (shm_invalid_name, shm_config_mismatch,
-    /// shm_incompatible, shm_permission, shm_unavailable, invalid_option).
+    /// shm_incompatible, shm_foreign, shm_permission, shm_lock_timeout, shm_truncated,
+    /// shm_unavailable, invalid_option).
     gcra(const segment_options& where, sluice::rate r, std::uint64_t burst, std::chrono::nanoseconds slack = {})
         : step_(sluice::detail::gcra_step::make(r.interval().count(), burst, slack.count())),
           segment_(where, layout(step_)),
@@ -86,10 +93,12 @@ public:
         if (n > step_.burst) return sluice::detail::invalid_reservation(error::exceeds_limit);
         std::int64_t w = word_->load(std::memory_order_acquire);
         reservation r;
-        while (!word::reserve(step_, w, n, now, max_wait, r, holder_, [&](std::int64_t stored) {
-            return word_->compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire);
-        })) {
+        for (int tries = 0; !word::reserve(step_, w, n, now, max_wait, r, holder_, [&](std::int64_t stored) {
+                 return word_->compare_exchange_weak(w, stored, std::memory_order_acq_rel, std::memory_order_acquire);
+             });) {
+            if (++tries == word::most_tries) return sluice::detail::invalid_reservation(error::shm_corrupt);
         }
+        if (segment_.truncated()) return sluice::detail::invalid_reservation(error::shm_truncated);
         return r;
     }
 
@@ -98,7 +107,7 @@ public:
     std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
     {
         std::uint64_t k;
-        if (__builtin_add_overflow(ahead, n, &k)) return sluice::detail::max_ns;
+        if (__builtin_add_overflow(ahead, n, &k) || segment_.truncated()) return sluice::detail::max_ns;
         return sluice::detail::sat_narrow(step_.next_z(z_of(word_->load(std::memory_order_acquire)), k, now));
     }
 
@@ -109,7 +118,7 @@ public:
     /// process) may start that much earlier. Never fuller than a full bucket.
     std::int64_t refund(std::uint64_t n, std::int64_t now, std::uint64_t which) noexcept
     {
-        return word::refund(step_, *word_, n, now, holder_, which);
+        return segment_.truncated() ? 0 : word::refund(step_, *word_, n, now, holder_, which);
     }
 
     /// The same for a reservation the caller cannot name (a blocked thread's): given back
@@ -185,6 +194,9 @@ private:
     {
         decision d;
         std::int64_t w = word_->load(std::memory_order_acquire);
+        // No truncation mark here: the memory that replaces a truncated mapping reads as a
+        // word decide_fast never takes (see shm::segment), so a decision on it always goes
+        // to decide_again, which reads the mark. The fast path stays as small as policy::gcra's.
         if (n != 0 && n <= step_.burst && word::decide_fast(step_, w, n, now, d, committer(w, consume)))
             return d;
         d = decide_again(n, now, consume).d;
@@ -200,8 +212,13 @@ private:
             return a;
         }
         std::int64_t w = word_->load(std::memory_order_acquire);
-        while (!word::decide(step_, w, n, now, a.d, committer(w, consume))) {
+        for (int tries = 0; !word::decide(step_, w, n, now, a.d, committer(w, consume));) {
+            if (++tries == word::most_tries) {
+                a.d = sluice::detail::invalid_decision(error::shm_corrupt);
+                return a;
+            }
         }
+        if (segment_.truncated()) a.d = sluice::detail::invalid_decision(error::shm_truncated);
         return a;
     }
 

@@ -37,6 +37,10 @@ namespace sluice::shm {
 /// Keys: strings of up to keyed_gcra::max_key_size (40) bytes (a longer one:
 /// error::shm_key_too_long) and 64-bit integers (any integral type), two kinds apart (a
 /// table of integer keys refuses string keys: error::shm_string_key).
+/// Besides the contract's errors, a request may fail with the table's
+/// (shm_key_too_long, shm_string_key, shm_table_full, shm_lock_timeout, shm_corrupt,
+/// shm_truncated, shm_unavailable), and a wait with error::queue_full beyond
+/// keyed_wait_options::max_waiting_keys.
 ///
 /// Waiting: a request that has to wait commits its key's slot in the shared table
 /// (keyed_gcra::reserve, within max_wait, after every reservation of every process on the

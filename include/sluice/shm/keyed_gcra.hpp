@@ -157,7 +157,9 @@ static_assert(sizeof(keyed_header) == 128);
 /// - Inserting and evicting take the shard's mutex, process-shared and robust: a holder
 ///   that dies makes the next one get EOWNERDEAD, repair the shard (finish or undo what the
 ///   dead one left: a half-written slot is free, an evicted key's slot deleted, the counts
-///   recounted) and mark it consistent. The table's count has a robust lock of its own,
+///   recounted) and mark it consistent. A holder that is alive but stopped (SIGSTOP, a
+///   debugger) is waited for segment_options::lock_timeout at most: the decision then
+///   answers error::shm_lock_timeout (nothing admitted), never a hang. The table's count has a robust lock of its own,
 ///   taken inside a shard's for a moment: a holder that dies there leaves it to be summed
 ///   again from the shards'. The steps are ordered so that every prefix is
 ///   repairable: a new key's slot is written whole (key, then its first decision's state)
@@ -196,6 +198,21 @@ static_assert(sizeof(keyed_header) == 128);
 /// refund of a full bucket gives nothing back either. So an eviction neither loses nor
 /// doubles an admission.
 ///
+/// Bytes written by another process (of the segment's user: see shm::segment for who can
+/// attach): every value read from the table that steers a loop or an index (tags, sizes,
+/// generations, counts, the clock hand, floors) is checked or bounded by the table's shape,
+/// which this process knows from its own configuration; a slot that keeps changing under a
+/// decision ends it after a bound (most_looks look-ups, gcra_word::most_tries swaps). A
+/// violation is error::shm_corrupt (or shm_table_full, shm_lock_timeout), never undefined
+/// behaviour or a hang. A lock whose bytes are not a process-shared robust mutex's is not
+/// handed to pthread (shm_corrupt). What stays trusted: the bytes of a mutex while this
+/// process holds it (glibc links a robust mutex into its holder's list through them), so
+/// a process able to write the segment (its owner, or root) is trusted not to write a lock
+/// this process holds; the owner check (shm::segment) keeps other users out.
+///
+/// Truncated under this process (a named segment: see shm::segment): every call answers
+/// error::shm_truncated (keys() throws it).
+///
 /// Thread-safety: one object may be used from any number of threads, as any number of
 /// processes use the table.
 class keyed_gcra {
@@ -212,7 +229,8 @@ public:
     /// policy::gcra for a bad configuration (error::invalid_rate, invalid_limit,
     /// invalid_duration), error::invalid_option for bad table_options, and like
     /// shm::segment (shm_invalid_name, shm_config_mismatch for another rate, burst, slack,
-    /// max_keys or shards, shm_incompatible, shm_permission, shm_unavailable).
+    /// max_keys or shards, shm_incompatible, shm_foreign, shm_permission, shm_lock_timeout,
+    /// shm_truncated, shm_unavailable).
     keyed_gcra(const segment_options& where, sluice::rate r, std::uint64_t burst, const table_options& table = {},
                std::chrono::nanoseconds slack = {});
 
@@ -229,8 +247,10 @@ public:
     /// Grants n permits of `key` at `now` if its bucket holds them (a new key starts with a
     /// full bucket). Errors in the decision: invalid_count, exceeds_limit,
     /// shm_key_too_long, shm_string_key (any string key on a table of integer keys), shm_table_full,
-    /// and shm_unavailable if a shard's lock is broken beyond repair (never by a process
-    /// sluice manages).
+    /// shm_lock_timeout (a new key, and the shard's lock held by a stopped process),
+    /// shm_corrupt (bytes written by someone else), shm_truncated (see shm::segment), and
+    /// shm_unavailable if a shard's lock is broken beyond repair (never by a process sluice
+    /// manages).
     decision try_acquire(std::string_view key, std::uint64_t n, std::int64_t now) noexcept
     {
         if (error e = refusal_of(key); e != error{}) return invalid(e);
@@ -281,7 +301,8 @@ public:
     /// refund() checks). A key not tracked is
     /// inserted with its first grant, at once (a new bucket is full). Errors:
     /// invalid_count, exceeds_limit, timed_out (nothing consumed, `at` the predicted
-    /// instant), shm_table_full, shm_unavailable.
+    /// instant), and try_acquire's errors of the table (shm_table_full, shm_lock_timeout,
+    /// shm_corrupt, shm_truncated, shm_unavailable).
     reservation reserve(const key_handle& k, std::uint64_t n, std::int64_t now, std::int64_t max_wait,
                         detail::holder_state& h) noexcept;
 
@@ -320,7 +341,8 @@ public:
     };
 
     /// Every key tracked now, shard by shard, each read under its shard's lock (for
-    /// diagnostics: it visits every slot).
+    /// diagnostics: it visits every slot). Throws system_error: shm_lock_timeout,
+    /// shm_corrupt, shm_truncated, shm_unavailable.
     std::vector<tracked_key> keys() const;
 
     /// The hard cap on keys (table_options::max_keys).
@@ -450,24 +472,30 @@ private:
     {
         if (n == 0 || n > step_.burst) return invalid(n == 0 ? error::invalid_count : error::exceeds_limit);
         decision d;
-        if (on_tracked(k, h, [&](std::int64_t w, auto&& commit) { return word::decide(step_, w, n, now, d, commit); }))
-            return d;
+        int found = on_tracked(k, h, [&](std::int64_t w, auto&& commit) { return word::decide(step_, w, n, now, d, commit); });
+        // The truncation mark last: a decision taken on the zeros that replaced a truncated
+        // mapping (see shm::segment) is not an answer.
+        if (found > 0 && !segment_.truncated()) return d;
+        if (found < 0) return answer(invalid(error::shm_corrupt));
         return decide_locked(k, h, n, now);
     }
 
     // Runs step(w, commit) (word::decide or word::reserve on the key's state w) on k's
-    // slot without a lock; false when the key is not tracked (or is being evicted). The
-    // state read is the key's only if the slot kept its generation around it (the read is
-    // ordered before this one by its acquire); a swap that landed on a slot reused
-    // meanwhile is noticed after it, and the key looked up again (see the class comment).
-    // A tombstone: the key is being evicted, and the caller's lock orders it after that.
+    // slot without a lock: 1 once it has, 0 when the key is not tracked (or is being
+    // evicted), -1 when the slot keeps changing under it beyond what any process of the
+    // table does (most_looks look-ups, word::most_tries swaps: written in a loop by
+    // someone else). The state read is the key's only if the slot kept its generation
+    // around it (the read is ordered before this one by its acquire); a swap that landed
+    // on a slot reused meanwhile is noticed after it, and the key looked up again (see the
+    // class comment). A tombstone: the key is being evicted, and the caller's lock orders
+    // it after that.
     template <class Step>
-    [[gnu::always_inline]] bool on_tracked(const detail::key_image& k, std::uint64_t h, Step&& step) noexcept
+    [[gnu::always_inline]] int on_tracked(const detail::key_image& k, std::uint64_t h, Step&& step) noexcept
     {
-        for (;;) {
+        for (int looks = 0; looks < most_looks; ++looks) {
             std::uint64_t m;
             detail::keyed_slot* e = find(k, h, m);
-            if (!e) return false;
+            if (!e) return 0;
             std::int64_t w = e->state.load(std::memory_order_acquire);
             bool reused = false;
             auto commit = [&](std::int64_t stored) {
@@ -476,30 +504,50 @@ private:
                 reused = e->meta.load(std::memory_order_acquire) != m;
                 return !reused;
             };
-            while (w != tomb && !reused) {
+            for (int tries = 0; w != tomb && !reused;) {
                 if (e->meta.load(std::memory_order_acquire) != m) {
                     reused = true;
                     break;
                 }
-                if (step(w, commit)) return true;
+                if (step(w, commit)) return 1;
+                if (++tries == word::most_tries) return -1;
             }
-            if (!reused) return false;
+            if (!reused) return 0;
         }
+        return -1;
+    }
+
+    // Look-ups of one key that find its slot reused each time before a decision gives up
+    // (error::shm_corrupt): each is an eviction and an insert by someone else meanwhile.
+    static constexpr int most_looks = 1024;
+
+    // d, or error::shm_truncated when the segment was truncated under this process.
+    decision answer(const decision& d) const noexcept
+    {
+        return segment_.truncated() ? invalid(error::shm_truncated) : d;
     }
 
     // The key's word now: its state, or fresh for a key not tracked (or being evicted).
-    std::int64_t word_of(const key_handle& k) const noexcept;
+    // False when its slot keeps changing (most_looks).
+    bool word_of(const key_handle& k, std::int64_t& w) const noexcept;
 
-    // Under the shard's lock: the key again (another process may have inserted it), else
-    // a new slot for it with its first decision, after an eviction when the shard is full.
+    // insert(), answered.
     decision decide_locked(const detail::key_image& k, std::uint64_t h, std::uint64_t n, std::int64_t now) noexcept;
 
-    // Under shard si's lock: evicts one idle key, or says how long until one can be idle.
-    bool evict_one(std::size_t si, std::int64_t now, std::int64_t& retry) noexcept;
+    // Under the shard's lock (taken within the segment's lock_timeout): the key again
+    // (another process may have inserted it), else a new slot for it with its first
+    // decision, after an eviction when the shard is full.
+    decision insert(const detail::key_image& k, std::uint64_t h, std::uint64_t n, std::int64_t now) noexcept;
+
+    // Under shard si's lock: evicts one idle key (1), or says how long until one can be
+    // idle (0), or why it could not look (-1: the table's lock, or a slot's word written
+    // in a loop).
+    int evict_one(std::size_t si, std::int64_t now, std::int64_t& retry, std::chrono::steady_clock::time_point deadline,
+                  error& why) noexcept;
 
     // Under shard si's lock: counts one key more in the shard and the table (1), or says
-    // there is no room (0) or that the table's lock is broken (-1).
-    int count_in(std::size_t si) noexcept;
+    // there is no room (0) or why the table's lock was not taken (-1).
+    int count_in(std::size_t si, std::chrono::steady_clock::time_point deadline, error& why) noexcept;
 
     // Under the lock, after slot i was deleted: turns deleted slots no look-up needs back
     // into never-used ones.

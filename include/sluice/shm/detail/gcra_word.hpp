@@ -37,6 +37,11 @@ struct gcra_word {
 
     static constexpr std::int64_t fresh = sluice::detail::min_ns;
 
+    /// Compare-and-swaps a decision loses in a row before it gives up (error::shm_corrupt):
+    /// far beyond what contention makes (each loss is another decision's win), reached only
+    /// when something writes the word in a loop.
+    static constexpr int most_tries = 1 << 20;
+
     static int128 z_of(std::int64_t w) noexcept { return w == fresh ? -(int128(1) << 64) : int128(w); }
 
     // z as stored: below Lowest only near the clock's beginning, where holding it higher
