@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 namespace sluice::detail {
@@ -48,7 +49,12 @@ struct local_answers {
     [[gnu::always_inline]] static answer_type try_acquire(const std::shared_ptr<State>& s, std::uint64_t n,
                                                           const Key&... key) noexcept(noexcept(s->try_acquire(key..., n)))
     {
-        return Grant::answer(s, s->try_acquire(key..., n), n);
+        // Without a grant to make, the decision goes back as the state returned it: passed
+        // through Grant::answer, GCC copied it once more through the stack on every try.
+        if constexpr (std::is_same_v<Grant, no_grant>)
+            return s->try_acquire(key..., n);
+        else
+            return Grant::answer(s, s->try_acquire(key..., n), n);
     }
 
     template <class State>
