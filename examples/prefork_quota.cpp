@@ -3,10 +3,12 @@
 //
 //   prefork_quota [WORKERS]
 //
-// Forks WORKERS processes (default 4), as a prefork server does; each opens the same
-// sluice::shm::token_bucket by name and sends "requests" as fast as it lets them for 2 s.
-// Together they get 20 a second (plus the burst of 1), not 20 each. No process has to
-// remove the segment; this one does, so that the demo leaves nothing behind.
+// Forks WORKERS processes (default 4), as a prefork server does; each attaches a
+// sluice::shm::token_bucket to the segment the parent made before forking and sends
+// "requests" as fast as it lets them for 2 s. Together they get 20 a second (plus the burst
+// of 1), not 20 each. The segment is unnamed (a sealed memfd, inherited across fork): no
+// other process can open it, take its name first or truncate it, and nothing is left behind.
+// Unrelated processes share a quota by name instead (segment_options::name).
 #include <sluice/shm.hpp>
 
 #include <boost/asio/co_spawn.hpp>
@@ -27,11 +29,11 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
 // One worker: acquires slots of the shared bucket for 2 s and counts them.
-int worker(int id, const std::string& name, std::chrono::system_clock::time_point start)
+int worker(int id, const sluice::shm::segment_options& where, std::chrono::system_clock::time_point start)
 {
     asio::io_context io;
-    // Every worker names the same segment and configuration; the first creates it.
-    sluice::shm::token_bucket<> quota(io, name, sluice::rate::per_second(20), 1);
+    // The parent's segment, by its inherited descriptor, with the same configuration.
+    sluice::shm::token_bucket<> quota(io, where, sluice::rate::per_second(20), 1);
     int granted = 0;
     asio::co_spawn(io, [&]() -> asio::awaitable<void> {
         asio::system_timer at_start(io, start);
@@ -64,12 +66,14 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "usage: prefork_quota [WORKERS, 1 to 64]\n");
         return 2;
     }
-    const std::string name = "/sluice-prefork-quota-" + std::to_string(::getpid());
+    // Made before the first fork, so that a segment that cannot be made fails once.
+    const sluice::shm::gcra shared(sluice::shm::segment_options{.anonymous = true}, sluice::rate::per_second(20), 1);
+    const auto where = sluice::shm::segment_options::of(shared.segment());
     auto start = std::chrono::system_clock::now() + 300ms;
     std::vector<pid_t> kids;
     for (int i = 0; i < workers; ++i) {
         pid_t pid = ::fork();
-        if (pid == 0) ::_exit(worker(i, name, start));
+        if (pid == 0) ::_exit(worker(i, where, start));
         kids.push_back(pid);
     }
     int total = 0;
@@ -78,7 +82,6 @@ int main(int argc, char** argv)
         ::waitpid(k, &status, 0);
         total += WIFEXITED(status) ? WEXITSTATUS(status) : 0;
     }
-    sluice::shm::remove(name);
     std::printf("together: %d requests in 2 s from %d processes (the quota: 20/s + 1)\n", total, workers);
     return total > 0 && total <= 41 ? 0 : 1;
 }

@@ -49,7 +49,7 @@ def main():
     ap.add_argument('--access-log')
     ap.add_argument('--no-headers', action='store_true', help='no RateLimit fields at all')
     ap.add_argument('--force-429', default='', help='request numbers (1-based, comma-separated) answered 429')
-    ap.add_argument('--force-retry-after', type=int, default=2)
+    ap.add_argument('--force-retry-after', default='2', help='the Retry-After of a forced 429, sent as given')
     ap.add_argument('--garbage', action='store_true', help='garbage rate-limit fields on every response')
     ap.add_argument('--stall-at', type=int, default=0, help='the N-th request stalls the whole server')
     ap.add_argument('--stall-ms', type=int, default=300)

@@ -132,6 +132,21 @@ def api_client_retry_after():
     check(re.search(r'Retry-After: 0 pauses, for the 2 refusals that carried one', out) is not None,
           'no pause claimed for the two lone refusals')
 
+    # A Retry-After HTTP-date in the year 9999 (past what nanoseconds since 1970 hold): the
+    # refused request waits at most max_pause, nobody else waits, nothing overflows (a
+    # sanitizer build stops on a signed overflow).
+    port, log = start_standin('--rate', '1000/s', '--burst', '1000', '--no-headers', '--force-429', '30',
+                              '--force-retry-after', 'Fri, 31 Dec 9999 23:59:59 GMT')
+    out = run([API_CLIENT, '--url', 'http://127.0.0.1:%d/api/items' % port, '--rate', '50/s', '--seconds', '2',
+               '--concurrency', '4']).stdout
+    rows = read_log(log)
+    rejected = [r for r in rows if r[2] == 429]
+    check(len(rejected) == 1, '%d forced 429s with a date in 9999 seen' % len(rejected))
+    for r in rejected:
+        went_on = [x for x in rows if r[1] < x[0] < r[1] + 0.5]
+        check(len(went_on) >= 5, 'a 429 with a Retry-After in 9999 pauses nobody else (%d arrivals in the next 0.5 s)'
+              % len(went_on))
+
     # Requests 30 to 46 refused (Retry-After: 2): the server refuses everything, and the
     # client sees it within a few refusals (those over 250 ms with nothing admitted) and
     # pauses every worker for the Retry-After, then goes on.
