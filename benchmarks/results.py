@@ -230,7 +230,7 @@ without a server.*"""
 
 SHM_KEYED_TEXT = """\
 `--scenario keyed --backend shm`: the keyed scenario (one thread, uniform keys, admitting)
-on `shm::keyed<>`, one table of 1,000,000 keys in a shared-memory segment, beside the
+on `shm::keyed_bucket<>`, one table of 1,000,000 keys in a shared-memory segment, beside the
 in-process `keyed<token_bucket<>>` of the same size in the same process and round. Ratio:
 shm over in-process, round by round (goal: within 1.5). u64 keys: a table of integer keys
 (`table_options::integer_keys`, 32-byte slots), as the in-process u64 store holds u64 keys
@@ -967,7 +967,7 @@ def render(res):
                          res.span(shm_ratios(res, job), "%.2f"), res.cell(job, "chase_ns", "%.0f"),
                          res.cell(job, "bytes_per_key", "%.0f", backend="local"),
                          res.cell(job, "bytes_per_key", "%.0f", backend="shm"), res.cell(job, "insert_ns_per_key", "%.0f", backend="shm")])
-        md += table(["keyed, one thread, ns per check", "in-process `keyed<token_bucket<>>`", "`shm::keyed<>`", "shm / in-process",
+        md += table(["keyed, one thread, ns per check", "in-process `keyed<token_bucket<>>`", "`shm::keyed_bucket<>`", "shm / in-process",
                      "one DRAM miss, ns", "bytes per key, in-process", "bytes per key, shm", "new key, shm, ns"], rows)
         md += ["", SHM_KEYED_CAPTION, "", SHM_FLEET_TEXT, ""]
         shm_fleet = [l for l in res.lines if l["job"].startswith("shm/fleet/") and "procs" in l]

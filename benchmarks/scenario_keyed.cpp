@@ -23,7 +23,7 @@
 // --clock default|steady|tsc|coarse: the Clock of the limiters (and of the naive version's
 // reads), default sluice::default_clock.
 //
-// --backend shm (keys string or u64): the same run on sluice::shm::keyed<Clock>, one table of
+// --backend shm (keys string or u64): the same run on sluice::shm::keyed_bucket<Clock>, one table of
 // max_keys = --keys in a shared-memory segment (removed after), beside the in-process
 // keyed<token_bucket<Clock>> in the same process (u64 keys: a table of integer keys only,
 // table_options::integer_keys, as the in-process store holds u64 only): two lines, "backend": "local" then
@@ -41,7 +41,7 @@
 
 #include <sluice/keyed.hpp>
 #include <sluice/policy/gcra.hpp>
-#include <sluice/shm/keyed.hpp>
+#include <sluice/shm/keyed_bucket.hpp>
 #include <sluice/token_bucket.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -242,7 +242,7 @@ result measure(const options& o, std::size_t keys, const std::vector<std::vector
             {
                 // u64 keys: a table of integer keys (32-byte slots), as the in-process store
                 // for u64 holds u64 keys only.
-                sluice::shm::keyed<Clock> k(name, r, burst,
+                sluice::shm::keyed_bucket<Clock> k(name, r, burst,
                                             sluice::shm::table_options{
                                                 .max_keys = keys, .integer_keys = std::is_same_v<key_type, std::uint64_t>});
                 sluice::shm::remove(name);   // the mapping stays; nothing is left behind

@@ -12,9 +12,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace contract {
@@ -81,6 +84,41 @@ boost::asio::awaitable<void> exercise(L& l, std::size_t capacity, const Key&... 
     CHECK(closed_ec == sluice::error::closed);
     CHECK_FALSE(static_cast<bool>(closed_answer));
     CHECK(l.stats().closed == 1);
+}
+
+/// An asynchronous operation owns its key: made with a std::string_view of a buffer that is
+/// overwritten, and then freed, before the operation starts, it decides on the key it was
+/// made with (a view kept in the operation would read the new bytes, and then freed memory,
+/// which AddressSanitizer reports). `l` admits exactly 2 permits of a key now.
+template <class L>
+    requires sluice::limiter<L, std::string_view>
+boost::asio::awaitable<void> views_are_owned(L& l)
+{
+    using namespace std::chrono_literals;
+    using boost::asio::as_tuple;
+    using boost::asio::use_awaitable;
+
+    // Longer than a string's inline buffer (the bytes live on the heap), and within
+    // shm::keyed_bucket's 40 bytes.
+    const std::string key = "contract:key-beyond-inline-size";
+    auto buffer = std::make_unique<std::string>(key);
+    const std::string_view view = *buffer;
+    auto attempt = l.async_try_acquire(view, 1, boost::asio::deferred);
+    auto wait = l.async_acquire(view, 1, 0ns, boost::asio::deferred);
+    std::fill(buffer->begin(), buffer->end(), '#');   // the same bytes, another key
+    auto [try_ec, d] = co_await std::move(attempt)(as_tuple(use_awaitable));
+    CHECK_FALSE(try_ec);
+    CHECK(static_cast<bool>(d));
+    buffer.reset();
+    auto [wait_ec] = co_await std::move(wait)(as_tuple(use_awaitable));
+    CHECK_FALSE(wait_ec);
+    // Both took a permit of `key` and of no other: `key` is spent, the other one is not.
+    auto [spent_ec, spent] = co_await l.async_try_acquire(key, 1, as_tuple(use_awaitable));
+    CHECK_FALSE(spent_ec);
+    CHECK_FALSE(static_cast<bool>(spent));
+    auto [other_ec, other] = co_await l.async_try_acquire(std::string(key.size(), '#'), 1, as_tuple(use_awaitable));
+    CHECK_FALSE(other_ec);
+    CHECK(static_cast<bool>(other));
 }
 #pragma GCC diagnostic pop
 

@@ -5,6 +5,7 @@
 #include <sluice/adaptive_concurrency.hpp>
 #include <sluice/adaptive_rate.hpp>
 #include <sluice/all_of.hpp>
+#include <sluice/basic_limiter.hpp>
 #include <sluice/concurrency_limit.hpp>
 #include <sluice/fixed_window.hpp>
 #include <sluice/keyed.hpp>
@@ -30,6 +31,8 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include <unistd.h>
 
@@ -61,6 +64,13 @@ static_assert(local_limiter<sluice::keyed<sluice::sliding_window<>, std::uint64_
 static_assert(local_limiter<sluice::shm::token_bucket<>>);
 static_assert(local_limiter<sluice::shm::leaky_bucket<>>);
 static_assert(local_limiter<sluice::shm::token_bucket<std::chrono::steady_clock, strand>>);
+static_assert(local_limiter<sluice::shm::keyed_bucket<>, std::string_view>);
+static_assert(local_limiter<sluice::shm::keyed_bucket<>, std::uint64_t>);
+static_assert(local_limiter<sluice::shm::keyed_bucket<clk, strand>, std::string_view>);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static_assert(local_limiter<sluice::shm::keyed<>, std::string_view>);   // the former name
+#pragma GCC diagnostic pop
 static_assert(local_limiter<sluice::token_bucket<clk>>);
 static_assert(local_limiter<sluice::token_bucket<sluice::tsc_clock>>);
 static_assert(local_limiter<sluice::concurrency_limit<clk, strand>>);
@@ -69,20 +79,33 @@ static_assert(local_limiter<sluice::keyed<sluice::fixed_window<clk, strand>>, st
 // A keyed limiter takes its key in every call: without one it is not a limiter.
 static_assert(!limiter<sluice::keyed<sluice::token_bucket<>>>);
 static_assert(!limiter<sluice::token_bucket<>, std::string_view>);
+static_assert(!limiter<sluice::shm::keyed_bucket<>>);
 
-// Runs exercise() on `l`, which admits `capacity` permits at once, to its end.
-template <class L, class... Key>
-void run(boost::asio::io_context& io, L& l, std::size_t capacity, const Key&... key)
+// Every limiter is one front (basic_limiter) over its backend.
+static_assert(std::is_base_of_v<sluice::basic_limiter<sluice::detail::rate_engine<sluice::policy::gcra, sluice::default_clock,
+                                                                                  boost::asio::any_io_executor>,
+                                                      sluice::detail::local_answers<>>,
+                                sluice::token_bucket<>>);
+
+// Runs `check` (one of contract_support.hpp's functions) to its end.
+void run(boost::asio::io_context& io, boost::asio::awaitable<void> check)
 {
     std::exception_ptr failed;
     bool done = false;
-    boost::asio::co_spawn(io, contract::exercise(l, capacity, key...), [&](std::exception_ptr e) {
+    boost::asio::co_spawn(io, std::move(check), [&](std::exception_ptr e) {
         failed = e;
         done = true;
     });
     io.run();
     REQUIRE(done);
     if (failed) std::rethrow_exception(failed);
+}
+
+// Runs exercise() on `l`, which admits `capacity` permits at once, to its end.
+template <class L, class... Key>
+void run(boost::asio::io_context& io, L& l, std::size_t capacity, const Key&... key)
+{
+    run(io, contract::exercise(l, capacity, key...));
 }
 
 const sluice::rate two_an_hour = sluice::rate::per(2, 1h);
@@ -163,6 +186,46 @@ TEST_CASE("one generic function runs on every local limiter")
     SUBCASE("keyed sliding_window, integer keys") {
         sluice::keyed<sluice::sliding_window<>, std::uint64_t> l(io, 2, 1h);
         run(io, l, 2, std::uint64_t{42});
+    }
+    SUBCASE("shm::keyed_bucket, a string key") {
+        std::string name = "/sluice-contract-kb-" + std::to_string(::getpid());
+        sluice::shm::remove(name);
+        {
+            sluice::shm::keyed_bucket<> l(io, name, two_an_hour, 2);
+            run(io, l, 2, std::string_view("client-1"));
+        }
+        CHECK(sluice::shm::remove(name));
+    }
+    SUBCASE("shm::keyed_bucket, integer keys") {
+        std::string name = "/sluice-contract-ki-" + std::to_string(::getpid());
+        sluice::shm::remove(name);
+        {
+            sluice::shm::keyed_bucket<> l(io, name, two_an_hour, 2, {.integer_keys = true});
+            run(io, l, 2, std::uint64_t{42});
+        }
+        CHECK(sluice::shm::remove(name));
+    }
+}
+
+TEST_CASE("an asynchronous operation owns its key: a view of a buffer reused before it starts")
+{
+    boost::asio::io_context io;
+    SUBCASE("keyed token_bucket") {
+        sluice::keyed<sluice::token_bucket<>> l(io, two_an_hour, 2);
+        run(io, contract::views_are_owned(l));
+    }
+    SUBCASE("keyed sliding_window") {
+        sluice::keyed<sluice::sliding_window<>> l(io, 2, 1h);
+        run(io, contract::views_are_owned(l));
+    }
+    SUBCASE("shm::keyed_bucket") {
+        std::string name = "/sluice-contract-kv-" + std::to_string(::getpid());
+        sluice::shm::remove(name);
+        {
+            sluice::shm::keyed_bucket<> l(io, name, two_an_hour, 2);
+            run(io, contract::views_are_owned(l));
+        }
+        CHECK(sluice::shm::remove(name));
     }
 }
 

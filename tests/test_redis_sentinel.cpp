@@ -373,7 +373,7 @@ public:
     // Grants of the local fallback: waits and tries.
     std::uint64_t fallback_admitted() const
     {
-        auto s = this->core_->fallback().stats();
+        auto s = this->state_->fallback().stats();
         return s.admitted + s.try_admitted;
     }
 };

@@ -2,10 +2,10 @@
 // key and a cap per shard), its bounds and errors, processes deciding on one table, a
 // shard repaired after its lock holder died, processes killed with SIGKILL at random
 // points while others insert, evict and decide, and two processes waiting on the same keys
-// (shm::keyed on a manual clock in each). Every `now` is passed by hand.
+// (shm::keyed_bucket on a manual clock in each). Every `now` is passed by hand.
 #include <sluice/shm/detail/gcra_word.hpp>
 #include <sluice/shm/gcra.hpp>
-#include <sluice/shm/keyed.hpp>
+#include <sluice/shm/keyed_bucket.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -385,7 +385,7 @@ TEST_CASE("shm::keyed_gcra with integer_keys: slots of 32 bytes, integer keys on
           }) == boost::system::error_code());
 }
 
-// Reservations and refunds per key (what shm::keyed's waiting commits), by two holders
+// Reservations and refunds per key (what shm::keyed_bucket's waiting commits), by two holders
 // (two processes' waiting queues, each with its own record of its reservations per key),
 // against the model: a reservation is a decision that may lie up to max_wait in the
 // future; a refund of a holder's reservation moves z back by n intervals (never below a
@@ -605,7 +605,7 @@ TEST_CASE("shm::keyed_gcra: another configuration or another kind of segment is 
     CHECK(code([&] { sluice::shm::keyed_gcra x(bucket.str(), rate::per_second(10), 5); }) == error::shm_incompatible);
 
     // The clocked front shares the table.
-    sluice::shm::keyed<std::chrono::steady_clock> front(name.str(), rate::per_second(10), 5,
+    sluice::shm::keyed_bucket<std::chrono::steady_clock> front(name.str(), rate::per_second(10), 5,
                                                         sluice::shm::table_options{.max_keys = 1000, .shards = 8});
     for (int i = 0; i < 5; ++i) CHECK(front.try_acquire("k").admitted);
     CHECK_FALSE(front.try_acquire("k").admitted);
@@ -672,7 +672,7 @@ TEST_CASE("two processes inserting and deciding on one table admit exactly what 
 }
 
 #ifndef BOOST_ASIO_HAS_IO_URING   // manual-clock timers need the epoll reactor (tests/meson.build)
-// Two processes, each with its own shm::keyed (its own waiting queues and timers) on a
+// Two processes, each with its own shm::keyed_bucket (its own waiting queues and timers) on a
 // manual clock of its own set to the same instants, reserve in a random order (seed 2501,
 // in runs of one process)
 // on two keys of one table, cancel some of their waiters (latest first), then run their
@@ -712,7 +712,7 @@ TEST_CASE("two processes waiting on the same keys are granted in the order of th
         pids[c] = spawn([&, c] {
             clk::set(std::chrono::nanoseconds{t0});
             boost::asio::io_context io;
-            sluice::shm::keyed<clk> l(io, name.str(), rate::every(std::chrono::nanoseconds{interval}), 1);
+            sluice::shm::keyed_bucket<clk> l(io, name.str(), rate::every(std::chrono::nanoseconds{interval}), 1);
             std::vector<boost::asio::cancellation_signal> sig(total);
             // Each waits for its own turns only (the other may be past a turn already).
             auto wait_turn = [&](int t) {

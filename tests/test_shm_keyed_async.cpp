@@ -1,8 +1,8 @@
-// sluice::shm::keyed's waiting per key on the manual clock: slots in the order of
+// sluice::shm::keyed_bucket's waiting per key on the manual clock: slots in the order of
 // reservations across limiters on one table (each its own waiting queues, as in two
 // processes), cancellation and its refund, close, the bound on waiting queues, a key
 // evicted from the table around its waiters, executors and every completion token.
-#include <sluice/shm/keyed.hpp>
+#include <sluice/shm/keyed_bucket.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -44,7 +44,7 @@ namespace {
 
 constexpr auto t0 = std::chrono::seconds(1000);
 using ct = asio::cancellation_type;
-using keyed = sluice::shm::keyed<clk>;
+using keyed = sluice::shm::keyed_bucket<clk>;
 
 template <class K>
 std::shared_ptr<outcome> request(keyed& l, const K& key, std::uint64_t n = 1, std::chrono::nanoseconds max_wait = 10s)
@@ -80,7 +80,7 @@ std::optional<std::int64_t> empty_at(const keyed& l, const std::string& key)
 
 TEST_SUITE_BEGIN("shm");
 
-TEST_CASE("shm::keyed: a key's waiters get their slots; a cancelled one gives its slot back, later ones move up")
+TEST_CASE("shm::keyed_bucket: a key's waiters get their slots; a cancelled one gives its slot back, later ones move up")
 {
     for (ct type : {ct::terminal, ct::partial, ct::total}) {
         for (int victim = 0; victim < 3; ++victim) {
@@ -126,7 +126,7 @@ TEST_CASE("shm::keyed: a key's waiters get their slots; a cancelled one gives it
     }
 }
 
-TEST_CASE("shm::keyed: two limiters on one table (two processes' queues) serve a key in the order of reservations")
+TEST_CASE("shm::keyed_bucket: two limiters on one table (two processes' queues) serve a key in the order of reservations")
 {
     shm_name name("kw-order");
     asio::io_context io;
@@ -160,7 +160,7 @@ TEST_CASE("shm::keyed: two limiters on one table (two processes' queues) serve a
     CHECK(b.stats().admitted == 2);
 }
 
-TEST_CASE("shm::keyed: a cancellation refunds only when no other limiter reserved on the key after it")
+TEST_CASE("shm::keyed_bucket: a cancellation refunds only when no other limiter reserved on the key after it")
 {
     shm_name name("kw-refund");
     asio::io_context io;
@@ -194,7 +194,7 @@ TEST_CASE("shm::keyed: a cancellation refunds only when no other limiter reserve
     CHECK_FALSE(b.try_acquire("k").admitted);
 }
 
-TEST_CASE("shm::keyed: close completes every waiter of every key with closed, gives their slots back")
+TEST_CASE("shm::keyed_bucket: close completes every waiter of every key with closed, gives their slots back")
 {
     shm_name name("kw-close");
     asio::io_context io;
@@ -247,7 +247,7 @@ TEST_CASE("shm::keyed: close completes every waiter of every key with closed, gi
     CHECK(pending->ec == sluice::error::closed);
 }
 
-TEST_CASE("shm::keyed: at most max_waiting_keys waiting queues; an empty one is let go for a new key")
+TEST_CASE("shm::keyed_bucket: at most max_waiting_keys waiting queues; an empty one is let go for a new key")
 {
     shm_name name("kw-bound");
     asio::io_context io;
@@ -298,7 +298,7 @@ TEST_CASE("shm::keyed: at most max_waiting_keys waiting queues; an empty one is 
     CHECK(bare.stats().keys.tracked == 1);
 }
 
-TEST_CASE("shm::keyed: errors of a request: too long a key, n beyond the burst, a full table")
+TEST_CASE("shm::keyed_bucket: errors of a request: too long a key, n beyond the burst, a full table")
 {
     shm_name name("kw-errors");
     asio::io_context io;
@@ -331,7 +331,7 @@ TEST_CASE("shm::keyed: errors of a request: too long a key, n beyond the burst, 
 // The table evicts only idle keys: a key with a slot still to come is never evicted; once
 // its last slot has come (the waiter's timer not yet run) it may be, and then the waiter
 // is still admitted once, or, cancelled, gives nothing back.
-TEST_CASE("shm::keyed: a key evicted from the table around its waiters neither loses nor doubles an admission")
+TEST_CASE("shm::keyed_bucket: a key evicted from the table around its waiters neither loses nor doubles an admission")
 {
     for (bool cancel : {false, true}) {
         CAPTURE(cancel);
@@ -377,7 +377,7 @@ TEST_CASE("shm::keyed: a key evicted from the table around its waiters neither l
     }
 }
 
-TEST_CASE("shm::keyed: completion tokens: callback, deferred, use_awaitable (acquire), use_future, as_tuple")
+TEST_CASE("shm::keyed_bucket: completion tokens: callback, deferred, use_awaitable (acquire), use_future, as_tuple")
 {
     shm_name name("kw-tokens");
     asio::io_context io;
@@ -432,7 +432,7 @@ TEST_CASE("shm::keyed: completion tokens: callback, deferred, use_awaitable (acq
     }
 }
 
-TEST_CASE("shm::keyed: a handler runs on its own executor, never inside the initiating call")
+TEST_CASE("shm::keyed_bucket: a handler runs on its own executor, never inside the initiating call")
 {
     shm_name name("kw-executor");
     asio::io_context io, elsewhere;
@@ -462,7 +462,7 @@ TEST_CASE("shm::keyed: a handler runs on its own executor, never inside the init
 // The refund rule looks between the cancelled reservation and the process's last one: a's
 // first slot, with b's after it and a's second after that, is not given back (a's second
 // would move up onto b's slot: two grants at one instant from a bucket of one).
-TEST_CASE("shm::keyed: a cancelled reservation with another limiter's between it and a later one of its own keeps its slot")
+TEST_CASE("shm::keyed_bucket: a cancelled reservation with another limiter's between it and a later one of its own keeps its slot")
 {
     shm_name name("kw-between");
     asio::io_context io;
@@ -495,7 +495,7 @@ TEST_CASE("shm::keyed: a cancelled reservation with another limiter's between it
 // processes' queues) while the clock moves and one limiter is closed halfway: every
 // handler runs once, each key admits no more than its bucket allows over the run, and the
 // counts agree (ThreadSanitizer runs this in the async suite).
-TEST_CASE("shm::keyed: threads waiting through two limiters on one table, one closed halfway")
+TEST_CASE("shm::keyed_bucket: threads waiting through two limiters on one table, one closed halfway")
 {
     shm_name name("kw-threads");
     constexpr int producers = 4, each = 100, nkeys = 3;

@@ -243,7 +243,7 @@ TEST_CASE("an anonymous segment: shared by a process forked after it, sealed, re
     boost::asio::io_context io;
     sluice::shm::token_bucket<> bucket(io, anon, rate::per_second(10), 1);
     CHECK(bucket.try_acquire().admitted);
-    sluice::shm::keyed<> keyed(io, anon, rate::per_second(10), 1);
+    sluice::shm::keyed_bucket<> keyed(io, anon, rate::per_second(10), 1);
     CHECK(keyed.try_acquire("k").admitted);
 
     // One way to name a segment at a time; a descriptor of something else is no segment.

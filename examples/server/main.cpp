@@ -34,7 +34,7 @@
 // that went is given back to the system (malloc_trim) once their number has halved.
 //
 // With --workers N, N worker processes accept on one port (a socket each in a SO_REUSEPORT
-// group) and decide on one per-client table in shared memory, sluice::shm::keyed, so that a
+// group) and decide on one per-client table in shared memory, sluice::shm::keyed_bucket, so that a
 // client's limit is the host's, as nginx's workers share a limit_req zone; the parent
 // supervises them (prefork.hpp says how and why). --delay-ms works there as in one process,
 // by the same code (on_bucket picks the limiter): a request over the limit reserves its
@@ -86,7 +86,7 @@
 #include "read_budget.hpp"
 #include "request_check.hpp"
 
-#include <sluice/shm/keyed.hpp>
+#include <sluice/shm/keyed_bucket.hpp>
 
 #include <algorithm>
 #include <array>
@@ -431,7 +431,7 @@ struct worker_context {
 // The per-client table shared by the workers. On steady_clock, read by every process alike
 // (CLOCK_MONOTONIC): the workers decide on one time line exactly, as the threads of one
 // process do (the default tsc_clock agrees across processes within 100 us only).
-using shared_table = sluice::shm::keyed<std::chrono::steady_clock>;
+using shared_table = sluice::shm::keyed_bucket<std::chrono::steady_clock>;
 
 // The table's shape: the cap on clients, as the in-process one's (server::keyed_opts).
 sluice::shm::table_options shared_table_options()

@@ -4,18 +4,16 @@
 #pragma once
 
 #include <sluice/acquire_result.hpp>
+#include <sluice/basic_limiter.hpp>
 #include <sluice/default_clock.hpp>
-#include <sluice/detail/immediate.hpp>
 #include <sluice/detail/initiate_acquire.hpp>
+#include <sluice/detail/local_answers.hpp>
 #include <sluice/detail/slot_queue.hpp>
 #include <sluice/detail/wait_engine.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/deferred.hpp>
 
 #include <chrono>
 #include <concepts>
@@ -26,6 +24,141 @@
 #include <utility>
 
 namespace sluice {
+
+namespace detail {
+
+/// What a concurrency limit's try and acquire hand over: a Permit owning the admitted slots
+/// (empty when refused, or carrying the error). An admission dropped unrun (its executor
+/// shut down) returns its slots without a sample.
+template <class Permit>
+struct permit_grant {
+    using answer_type = Permit;
+    using signature = void(boost::system::error_code, Permit);
+
+    template <class State>
+    static Permit answer(const std::shared_ptr<State>& s, bool admitted, std::uint64_t n) noexcept
+    {
+        return admitted ? Permit(s, n) : Permit();
+    }
+
+    static Permit refused(const boost::system::error_code& ec) noexcept { return Permit(ec); }
+
+    template <class State>
+    static std::tuple<Permit> make(const boost::system::error_code& ec, std::uint64_t n, const std::shared_ptr<State>& s)
+    {
+        return {ec ? Permit(ec) : Permit(s, n)};
+    }
+
+    template <class State>
+    static void drop(State& s, const boost::system::error_code& ec, std::uint64_t n) noexcept
+    {
+        if (!ec) Permit::give_back(s, n, 0, sample_kind::ignored);
+    }
+};
+
+} // namespace detail
+
+/// Slots held by one admission, and the measure of the operation they cover, from the
+/// admission to the end. A permit is an acquire_result: from a failed acquire it is empty
+/// and error(), timed_out(), closed() tell why. It ends in one of three ways, which
+/// return its slots (waking the next waiter): release() or the destructor, success (an
+/// adaptive limit takes its latency as a sample); drop(), it failed from overload (a
+/// timeout, a 503, a refused connection: an adaptive limit shrinks); ignore(), it says
+/// nothing about load (a 404, a cancelled call: no sample). A fixed limit treats the
+/// three alike. An empty permit (default-constructed, moved-from, ended, or from a
+/// failed acquire) holds nothing.
+template <class Queue, class Clock, class Executor>
+class concurrency_permit : public acquire_result {
+    using state_type = detail::wait_engine<Queue, Clock, Executor>;
+
+public:
+    /// An empty permit.
+    concurrency_permit() noexcept = default;
+
+    /// Takes over `other`'s slots (and error); `other` is left empty.
+    concurrency_permit(concurrency_permit&& other) noexcept
+        : acquire_result(std::exchange(static_cast<acquire_result&>(other), acquire_result())),
+          state_(std::move(other.state_)), n_(std::exchange(other.n_, 0)), start_(other.start_)
+    {
+    }
+
+    /// Ends this permit with success, then takes over `other`'s.
+    concurrency_permit& operator=(concurrency_permit&& other) noexcept
+    {
+        if (this != &other) {
+            release();
+            static_cast<acquire_result&>(*this) = std::exchange(static_cast<acquire_result&>(other), acquire_result());
+            state_ = std::move(other.state_);
+            n_ = std::exchange(other.n_, 0);
+            start_ = other.start_;
+        }
+        return *this;
+    }
+
+    /// Ends the permit with success (see release()).
+    ~concurrency_permit() { release(); }
+
+    /// The operation succeeded: the slots go back; an adaptive limit takes the latency,
+    /// from the admission (or restart_clock()) to now, as a sample.
+    void release() noexcept { end(detail::sample_kind::success); }
+
+    /// The operation failed from overload: the slots go back and an adaptive limit
+    /// shrinks whatever the latency.
+    void drop() noexcept { end(detail::sample_kind::dropped); }
+
+    /// The slots go back without a sample: the operation tells nothing of load.
+    void ignore() noexcept { end(detail::sample_kind::ignored); }
+
+    /// The operation starts now: its latency is measured from here, not from the admission
+    /// (for a permit taken before other waits, such as a rate limiter's).
+    void restart_clock() noexcept
+    {
+        if (state_) start_ = state_type::now();
+    }
+
+    /// Slots held (0 when empty).
+    std::uint64_t count() const noexcept { return n_; }
+
+    /// Whether the permit holds slots.
+    explicit operator bool() const noexcept { return state_ != nullptr; }
+
+    /// When the slots were admitted (or restart_clock() last ran), on clock_type. An
+    /// adaptive limit's permits only: a fixed limit does not read the clock for them.
+    typename Clock::time_point granted_at() const noexcept
+    {
+        return typename Clock::time_point(
+            std::chrono::duration_cast<typename Clock::duration>(std::chrono::nanoseconds(start_)));
+    }
+
+private:
+    template <class>
+    friend struct detail::permit_grant;
+
+    concurrency_permit(std::shared_ptr<state_type> s, std::uint64_t n) noexcept
+        : state_(std::move(s)), n_(n), start_(Queue::samples ? state_type::now() : 0)
+    {
+    }
+
+    explicit concurrency_permit(const boost::system::error_code& ec) noexcept : acquire_result(ec) {}
+
+    void end(detail::sample_kind kind) noexcept
+    {
+        if (state_) {
+            give_back(*state_, n_, start_, kind);
+            state_.reset();
+            n_ = 0;
+        }
+    }
+
+    static void give_back(state_type& s, std::uint64_t n, std::int64_t start, detail::sample_kind kind) noexcept
+    {
+        s.update([=](Queue& q, std::int64_t now, detail::completion_list& done) { q.complete(n, start, kind, now, done); });
+    }
+
+    std::shared_ptr<state_type> state_;
+    std::uint64_t n_ = 0;
+    std::int64_t start_ = 0;
+};
 
 /// Limits how many operations run at once: async_acquire yields a move-only permit that
 /// holds its slots until it is released or destroyed. `Queue` decides the limit: fixed
@@ -66,20 +199,29 @@ namespace sluice {
 /// every waiter with error::closed; permits already admitted stay valid, return their slots
 /// and report their samples when released.
 ///
+/// stats(): what callers were answered and how long they waited, and for an adaptive limit
+/// its controller's counters (the adaptive group: samples, drops, increases and decreases
+/// of the limit).
+///
 /// Thread-safety: distinct objects safe; a shared limit may be used from any number of
 /// threads and io_contexts at once. Every operation, try_acquire included, takes a short
 /// mutex, and a permit may be released on any thread. One permit object is not to be used
 /// by two threads at once.
 template <class Queue, class Clock = default_clock, class Executor = boost::asio::any_io_executor>
-class basic_concurrency_limit {
+class basic_concurrency_limit
+    : public basic_limiter<detail::wait_engine<Queue, Clock, Executor>,
+                           detail::local_answers<detail::permit_grant<concurrency_permit<Queue, Clock, Executor>>>> {
     using state_type = detail::wait_engine<Queue, Clock, Executor>;
-    struct permit_grant;
+    using base_type = basic_limiter<state_type,
+                                    detail::local_answers<detail::permit_grant<concurrency_permit<Queue, Clock, Executor>>>>;
 
 public:
     /// The clock deadlines (and an adaptive limit's latencies) are measured on.
     using clock_type = Clock;
     /// The executor of the limiter's timer, and the default one of completion handlers.
     using executor_type = Executor;
+    /// Slots held by one admission: see concurrency_permit.
+    using permit = concurrency_permit<Queue, Clock, Executor>;
     /// What decides the limit: a number of slots (concurrency_limit), or
     /// adaptive_concurrency_options.
     using config_type = typename Queue::config_type;
@@ -92,107 +234,13 @@ public:
         using other = basic_concurrency_limit<Queue, Clock, OtherExecutor>;
     };
 
-    /// Slots held by one admission, and the measure of the operation they cover, from the
-    /// admission to the end. A permit is an acquire_result: from a failed acquire it is empty
-    /// and error(), timed_out(), closed() tell why. It ends in one of three ways, which
-    /// return its slots (waking the next waiter): release() or the destructor, success (an
-    /// adaptive limit takes its latency as a sample); drop(), it failed from overload (a
-    /// timeout, a 503, a refused connection: an adaptive limit shrinks); ignore(), it says
-    /// nothing about load (a 404, a cancelled call: no sample). A fixed limit treats the
-    /// three alike. An empty permit (default-constructed, moved-from, ended, or from a
-    /// failed acquire) holds nothing.
-    class permit : public acquire_result {
-    public:
-        /// An empty permit.
-        permit() noexcept = default;
-
-        /// Takes over `other`'s slots (and error); `other` is left empty.
-        permit(permit&& other) noexcept
-            : acquire_result(std::exchange(static_cast<acquire_result&>(other), acquire_result())),
-              state_(std::move(other.state_)), n_(std::exchange(other.n_, 0)), start_(other.start_)
-        {
-        }
-
-        /// Ends this permit with success, then takes over `other`'s.
-        permit& operator=(permit&& other) noexcept
-        {
-            if (this != &other) {
-                release();
-                static_cast<acquire_result&>(*this) = std::exchange(static_cast<acquire_result&>(other), acquire_result());
-                state_ = std::move(other.state_);
-                n_ = std::exchange(other.n_, 0);
-                start_ = other.start_;
-            }
-            return *this;
-        }
-
-        /// Ends the permit with success (see release()).
-        ~permit() { release(); }
-
-        /// The operation succeeded: the slots go back; an adaptive limit takes the latency,
-        /// from the admission (or restart_clock()) to now, as a sample.
-        void release() noexcept { end(detail::sample_kind::success); }
-
-        /// The operation failed from overload: the slots go back and an adaptive limit
-        /// shrinks whatever the latency.
-        void drop() noexcept { end(detail::sample_kind::dropped); }
-
-        /// The slots go back without a sample: the operation tells nothing of load.
-        void ignore() noexcept { end(detail::sample_kind::ignored); }
-
-        /// The operation starts now: its latency is measured from here, not from the admission
-        /// (for a permit taken before other waits, such as a rate limiter's).
-        void restart_clock() noexcept
-        {
-            if (state_) start_ = state_type::now();
-        }
-
-        /// Slots held (0 when empty).
-        std::uint64_t count() const noexcept { return n_; }
-
-        /// Whether the permit holds slots.
-        explicit operator bool() const noexcept { return state_ != nullptr; }
-
-        /// When the slots were admitted (or restart_clock() last ran), on clock_type. An
-        /// adaptive limit's permits only: a fixed limit does not read the clock for them.
-        typename Clock::time_point granted_at() const noexcept
-        {
-            return typename Clock::time_point(
-                std::chrono::duration_cast<typename Clock::duration>(std::chrono::nanoseconds(start_)));
-        }
-
-    private:
-        friend class basic_concurrency_limit;
-        friend struct permit_grant;
-
-        permit(std::shared_ptr<state_type> s, std::uint64_t n) noexcept
-            : state_(std::move(s)), n_(n), start_(Queue::samples ? state_type::now() : 0)
-        {
-        }
-
-        explicit permit(const boost::system::error_code& ec) noexcept : acquire_result(ec) {}
-
-        void end(detail::sample_kind kind) noexcept
-        {
-            if (state_) {
-                give_back(*state_, n_, start_, kind);
-                state_.reset();
-                n_ = 0;
-            }
-        }
-
-        std::shared_ptr<state_type> state_;
-        std::uint64_t n_ = 0;
-        std::int64_t start_ = 0;
-    };
-
     /// Builds the limit from `config`: concurrency_limit(ex or io_context, limit,
     /// [limiter_options]); adaptive_concurrency(ex or io_context, [adaptive options],
     /// [limiter_options]). Throws system_error(error::invalid_limit) for a limit of 0,
     /// error::invalid_option for adaptive options out of range.
     basic_concurrency_limit(const std::type_identity_t<Executor>& ex, const config_type& config,
                             const limiter_options& opts = {})
-        : state_(std::make_shared<state_type>(ex, opts, config))
+        : base_type(std::make_shared<state_type>(ex, opts, config))
     {
     }
 
@@ -215,62 +263,6 @@ public:
     basic_concurrency_limit(basic_concurrency_limit&&) noexcept = default;
     basic_concurrency_limit& operator=(basic_concurrency_limit&&) = delete;
 
-    /// Completes pending waiters with error::closed. Permits already out stay valid.
-    ~basic_concurrency_limit()
-    {
-        if (state_) state_->close();
-    }
-
-    /// The executor the limiter's timer runs on.
-    executor_type get_executor() const noexcept { return state_->get_executor(); }
-
-    /// A permit for n slots if they are free now and nobody is queued; else an empty one.
-    permit try_acquire(std::uint64_t n = 1) { return state_->try_acquire(n) ? permit(state_, n) : permit(); }
-
-    /// try_acquire as an asynchronous operation, for code written against the contract of
-    /// every limiter (sluice::limiter). Handler signature: void(boost::system::error_code,
-    /// permit): error::closed after close(), else the permit (empty when refused).
-    /// Completes through the handler's executor, never inside this call.
-    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, permit))
-                  Token = boost::asio::default_completion_token_t<executor_type>>
-    auto async_try_acquire(std::uint64_t n, Token&& token = boost::asio::default_completion_token_t<executor_type>())
-    {
-        return boost::asio::async_initiate<Token, void(boost::system::error_code, permit)>(
-            [](auto handler, std::shared_ptr<state_type> s, std::uint64_t n) {
-                if (s->closed())
-                    return detail::post_answer(std::move(handler), s->get_executor(), error::closed,
-                                               permit(make_error_code(error::closed)));
-                permit p = s->try_acquire(n) ? permit(s, n) : permit();
-                detail::post_answer(std::move(handler), s->get_executor(), boost::system::error_code(), std::move(p));
-            },
-            token, state_, n);
-    }
-
-    /// Waits for n slots. Handler signature: void(boost::system::error_code, permit).
-    /// Errors: error::timed_out (max_wait 0 and no slot free, or the deadline reached while
-    /// queued), error::queue_full, error::exceeds_limit (n above the limit),
-    /// error::invalid_count (n == 0), error::closed, asio::error::operation_aborted
-    /// (cancelled). The permit is empty on error.
-    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, permit))
-                  Token = boost::asio::default_completion_token_t<executor_type>>
-    auto async_acquire(std::uint64_t n, std::chrono::nanoseconds max_wait,
-                       Token&& token = boost::asio::default_completion_token_t<executor_type>())
-    {
-        return boost::asio::async_initiate<Token, void(boost::system::error_code, permit)>(
-            detail::initiate_acquire<state_type, permit_grant>{state_}, token, n, max_wait.count());
-    }
-
-    /// Waits for one slot for at most max_wait. On failure the permit is empty and its
-    /// error() tells why (timed_out(), closed(), or another error, operation_aborted when
-    /// cancelled). It never throws for an error_code.
-    boost::asio::awaitable<permit> acquire(std::chrono::nanoseconds max_wait = wait_forever) { return acquire(1, max_wait); }
-
-    /// Waits for n slots; see acquire(max_wait).
-    boost::asio::awaitable<permit> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
-    {
-        return detail::await_acquire(async_acquire(n, max_wait, boost::asio::deferred));
-    }
-
     /// Changes the limit (concurrency_limit); permits out stay valid, waiters are admitted
     /// as slots allow. A waiter asking for more than the new limit completes with
     /// error::exceeds_limit. Throws system_error(error::invalid_limit) for 0.
@@ -278,55 +270,23 @@ public:
         requires(!Queue::samples)
     {
         detail::slot_queue::check(limit);
-        state_->update([limit](Queue& q, std::int64_t, detail::completion_list& done) { q.set_limit(limit, done); });
+        this->state_->update([limit](Queue& q, std::int64_t, detail::completion_list& done) { q.set_limit(limit, done); });
     }
-
-    /// Completes every pending waiter with error::closed; later requests fail the same way.
-    /// Permits already out stay valid.
-    void close() { state_->close(); }
 
     /// The most slots held at once, now.
     std::uint64_t limit() const
     {
-        return state_->inspect([](const Queue& q) { return q.limit(); });
+        return this->state_->inspect([](const Queue& q) { return q.limit(); });
     }
 
     /// Slots held by permits now.
     std::uint64_t in_use() const
     {
-        return state_->inspect([](const Queue& q) { return q.in_use(); });
+        return this->state_->inspect([](const Queue& q) { return q.in_use(); });
     }
 
     /// Requests waiting now.
-    std::size_t queued() const { return state_->queued(); }
-
-    /// What callers were answered so far and how long they waited, and for an adaptive
-    /// limit its controller's counters (the adaptive group: samples, drops, increases and
-    /// decreases of the limit). See limiter_stats.
-    limiter_stats stats() const { return state_->stats(); }
-
-private:
-    // The handler receives a permit owning the admitted slots; an admission dropped unrun (its
-    // executor shut down) returns them without a sample.
-    struct permit_grant {
-        static std::tuple<permit> make(const boost::system::error_code& ec, std::uint64_t n,
-                                       const std::shared_ptr<state_type>& s)
-        {
-            return {ec ? permit(ec) : permit(s, n)};
-        }
-
-        static void drop(state_type& s, const boost::system::error_code& ec, std::uint64_t n) noexcept
-        {
-            if (!ec) give_back(s, n, 0, detail::sample_kind::ignored);
-        }
-    };
-
-    static void give_back(state_type& s, std::uint64_t n, std::int64_t start, detail::sample_kind kind) noexcept
-    {
-        s.update([=](Queue& q, std::int64_t now, detail::completion_list& done) { q.complete(n, start, kind, now, done); });
-    }
-
-    std::shared_ptr<state_type> state_;
+    std::size_t queued() const { return this->state_->queued(); }
 };
 
 /// A fixed limit of concurrent operations: concurrency_limit(ex or io_context, limit,

@@ -1,20 +1,16 @@
 // Keyed limiters: one limiter per client, host or API key, with bounded memory.
 #pragma once
 
+#include <sluice/basic_limiter.hpp>
 #include <sluice/rate_limiter.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
-#include <sluice/detail/immediate.hpp>
 #include <sluice/detail/keyed_core.hpp>
+#include <sluice/detail/local_answers.hpp>
 #include <sluice/detail/trailing_options.hpp>
 #include <sluice/error.hpp>
 #include <sluice/keyed_options.hpp>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <chrono>
@@ -103,12 +99,18 @@ struct key_hash<detail::uint128> {
 /// Every key's timer, and the overflow limiter's, runs on the keyed limiter's executor;
 /// close() and the destructor complete every waiter of every key with error::closed.
 ///
+/// stats(): the requests of every key and of the overflow limiter, as one limiter counts
+/// them (evicted keys' included), and the keys group: keys tracked, created, evicted,
+/// overflow requests and admissions, keys with a waiting queue. Taking them visits the keys
+/// that have a waiting queue now.
+///
 /// Thread-safety: shared objects are safe from any number of threads. Keys are spread
 /// over shards, each with its own short lock (held for one look-up in a flat hash set and
 /// one decision: it spins briefly before it sleeps); no lock is global.
 template <class Limiter, class Key = std::string, class Hash = key_hash<Key>, class KeyEqual = std::equal_to<>>
-class keyed {
+class keyed : public basic_limiter<detail::keyed_core<Limiter, Key, Hash, KeyEqual>, detail::local_answers<>> {
     using core_type = detail::keyed_core<Limiter, Key, Hash, KeyEqual>;
+    using base_type = basic_limiter<core_type, detail::local_answers<>>;
 
 public:
     /// The limiter of one key.
@@ -139,7 +141,7 @@ public:
     /// invalid_option) for bad options.
     template <class... Args>
     explicit keyed(const executor_type& ex, Args&&... args)
-        : core_(detail::with_trailing_options<keyed_options>(
+        : base_type(detail::with_trailing_options<keyed_options>(
               [&ex](const keyed_options& opts, auto&&... config) {
                   return std::make_shared<core_type>(ex, opts,
                                                      Limiter::config(std::forward<decltype(config)>(config)...));
@@ -160,81 +162,7 @@ public:
     keyed(keyed&&) noexcept = default;
     /// Closes this limiter (its waiters complete with error::closed), then takes over
     /// `other`'s.
-    keyed& operator=(keyed&& other) noexcept
-    {
-        if (this != &other) {
-            if (core_) core_->close();
-            core_ = std::move(other.core_);
-        }
-        return *this;
-    }
-
-    /// Completes every waiter with error::closed.
-    ~keyed()
-    {
-        if (core_) core_->close();
-    }
-
-    /// The executor the keys' timers run on.
-    executor_type get_executor() const noexcept { return core_->get_executor(); }
-
-    /// Admits n permits of `key` now if possible. `key` is anything Hash and KeyEqual take
-    /// (a std::string_view for string keys): no Key is built unless the key is new.
-    template <class K>
-    decision try_acquire(const K& key, std::uint64_t n = 1)
-    {
-        return core_->try_acquire(key, n);
-    }
-
-    /// try_acquire as an asynchronous operation, as rate_limiter::async_try_acquire, per
-    /// key. `key` is decay-copied.
-    template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, decision))
-                           Token = boost::asio::default_completion_token_t<executor_type>>
-    auto async_try_acquire(const K& key, std::uint64_t n,
-                           Token&& token = boost::asio::default_completion_token_t<executor_type>())
-    {
-        return boost::asio::async_initiate<Token, void(boost::system::error_code, decision)>(
-            [](auto handler, std::shared_ptr<core_type> core, const auto& key, std::uint64_t n) {
-                boost::system::error_code ec;
-                decision d;
-                if (core->closed())
-                    ec = error::closed;
-                else
-                    d = core->try_acquire(key, n);
-                detail::post_answer(std::move(handler), core->get_executor(), ec, d);
-            },
-            token, core_, key, n);
-    }
-
-    /// Waits until n permits of `key` are admitted; the same contract as
-    /// rate_limiter::async_acquire (errors, cancellation, executor), per key. `key` is
-    /// decay-copied, as Asio's initiating functions do: a temporary key is safe with a
-    /// deferred token. (A std::string_view stays a view: the characters must live until the
-    /// operation starts.)
-    template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
-                           Token = boost::asio::default_completion_token_t<executor_type>>
-    auto async_acquire(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait,
-                       Token&& token = boost::asio::default_completion_token_t<executor_type>())
-    {
-        return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-            detail::initiate_acquire<core_type>{core_}, token, n, max_wait.count(), key);
-    }
-
-    /// Waits for one permit of `key` for at most max_wait; the result tells admitted, timed
-    /// out, closed or another error, as rate_limiter::acquire. It never throws for an
-    /// error_code. The key is copied into the coroutine.
-    template <class K>
-    boost::asio::awaitable<acquire_result> acquire(const K& key, std::chrono::nanoseconds max_wait = wait_forever)
-    {
-        return acquire(key, 1, max_wait);
-    }
-
-    /// Waits for n permits of `key`; see acquire(key, max_wait).
-    template <class K>
-    boost::asio::awaitable<acquire_result> acquire(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
-    {
-        return detail::await_acquire(async_acquire(Key(key), n, max_wait, boost::asio::deferred));
-    }
+    keyed& operator=(keyed&&) noexcept = default;
 
     /// Configures `key` by Limiter::config(args...) from now on, also after it is
     /// evicted. A tracked key changes at once and keeps what it has consumed; its waiters
@@ -243,55 +171,43 @@ public:
     template <class K, class... Args>
     void set_override(const K& key, Args&&... args)
     {
-        core_->set_override(key, Limiter::config(std::forward<Args>(args)...));
+        this->state_->set_override(key, Limiter::config(std::forward<Args>(args)...));
     }
 
     /// Returns `key` to the shared configuration.
     template <class K>
     void clear_override(const K& key)
     {
-        core_->clear_override(key);
+        this->state_->clear_override(key);
     }
 
     /// Configures the overflow limiter (by default like one key).
     template <class... Args>
     void set_overflow(Args&&... args)
     {
-        core_->set_overflow(Limiter::config(std::forward<Args>(args)...));
+        this->state_->set_overflow(Limiter::config(std::forward<Args>(args)...));
     }
 
     /// Requests waiting on `key` now.
     template <class K>
     std::size_t queued(const K& key) const
     {
-        return core_->queued(key);
+        return this->state_->queued(key);
     }
 
     /// Whether `key` is tracked now (not evicted, not in the overflow).
     template <class K>
     bool contains(const K& key) const
     {
-        return core_->contains(key);
+        return this->state_->contains(key);
     }
 
     /// Evicts every idle key now, in every shard (normally done a little at a time by the
     /// requests themselves).
-    void sweep() { core_->sweep(); }
-
-    /// The requests of every key and of the overflow limiter, as one limiter counts them
-    /// (evicted keys' included), and the keys group: keys tracked, created, evicted,
-    /// overflow requests and admissions, keys with a waiting queue. Taking them visits the
-    /// keys that have a waiting queue now.
-    limiter_stats stats() const { return core_->stats(); }
+    void sweep() { this->state_->sweep(); }
 
     /// Shards the store was split into.
-    std::size_t shards() const noexcept { return core_->shard_count(); }
-
-    /// Completes every waiter with error::closed; later acquires fail the same way.
-    void close() { core_->close(); }
-
-private:
-    std::shared_ptr<core_type> core_;
+    std::size_t shards() const noexcept { return this->state_->shard_count(); }
 };
 
 } // namespace sluice

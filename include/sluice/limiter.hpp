@@ -1,12 +1,14 @@
-// The contract every limiter keeps, written as concepts.
+// The contract every limiter keeps, written as concepts that check the calls, their result
+// types and their completion signatures.
 #pragma once
 
 #include <sluice/acquire_result.hpp>
+#include <sluice/decision.hpp>
 #include <sluice/limiter_stats.hpp>
 
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <chrono>
 #include <concepts>
@@ -17,6 +19,55 @@ namespace sluice {
 
 namespace detail {
 
+/// A completion token that starts nothing: an initiating function called with it returns
+/// probed<Signatures...>, the completion signatures it declares.
+struct signature_probe {};
+
+template <class... Signatures>
+struct probed {};
+
+/// What a try answers: a decision, or a permit (an acquire_result that holds slots).
+template <class A>
+concept try_answer = std::same_as<A, decision> || std::derived_from<A, acquire_result>;
+
+template <class Op>
+struct probed_acquire {
+    static constexpr bool valid = false;
+};
+
+/// void(error_code): the awaitable's value is an acquire_result.
+template <>
+struct probed_acquire<probed<void(boost::system::error_code)>> {
+    static constexpr bool valid = true;
+    using value_type = acquire_result;
+};
+
+/// void(error_code, permit): the awaitable's value is the permit.
+template <class Permit>
+struct probed_acquire<probed<void(boost::system::error_code, Permit)>> {
+    static constexpr bool valid = std::derived_from<Permit, acquire_result>;
+    using value_type = Permit;
+};
+
+template <class Op>
+struct probed_try {
+    static constexpr bool valid = false;
+};
+
+template <class Answer>
+struct probed_try<probed<void(boost::system::error_code, Answer)>> {
+    static constexpr bool valid = try_answer<Answer>;
+    using answer_type = Answer;
+};
+
+/// An async_acquire's completion: void(error_code), or void(error_code, permit).
+template <class Op>
+concept acquire_completion = probed_acquire<Op>::valid;
+
+/// An async_try_acquire's completion: void(error_code, decision), or void(error_code, permit).
+template <class Op>
+concept try_completion = probed_try<Op>::valid;
+
 template <class A>
 struct awaitable_value {};
 
@@ -25,73 +76,77 @@ struct awaitable_value<boost::asio::awaitable<T, Executor>> {
     using type = T;
 };
 
-/// An awaitable whose value is an acquire_result (or a permit, which is one).
-template <class A>
-concept awaits_acquire_result = requires { typename awaitable_value<A>::type; } &&
-                                std::derived_from<typename awaitable_value<A>::type, acquire_result>;
-
-/// What a try answers: at least whether the request was admitted (a decision, a permit).
-template <class T>
-concept answer = std::constructible_from<bool, T>;
-
-/// An awaitable whose value is an answer.
-template <class A>
-concept awaits_answer = requires { typename awaitable_value<A>::type; } && answer<typename awaitable_value<A>::type>;
+/// An awaitable whose value is `T`.
+template <class A, class T>
+concept awaits = std::same_as<typename awaitable_value<A>::type, T>;
 
 } // namespace detail
 
 /// The contract of every sluice limiter: local (token_bucket, leaky_bucket, the windows,
-/// all_of), keyed (sluice::keyed), concurrency (concurrency_limit, adaptive_concurrency),
-/// adaptive (adaptive_rate) and shared (redis::token_bucket, redis::sliding_window). `Key`
-/// is what names the quota in each call: nothing for a limiter of one quota, the key for a
-/// keyed or shared one (limiter<redis::token_bucket<redis::connection>, std::string_view>).
-/// Code written against it runs on any of them: a program moves from a local limiter to a
-/// Redis one by changing the limiter's type and constructor only.
+/// all_of), keyed (sluice::keyed, shm::keyed_bucket), concurrency (concurrency_limit,
+/// adaptive_concurrency), adaptive (adaptive_rate) and shared (shm::token_bucket,
+/// redis::token_bucket, redis::sliding_window). `Key` is what names the quota in each call:
+/// nothing for a limiter of one quota, the key for a keyed or shared one
+/// (limiter<redis::token_bucket<redis::connection>, std::string_view>). Code written against
+/// it runs on any of them: a program moves from a local limiter to a Redis one by changing
+/// the limiter's type and constructor only. Every limiter keeps it through one front,
+/// basic_limiter, where the verbs are documented.
 ///
 /// - `async_try_acquire(key..., n, token)`: an answer without waiting; completes with
 ///   void(error_code, decision) (a concurrency limit: void(error_code, permit), the permit
 ///   empty when refused). The error_code is set only when no decision could be taken
 ///   (error::closed, a shared backend that failed); a refusal is a decision that converts
-///   to false. Local limiters answer at once (through the handler's executor), shared ones
-///   after one round trip.
+///   to false.
 /// - `async_acquire(key..., n, max_wait, token)`: waits until n permits are admitted, or
 ///   fails with error::timed_out at once when the wait would exceed max_wait (nothing
 ///   consumed); completes with void(error_code), a concurrency limit with
-///   void(error_code, permit). Every completion token (use_awaitable, deferred, use_future,
-///   callbacks); per-operation cancellation; the completion never runs inside the call.
+///   void(error_code, permit).
 /// - `acquire(key..., [n,] max_wait)`: the coroutine shorthand; its value is an
-///   acquire_result (a concurrency limit's permit is one) and it never throws for an
-///   error_code.
+///   acquire_result (a concurrency limit's permit, which is one) and it never throws for
+///   an error_code.
 /// - `stats()`: a limiter_stats; `close()`: every waiter, and every later request,
 ///   completes with error::closed; `get_executor()`.
 ///
-/// Arguments are decay-copied, as Asio's initiating functions do: a key may be a
-/// temporary even when the operation starts later (deferred).
+/// The completion signatures are checked, not only the calls: a limiter whose try completes
+/// with anything but (error_code, decision or permit) is not a limiter.
 ///
-/// The rules of the operations (executor, cancellation, thread-safety, errors) are written
-/// once per front end: rate_limiter (every rate limiter, keyed per key, adaptive_rate),
-/// basic_concurrency_limit (concurrency_limit, adaptive_concurrency) and the Redis
-/// limiters' headers. docs/guide.md ("Errors") tabulates every error.
+/// An asynchronous operation owns its key: a key may be a temporary, or a view of a buffer
+/// reused before a deferred operation starts.
 template <class L, class... Key>
 concept limiter = requires(L& l, const L& cl, const Key&... key, std::uint64_t n, std::chrono::nanoseconds max_wait) {
     typename L::executor_type;
     { cl.get_executor() } -> std::convertible_to<typename L::executor_type>;
-    l.async_try_acquire(key..., n, boost::asio::deferred);
-    { l.async_try_acquire(key..., n, boost::asio::use_awaitable) } -> detail::awaits_answer;
-    l.async_acquire(key..., n, max_wait, boost::asio::deferred);
-    l.async_acquire(key..., n, max_wait, boost::asio::use_awaitable);
-    { l.acquire(key..., max_wait) } -> detail::awaits_acquire_result;
-    { l.acquire(key..., n, max_wait) } -> detail::awaits_acquire_result;
+    { l.async_try_acquire(key..., n, detail::signature_probe{}) } -> detail::try_completion;
+    { l.async_acquire(key..., n, max_wait, detail::signature_probe{}) } -> detail::acquire_completion;
+    { l.acquire(key..., max_wait) } -> detail::awaits<typename detail::probed_acquire<decltype(
+        l.async_acquire(key..., n, max_wait, detail::signature_probe{}))>::value_type>;
+    { l.acquire(key..., n, max_wait) } -> detail::awaits<typename detail::probed_acquire<decltype(
+        l.async_acquire(key..., n, max_wait, detail::signature_probe{}))>::value_type>;
     { cl.stats() } -> std::same_as<limiter_stats>;
     l.close();
 };
 
 /// A limiter that also answers on the spot, with no I/O: `try_acquire(key..., n)` returns
-/// a decision (a concurrency limit: a permit), lock-free where the policy is. Every limiter
-/// but the shared ones, whose state is elsewhere.
+/// what async_try_acquire completes with (a decision; a concurrency limit: a permit),
+/// lock-free where the policy is. Every limiter but the Redis ones, whose state is
+/// elsewhere.
 template <class L, class... Key>
 concept local_limiter = limiter<L, Key...> && requires(L& l, const Key&... key, std::uint64_t n) {
-    { l.try_acquire(key..., n) } -> detail::answer;
+    { l.try_acquire(key..., n) } -> std::same_as<typename detail::probed_try<decltype(
+        l.async_try_acquire(key..., n, detail::signature_probe{}))>::answer_type>;
 };
 
 } // namespace sluice
+
+/// The signatures an initiating function declares, without starting it (sluice::limiter).
+template <class... Signatures>
+class boost::asio::async_result<sluice::detail::signature_probe, Signatures...> {
+public:
+    using return_type = sluice::detail::probed<Signatures...>;
+
+    template <class Initiation, class... Args>
+    static return_type initiate(Initiation&&, sluice::detail::signature_probe, Args&&...)
+    {
+        return {};
+    }
+};

@@ -4,11 +4,10 @@
 // sliding_window_counter, time_wheel, all_of) is this template over its policy.
 #pragma once
 
-#include <sluice/acquire_result.hpp>
+#include <sluice/basic_limiter.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/default_clock.hpp>
-#include <sluice/detail/immediate.hpp>
-#include <sluice/detail/initiate_acquire.hpp>
+#include <sluice/detail/local_answers.hpp>
 #include <sluice/detail/policy_config.hpp>
 #include <sluice/detail/reserving_queue.hpp>
 #include <sluice/detail/retrying_queue.hpp>
@@ -21,9 +20,6 @@
 #include <sluice/rate.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/deferred.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -86,8 +82,9 @@ using rate_engine = wait_engine<rate_queue<Policy>, Clock, Executor>;
 /// execution contexts its handlers use. Destroying it completes pending waiters with
 /// error::closed.
 template <rate_policy Policy, class Clock = default_clock, class Executor = boost::asio::any_io_executor>
-class rate_limiter {
+class rate_limiter : public basic_limiter<detail::rate_engine<Policy, Clock, Executor>, detail::local_answers<>> {
     using state_type = detail::rate_engine<Policy, Clock, Executor>;
+    using base_type = basic_limiter<state_type, detail::local_answers<>>;
 
 public:
     /// The policy that decides (a sans-io core of sluice/policy/).
@@ -113,7 +110,7 @@ public:
     template <class... Args>
         requires(!detail::trailing_options_v<limiter_options, Args...> || sizeof...(Args) > 4)
     explicit rate_limiter(const std::type_identity_t<Executor>& ex, Args&&... args)
-        : state_(detail::with_trailing_options<limiter_options>(
+        : base_type(detail::with_trailing_options<limiter_options>(
               [&ex](const limiter_options& opts, auto&&... policy_args) {
                   return std::make_shared<state_type>(ex, opts, std::forward<decltype(policy_args)>(policy_args)...);
               },
@@ -132,134 +129,46 @@ public:
     /// deduce one): policies of one, two or three arguments.
     template <class Target, class A1>
     rate_limiter(Target&& target, A1&& a1, const limiter_options& opts)
-        : state_(std::make_shared<state_type>(executor_of(target), opts, std::forward<A1>(a1)))
+        : base_type(std::make_shared<state_type>(executor_of(target), opts, std::forward<A1>(a1)))
     {
     }
 
     /// See above.
     template <class Target, class A1, class A2>
     rate_limiter(Target&& target, A1&& a1, A2&& a2, const limiter_options& opts)
-        : state_(std::make_shared<state_type>(executor_of(target), opts, std::forward<A1>(a1), std::forward<A2>(a2)))
+        : base_type(std::make_shared<state_type>(executor_of(target), opts, std::forward<A1>(a1), std::forward<A2>(a2)))
     {
     }
 
     /// See above.
     template <class Target, class A1, class A2, class A3>
     rate_limiter(Target&& target, A1&& a1, A2&& a2, A3&& a3, const limiter_options& opts)
-        : state_(std::make_shared<state_type>(executor_of(target), opts, std::forward<A1>(a1), std::forward<A2>(a2),
-                                              std::forward<A3>(a3)))
+        : base_type(std::make_shared<state_type>(executor_of(target), opts, std::forward<A1>(a1), std::forward<A2>(a2),
+                                                 std::forward<A3>(a3)))
     {
     }
 
     /// Takes over `other`'s limiter, waiters included; `other` may then only be destroyed
     /// or assigned to.
     rate_limiter(rate_limiter&&) noexcept = default;
-
     /// Closes this limiter (its waiters complete with error::closed), then takes over
     /// `other`'s.
-    rate_limiter& operator=(rate_limiter&& other) noexcept
-    {
-        if (this != &other) {
-            if (state_) state_->close();
-            state_ = std::move(other.state_);
-        }
-        return *this;
-    }
-
-    /// Closes the limiter: pending waiters complete with error::closed.
-    ~rate_limiter()
-    {
-        if (state_) state_->close();
-    }
-
-    /// The executor the limiter's timer runs on.
-    executor_type get_executor() const noexcept { return state_->get_executor(); }
-
-    /// Admits n permits now if possible, without waiting. Lock-free for lock-free policies;
-    /// it answers by the policy alone, also after close().
-    [[gnu::always_inline]] decision try_acquire(std::uint64_t n = 1) noexcept { return state_->try_acquire(n); }
-
-    /// try_acquire as an asynchronous operation, for code written against the contract of
-    /// every limiter (sluice::limiter), where a shared limiter needs a round trip.
-    ///
-    /// Handler signature: void(boost::system::error_code, decision): error::closed after
-    /// close(), else the decision. Completes through the handler's executor, never inside
-    /// this call. Nothing to cancel: the answer is known at once.
-    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code, decision))
-                  Token = boost::asio::default_completion_token_t<executor_type>>
-    auto async_try_acquire(std::uint64_t n, Token&& token = boost::asio::default_completion_token_t<executor_type>())
-    {
-        return boost::asio::async_initiate<Token, void(boost::system::error_code, decision)>(
-            [](auto handler, std::shared_ptr<state_type> s, std::uint64_t n) {
-                boost::system::error_code ec;
-                decision d;
-                if (s->closed())
-                    ec = error::closed;
-                else
-                    d = s->try_acquire(n);
-                detail::post_answer(std::move(handler), s->get_executor(), ec, d);
-            },
-            token, state_, n);
-    }
-
-    /// Waits until n permits are admitted.
-    ///
-    /// Handler signature: void(boost::system::error_code). Works with use_awaitable,
-    /// deferred, use_future, as_tuple, callbacks and the awaitable operators.
-    ///
-    /// Errors: error::timed_out at once (nothing consumed) when the predicted wait,
-    /// counting every request queued before this one, exceeds max_wait, or when a window
-    /// policy's waiter is still queued at its deadline (the prediction was a lower bound);
-    /// error::queue_full at once when the limiter's queue bound is reached;
-    /// error::exceeds_limit / error::invalid_count for requests that can never be admitted;
-    /// error::closed after close(); asio::error::operation_aborted when cancelled.
-    ///
-    /// Per-operation cancellation: terminal, partial and total, while the request waits
-    /// (see the class comment).
-    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(void(boost::system::error_code))
-                  Token = boost::asio::default_completion_token_t<executor_type>>
-    auto async_acquire(std::uint64_t n, std::chrono::nanoseconds max_wait,
-                       Token&& token = boost::asio::default_completion_token_t<executor_type>())
-    {
-        return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
-            detail::initiate_acquire<state_type>{state_}, token, n, max_wait.count());
-    }
-
-    /// Waits for one permit for at most max_wait. The result converts to true when admitted;
-    /// otherwise it tells why not: timed_out(), closed(), or error() for the rest
-    /// (queue_full, exceeds_limit, operation_aborted when cancelled). It never throws for
-    /// an error_code.
-    boost::asio::awaitable<acquire_result> acquire(std::chrono::nanoseconds max_wait = wait_forever)
-    {
-        return acquire(1, max_wait);
-    }
-
-    /// Waits for n permits; see acquire(max_wait).
-    boost::asio::awaitable<acquire_result> acquire(std::uint64_t n, std::chrono::nanoseconds max_wait = wait_forever)
-    {
-        return detail::await_acquire(async_acquire(n, max_wait, boost::asio::deferred));
-    }
+    rate_limiter& operator=(rate_limiter&&) noexcept = default;
 
     /// Waits on the calling thread (no event loop needed) for n permits. Returns the same
     /// errors as async_acquire; error::closed wakes it early. Reserving policies queue in
     /// the same FIFO as asynchronous waiters; others retry and let queued waiters go first.
     boost::system::error_code acquire_blocking(std::uint64_t n = 1, std::chrono::nanoseconds max_wait = wait_forever)
     {
-        return state_->acquire_blocking(n, max_wait.count());
+        return this->state_->acquire_blocking(n, max_wait.count());
     }
 
-    /// Completes every pending waiter with error::closed; later requests fail the same way.
-    void close() { state_->close(); }
-
     /// Requests waiting now.
-    std::size_t queued() const { return state_->queued(); }
-
-    /// What callers were answered so far, and how long they waited (see limiter_stats).
-    limiter_stats stats() const { return state_->stats(); }
+    std::size_t queued() const { return this->state_->queued(); }
 
     /// The policy, for inspection. Its thread-safe queries may be called at any time; use
     /// the limiter's setters to change it, so that waiters are rescheduled.
-    const Policy& policy() const noexcept { return state_->queue().policy(); }
+    const Policy& policy() const noexcept { return this->state_->queue().policy(); }
 
     /// Changes the rate (GCRA), counting what was consumed in permits: the permits
     /// available now are kept (capped by the burst), and queued waiters are rescheduled
@@ -303,7 +212,7 @@ public:
     void pause_until(std::int64_t until)
         requires requires(Policy& p) { p.pause_until(until); }
     {
-        state_->update([until](auto& q, std::int64_t now, detail::completion_list& done) {
+        this->state_->update([until](auto& q, std::int64_t now, detail::completion_list& done) {
             q.reschedule([&](std::int64_t) { q.policy().pause_until(until); }, now, done);
         });
     }
@@ -389,10 +298,8 @@ private:
     template <class F>
     void reconfigure(F&& f)
     {
-        state_->reconfigure([&](std::int64_t now) { return f(state_->queue().policy(), now); });
+        this->state_->reconfigure([&](std::int64_t now) { return f(this->state_->queue().policy(), now); });
     }
-
-    std::shared_ptr<state_type> state_;
 };
 
 } // namespace sluice

@@ -4,6 +4,7 @@
 
 #include <sluice/shm/gcra.hpp>
 #include <sluice/shm/keyed.hpp>
+#include <sluice/shm/keyed_bucket.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 #include <sluice/shm/keyed_wait_options.hpp>
 #include <sluice/shm/leaky_bucket.hpp>

@@ -53,6 +53,32 @@ boost::system::error_code split(const sf::parameters& params, sf::parameters& ex
     return {};
 }
 
+// The members of a RateLimit list field: each a T named by its String value, whose
+// parameters `known(t, key, value, bad)` takes (false for one it does not define, kept as
+// an extension); `required` must be among them.
+template <class T, class Known>
+boost::system::result<std::vector<T>> parse(std::string_view field, std::string_view required, Known known)
+{
+    auto l = sf::parse_list(field);
+    if (!l) return l.error();
+    std::vector<T> out;
+    out.reserve(l->size());
+    for (const auto& m : *l) {
+        T t;
+        if (auto ec = name_of(m, t.name)) return ec;
+        bool has_required = false;
+        auto ec = split(m.value.params, t.extensions,
+                        [&](const std::string& key, const bare_item& v, boost::system::error_code& bad) {
+                            has_required = has_required || key == required;
+                            return known(t, key, v, bad);
+                        });
+        if (ec) return ec;
+        if (!has_required) return make_error_code(error::missing_parameter);
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
 // `reserved`: the keys the draft defines for this field, which an extension must not
 // repeat (the parser would merge them).
 template <class T, class Build>
@@ -80,73 +106,43 @@ boost::system::result<std::string> format(std::span<const T> members, std::initi
 
 boost::system::result<std::vector<quota_policy>> parse_ratelimit_policy(std::string_view field)
 {
-    auto l = sf::parse_list(field);
-    if (!l) return l.error();
-    std::vector<quota_policy> out;
-    out.reserve(l->size());
-    for (const auto& m : *l) {
-        quota_policy p;
-        if (auto ec = name_of(m, p.name)) return ec;
-        bool has_q = false;
-        auto ec = split(m.value.params, p.extensions,
-                        [&](const std::string& key, const bare_item& v, boost::system::error_code& bad) {
-                            if (key == "q") {
-                                if (!as_uint(v, p.quota)) bad = error::invalid_parameter;
-                                has_q = true;
-                            } else if (key == "w") {
-                                std::uint64_t w = 0;
-                                if (!as_uint(v, w) || w == 0) bad = error::invalid_parameter;
-                                p.window = w;
-                            } else if (key == "qu") {
-                                if (v.type != bare_item::kind::string) bad = error::invalid_parameter;
-                                p.quota_unit = v.text;
-                            } else if (key == "pk") {
-                                if (v.type != bare_item::kind::byte_sequence) bad = error::invalid_parameter;
-                                p.partition_key = v.text;
-                            } else {
-                                return false;
-                            }
-                            return true;
-                        });
-        if (ec) return ec;
-        if (!has_q) return make_error_code(error::missing_parameter);
-        out.push_back(std::move(p));
-    }
-    return out;
+    return parse<quota_policy>(field, "q", [](quota_policy& p, const std::string& key, const bare_item& v, boost::system::error_code& bad) {
+        if (key == "q") {
+            if (!as_uint(v, p.quota)) bad = error::invalid_parameter;
+        } else if (key == "w") {
+            std::uint64_t w = 0;
+            if (!as_uint(v, w) || w == 0) bad = error::invalid_parameter;
+            p.window = w;
+        } else if (key == "qu") {
+            if (v.type != bare_item::kind::string) bad = error::invalid_parameter;
+            p.quota_unit = v.text;
+        } else if (key == "pk") {
+            if (v.type != bare_item::kind::byte_sequence) bad = error::invalid_parameter;
+            p.partition_key = v.text;
+        } else {
+            return false;
+        }
+        return true;
+    });
 }
 
 boost::system::result<std::vector<service_limit>> parse_ratelimit(std::string_view field)
 {
-    auto l = sf::parse_list(field);
-    if (!l) return l.error();
-    std::vector<service_limit> out;
-    out.reserve(l->size());
-    for (const auto& m : *l) {
-        service_limit s;
-        if (auto ec = name_of(m, s.name)) return ec;
-        bool has_r = false;
-        auto ec = split(m.value.params, s.extensions,
-                        [&](const std::string& key, const bare_item& v, boost::system::error_code& bad) {
-                            if (key == "r") {
-                                if (!as_uint(v, s.remaining)) bad = error::invalid_parameter;
-                                has_r = true;
-                            } else if (key == "t") {
-                                std::uint64_t t = 0;
-                                if (!as_uint(v, t)) bad = error::invalid_parameter;
-                                s.reset = t;
-                            } else if (key == "pk") {
-                                if (v.type != bare_item::kind::byte_sequence) bad = error::invalid_parameter;
-                                s.partition_key = v.text;
-                            } else {
-                                return false;
-                            }
-                            return true;
-                        });
-        if (ec) return ec;
-        if (!has_r) return make_error_code(error::missing_parameter);
-        out.push_back(std::move(s));
-    }
-    return out;
+    return parse<service_limit>(field, "r", [](service_limit& s, const std::string& key, const bare_item& v, boost::system::error_code& bad) {
+        if (key == "r") {
+            if (!as_uint(v, s.remaining)) bad = error::invalid_parameter;
+        } else if (key == "t") {
+            std::uint64_t t = 0;
+            if (!as_uint(v, t)) bad = error::invalid_parameter;
+            s.reset = t;
+        } else if (key == "pk") {
+            if (v.type != bare_item::kind::byte_sequence) bad = error::invalid_parameter;
+            s.partition_key = v.text;
+        } else {
+            return false;
+        }
+        return true;
+    });
 }
 
 boost::system::result<std::string> format_ratelimit_policy(std::span<const quota_policy> policies)

@@ -27,6 +27,19 @@ struct fields {
     std::int64_t year = 0;
 };
 
+// "Sun, 06 Nov " (IMF-fixdate) or "Sunday, 06-Nov-" (RFC 850): the weekday, then the day
+// and the month, each followed by `sep`.
+template <std::size_t N>
+void weekday_day_month(cursor& c, fields& f, const std::array<std::string_view, N>& days, std::string_view sep)
+{
+    f.weekday = c.one_of(days);
+    c.lit(", ");
+    f.day = c.digits(2);
+    c.lit(sep);
+    f.month = c.one_of(months);
+    c.lit(sep);
+}
+
 void time_of_day(cursor& c, fields& f)
 {
     f.hour = c.digits(2);
@@ -44,12 +57,7 @@ boost::system::result<sys_seconds> parse_http_date(std::string_view text, std::c
     fields f;
     if (text.size() == 29 && text.size() > 3 && text[3] == ',') {
         // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-        f.weekday = c.one_of(short_days);
-        c.lit(", ");
-        f.day = c.digits(2);
-        c.lit(" ");
-        f.month = c.one_of(months);
-        c.lit(" ");
+        weekday_day_month(c, f, short_days, " ");
         f.year = c.digits(4);
         c.lit(" ");
         time_of_day(c, f);
@@ -72,12 +80,7 @@ boost::system::result<sys_seconds> parse_http_date(std::string_view text, std::c
         f.year = c.digits(4);
     } else {
         // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
-        f.weekday = c.one_of(long_days);
-        c.lit(", ");
-        f.day = c.digits(2);
-        c.lit("-");
-        f.month = c.one_of(months);
-        c.lit("-");
+        weekday_day_month(c, f, long_days, "-");
         unsigned yy = c.digits(2);
         c.lit(" ");
         time_of_day(c, f);

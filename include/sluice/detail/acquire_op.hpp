@@ -3,6 +3,7 @@
 // when the handler has none, as Asio's own operations do).
 #pragma once
 
+#include <sluice/decision.hpp>
 #include <sluice/detail/concrete_executor.hpp>
 #include <sluice/detail/waiter.hpp>
 
@@ -22,7 +23,19 @@ namespace sluice::detail {
 
 /// What a rate limiter's handler receives besides the error_code: nothing; and what an
 /// admission dropped unrun gives back: nothing either (rate permits were spent at their time).
+/// A try answers with the decision itself.
 struct no_grant {
+    using answer_type = decision;
+    using signature = void(boost::system::error_code);
+
+    template <class State>
+    [[gnu::always_inline]] static decision answer(const std::shared_ptr<State>&, const decision& d, std::uint64_t) noexcept
+    {
+        return d;
+    }
+
+    static decision refused(const boost::system::error_code&) noexcept { return {}; }
+
     template <class Engine>
     static std::tuple<> make(const boost::system::error_code&, std::uint64_t, const std::shared_ptr<Engine>&) noexcept
     {
@@ -35,7 +48,10 @@ struct no_grant {
     }
 };
 
-/// One pending acquire. Once attached, it keeps the engine it waits in alive, so that a
+/// One pending acquire, the waiter node of every operation that waits in a wait engine: a
+/// limiter's async_acquire (`Handler` its completion handler), and a Redis limiter's
+/// operation while it waits for its slot (`Handler` the composed operation, resumed as
+/// handler(error_code)). Once attached, it keeps the engine it waits in alive, so that a
 /// cancellation arriving after the limiter is gone still finds it. While it waits, work is
 /// counted on the handler's executor: by the engine (one count while anything waits) when
 /// that executor is the limiter's own, the common case, and by the operation otherwise, as

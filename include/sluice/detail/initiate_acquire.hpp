@@ -4,10 +4,12 @@
 #pragma once
 
 #include <sluice/detail/acquire_op.hpp>
+#include <sluice/error.hpp>
 
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/cancellation_type.hpp>
 #include <boost/asio/execution_context.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -19,6 +21,20 @@ namespace sluice::detail {
 /// Constructors taking an execution context (io_context&) instead of an executor.
 template <class T>
 concept execution_context_ref = std::is_convertible_v<T&, boost::asio::execution_context&>;
+
+/// The executor an operation of `state` completes on by default. A backend built without
+/// one (shm::keyed_bucket for tries only: has_executor() false) refuses every operation with
+/// system_error(error::invalid_option), before anything is allocated.
+template <class State>
+auto operation_executor(const State& state)
+{
+    if constexpr (requires { state.has_executor(); }) {
+        if (!state.has_executor())
+            throw boost::system::system_error(make_error_code(error::invalid_option),
+                                              "built without an executor: try_acquire only");
+    }
+    return state.get_executor();
+}
 
 /// Removes one waiting operation from its engine. A waiter has consumed nothing it cannot
 /// give back, so terminal, partial and total cancellation are all honoured. The operation
@@ -36,6 +52,14 @@ struct cancel_waiter {
     }
 };
 
+/// Hooks a waiting operation `w` of `engine` up to the cancellation `slot` of its handler.
+template <class Engine, class Slot>
+void cancel_in(Slot& slot, Engine* engine, waiter* w)
+{
+    if (slot.is_connected())
+        slot.template emplace<cancel_waiter<Engine>>(engine, w);
+}
+
 /// Target is a wait_engine or a keyed limiter's core: target->start(op, n, max_wait,
 /// bind, args...) either answers the operation at once or calls bind(engine) with the
 /// engine it will wait in (before the operation can complete there) and starts it there.
@@ -52,12 +76,11 @@ struct initiate_acquire {
         using engine_type = typename Target::engine_type;
         using op_type = acquire_op<std::decay_t<Handler>, executor_type, engine_type, Grant>;
         auto slot = boost::asio::get_associated_cancellation_slot(handler);
-        op_type* op = op_type::create(std::forward<Handler>(handler), target->get_executor());
+        op_type* op = op_type::create(std::forward<Handler>(handler), operation_executor(*target));
         auto bind = [op, &slot](std::shared_ptr<engine_type> e) {
             engine_type* p = e.get();
             op->attach(std::move(e));
-            if (slot.is_connected())
-                slot.template emplace<cancel_waiter<engine_type>>(p, op);
+            cancel_in(slot, p, op);
         };
         target->start(op, n, max_wait, bind, args...);
     }

@@ -58,6 +58,7 @@ public:
     // (and the overflow limiter's): the engine of a single limiter over the entry's policy.
     using wait_state = rate_engine<policy_ref<policy_type>, clock_type, executor_type>;
     using engine_type = wait_state;   // what an acquire started here waits in
+    static constexpr bool keyed = true;   // every call names a key
 
     // Entries the eviction wheel looks at per request, at most: bounds the latency a
     // request can pay for others' eviction.
@@ -93,16 +94,9 @@ public:
             bool created = false;
             const slot* e = find_or_create(s, key, h, t, created);
             if (e) {
-                if constexpr (compact) {
-                    if (!is_wide(e->word)) {
-                        if (std::optional<decision> d = compact_.try_acquire(e->word, n, t)) {
-                            if (created) s.wheel.schedule(h, compact_.idle_at(e->word));
-                            return s.count_try(*d, opts_.limiter);
-                        }
-                        widen(s, *e);
-                    }
-                }
-                wide_entry& w = wide_of(s, *e);
+                if (std::optional<decision> d = decide_compact(s, *e, h, n, t, created))
+                    return s.count_try(*d, opts_.limiter);
+                wide_entry& w = widen(s, *e);
                 if (w.waits)
                     return w.waits->try_acquire(n);   // counted there
                 decision d = w.policy.try_acquire(n, t);
@@ -139,25 +133,17 @@ public:
             bool created = false;
             const slot* e = find_or_create(s, key, h, t, created);
             if (e) {
-                if constexpr (compact) {
-                    if (!is_wide(e->word)) {
-                        if (std::optional<decision> d = compact_.try_acquire(e->word, n, t)) {
-                            if (created) s.wheel.schedule(h, compact_.idle_at(e->word));
-                            created = false;
-                            if (d->admitted || d->error || max_wait == 0) {
-                                w->result = d->admitted ? boost::system::error_code()
-                                          : d->error   ? d->error
-                                                       : make_error_code(error::timed_out);
-                                s.requests.count(w->result, 0);
-                                w->complete(w, false);
-                                return;
-                            }
-                        }
-                        // It has to wait (or lies beyond the compact range): a whole policy.
-                        widen(s, *e);
-                    }
+                std::optional<decision> d = decide_compact(s, *e, h, n, t, created);
+                if (d && (d->admitted || d->error || max_wait == 0)) {
+                    w->result = d->admitted ? boost::system::error_code()
+                              : d->error   ? d->error
+                                           : make_error_code(error::timed_out);
+                    s.requests.count(w->result, 0);
+                    w->complete(w, false);
+                    return;
                 }
-                wide_entry& we = wide_of(s, *e);
+                // It has to wait (or lies beyond the compact range): a whole policy.
+                wide_entry& we = widen(s, *e);
                 if (!we.waits || we.waits->queued() == 0) {
                     // Nobody waits on this key: most requests are answered here, without
                     // a waiting queue for the key.
@@ -520,7 +506,26 @@ private:
         s.free_wides.push_back(static_cast<std::uint32_t>(i));
     }
 
-    // Moves a compact key to a wide entry of the shared configuration and the same state.
+    // The fast path of a compact key (its whole state in its word): the decision, the key
+    // filed on the wheel if it is new (`created` is then cleared); none for a wide key, or a
+    // state beyond the compact range.
+    std::optional<decision> decide_compact(shard& s, const slot& e, std::size_t h, std::uint64_t n, std::int64_t t,
+                                           bool& created)
+    {
+        if constexpr (compact) {
+            if (!is_wide(e.word)) {
+                if (std::optional<decision> d = compact_.try_acquire(e.word, n, t)) {
+                    if (created) s.wheel.schedule(h, compact_.idle_at(e.word));
+                    created = false;
+                    return d;
+                }
+            }
+        }
+        return std::nullopt;
+    }
+
+    // Moves a compact key to a wide entry of the shared configuration and the same state
+    // (the entry of a key already wide).
     wide_entry& widen(shard& s, const slot& e)
     {
         if (!is_wide(e.word)) {

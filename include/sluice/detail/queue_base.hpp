@@ -24,12 +24,11 @@ namespace sluice::detail {
 /// - release_due(now, done): hands out the waiters due at `now`; returns wake_at();
 /// - wake_at(): when release_due has work next (max_ns: nothing to wake for);
 /// - close(ec, now, done): hands out every waiter with `ec`;
-/// - size(), destroy_all(): waiters queued; free them unrun (the engine is torn down);
-/// - try_acquire(n, now): an answer without waiting, without the lock when lock_free_try.
+/// - size(), destroy_all(): waiters queued; free them unrun (the engine is torn down).
+/// A queue that also answers without waiting is a trying_queue.
 template <class Q>
 concept waiting_queue = requires(Q& q, const Q& cq, waiter* w, std::uint64_t n, std::int64_t t, completion_list& done,
                                  boost::system::error_code ec) {
-    { Q::lock_free_try } -> std::convertible_to<bool>;
     { q.enqueue(w, n, t, t) } -> std::same_as<bool>;
     { q.cancel(w, t, done) } -> std::same_as<bool>;
     { q.release_due(t, done) } -> std::same_as<std::int64_t>;
@@ -37,6 +36,14 @@ concept waiting_queue = requires(Q& q, const Q& cq, waiter* w, std::uint64_t n, 
     q.close(ec, t, done);
     { cq.size() } -> std::same_as<std::size_t>;
     q.destroy_all();
+};
+
+/// A waiting queue that also answers a try (the engine's try_acquire): try_acquire(n, now)
+/// decides without waiting, and without the engine's lock when lock_free_try (the queue
+/// reads what it needs from atomics or its policy's lock-free state).
+template <class Q>
+concept trying_queue = waiting_queue<Q> && requires(Q& q, std::uint64_t n, std::int64_t t) {
+    { Q::lock_free_try } -> std::convertible_to<bool>;
     q.try_acquire(n, t);
 };
 
@@ -114,6 +121,9 @@ template <class Derived, class Policy>
 class policy_queue_base : public queue_base<Derived> {
 public:
     using policy_type = Policy;
+    /// try_acquire needs no lock: a reserving queue's reservations are in the policy's
+    /// state already, a retrying queue reads the permits queued from an atomic.
+    static constexpr bool lock_free_try = true;
 
     template <class... Args>
     explicit policy_queue_base(const limiter_options& opts, Args&&... args)

@@ -32,15 +32,11 @@ template <class Policy>
 class reserving_queue : public policy_queue_base<reserving_queue<Policy>, Policy> {
     friend class queue_base<reserving_queue>;
     using base = policy_queue_base<reserving_queue, Policy>;
-    using base::bounds_;
-    using base::list_;
+    using base::bounds_, base::list_;
 
 public:
-    using base::base;
-    using base::policy;
+    using base::base, base::policy;
 
-    /// try_acquire needs no lock: queued reservations are already in the policy's state.
-    static constexpr bool lock_free_try = true;
     /// Each waiter's slot is committed when it queues.
     static constexpr bool committed_slots = true;
 

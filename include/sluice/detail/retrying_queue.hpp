@@ -34,15 +34,10 @@ template <class Policy>
 class retrying_queue : public policy_queue_base<retrying_queue<Policy>, Policy> {
     friend class queue_base<retrying_queue>;
     using base = policy_queue_base<retrying_queue, Policy>;
-    using base::bounds_;
-    using base::list_;
+    using base::bounds_, base::list_;
 
 public:
-    using base::base;
-    using base::policy;
-
-    /// try_acquire needs no lock: it reads the permits queued from an atomic.
-    static constexpr bool lock_free_try = true;
+    using base::base, base::policy;
 
     /// Admits n permits at `now` if the policy has room and nobody waits: it never passes
     /// a queued waiter (FIFO holds for try_acquire too). Safe without the lock.

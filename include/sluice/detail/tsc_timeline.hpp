@@ -128,15 +128,10 @@ public:
     template <class Counter>
     [[gnu::always_inline]] bool read_line(Counter&& counter, std::int64_t& ns) const noexcept
     {
-        const std::uint64_t c = current_.load(std::memory_order_acquire);
-        const line& l = lines_[c & 3];
-        const std::uint64_t tsc0 = l.tsc0.load(std::memory_order_acquire);
-        const std::uint64_t span = l.span.load(std::memory_order_acquire);
-        const std::int64_t ns0 = l.ns0.load(std::memory_order_acquire);
-        const std::uint64_t mult = l.mult.load(std::memory_order_acquire);
-        const std::uint64_t d = counter() - tsc0;
-        if (d < span && l.gen.load(std::memory_order_relaxed) == c) [[likely]] {
-            ns = ns0 + tsc_scale(d, mult);
+        const snapshot s = load<false>(counter);
+        const std::uint64_t d = s.t - s.tsc0;
+        if (d < s.span && s.consistent) [[likely]] {
+            ns = s.ns0 + tsc_scale(d, s.mult);
             return true;
         }
         return false;
@@ -226,30 +221,20 @@ public:
     reading read(Counter&& counter) const noexcept
     {
         for (;;) {
-            const std::uint64_t c = current_.load(std::memory_order_acquire);
-            const line& l = lines_[c & 3];
-            const std::uint64_t tsc0 = l.tsc0.load(std::memory_order_acquire);
-            const std::uint64_t span = l.span.load(std::memory_order_acquire);
-            const std::uint64_t hard = l.hard.load(std::memory_order_acquire);
-            const std::int64_t ns0 = l.ns0.load(std::memory_order_acquire);
-            const std::uint64_t mult = l.mult.load(std::memory_order_acquire);
-            const std::uint64_t prev_tsc0 = l.prev_tsc0.load(std::memory_order_acquire);
-            const std::int64_t prev_ns0 = l.prev_ns0.load(std::memory_order_acquire);
-            const std::uint64_t prev_mult = l.prev_mult.load(std::memory_order_acquire);
-            const std::uint64_t t = counter();
-            if (l.gen.load(std::memory_order_relaxed) != c)
+            const snapshot s = load<true>(counter);
+            if (!s.consistent)
                 continue;   // rewritten under us (we were held up for three lines)
-            const std::uint64_t d = t - tsc0;
-            if (d < span) return {reading::value, ns0 + tsc_scale(d, mult), c};
-            if (d < hard) return {reading::due, ns0 + tsc_scale(d, mult), c};
-            if (static_cast<std::int64_t>(d) >= 0) return {reading::beyond, 0, c};
+            const std::uint64_t d = s.t - s.tsc0;
+            if (d < s.span) return {reading::value, s.ns0 + tsc_scale(d, s.mult), s.gen};
+            if (d < s.hard) return {reading::due, s.ns0 + tsc_scale(d, s.mult), s.gen};
+            if (static_cast<std::int64_t>(d) >= 0) return {reading::beyond, 0, s.gen};
             // Before the start: a line is published up to its lead ahead of its start, so
             // a reader can meet it with a counter a little below; the previous line serves
             // those, exactly as its own readers did. Further behind: the counter went back.
-            const std::uint64_t back = tsc0 - t;
-            if (back <= 2 * (hard - span) && static_cast<std::int64_t>(t - prev_tsc0) >= 0)
-                return {reading::value, prev_ns0 + tsc_scale(t - prev_tsc0, prev_mult), c};
-            return {reading::behind, 0, c};
+            const std::uint64_t back = s.tsc0 - s.t;
+            if (back <= 2 * (s.hard - s.span) && static_cast<std::int64_t>(s.t - s.prev_tsc0) >= 0)
+                return {reading::value, s.prev_ns0 + tsc_scale(s.t - s.prev_tsc0, s.prev_mult), s.gen};
+            return {reading::behind, 0, s.gen};
         }
     }
 
@@ -265,6 +250,39 @@ private:
         std::atomic<std::int64_t> prev_ns0{0};    // little below tsc0 (a reader that meets
         std::atomic<std::uint64_t> prev_mult{0};  // this line before its start)
     };
+
+    // One read of the line in use and of counter(), as a seqlock reader does it: the
+    // generation, the fields, the counter, then the line's own generation again
+    // (`consistent`: the line was not rewritten meanwhile). `Full`: also the end and the
+    // previous line, which only the slow path reads (the hot path loads four fields).
+    struct snapshot {
+        std::uint64_t gen, tsc0, span, mult, t;
+        std::int64_t ns0;
+        std::uint64_t hard, prev_tsc0, prev_mult;
+        std::int64_t prev_ns0;
+        bool consistent;
+    };
+
+    template <bool Full, class Counter>
+    [[gnu::always_inline]] snapshot load(Counter&& counter) const noexcept
+    {
+        snapshot s{};
+        s.gen = current_.load(std::memory_order_acquire);
+        const line& l = lines_[s.gen & 3];
+        s.tsc0 = l.tsc0.load(std::memory_order_acquire);
+        s.span = l.span.load(std::memory_order_acquire);
+        if constexpr (Full) s.hard = l.hard.load(std::memory_order_acquire);
+        s.ns0 = l.ns0.load(std::memory_order_acquire);
+        s.mult = l.mult.load(std::memory_order_acquire);
+        if constexpr (Full) {
+            s.prev_tsc0 = l.prev_tsc0.load(std::memory_order_acquire);
+            s.prev_ns0 = l.prev_ns0.load(std::memory_order_acquire);
+            s.prev_mult = l.prev_mult.load(std::memory_order_acquire);
+        }
+        s.t = counter();
+        s.consistent = l.gen.load(std::memory_order_relaxed) == s.gen;
+        return s;
+    }
 
     // A line as the writer knows it.
     struct line_values {

@@ -82,6 +82,7 @@ public:
     /// The queue's try_acquire, under the lock only when the queue needs it. A closed
     /// engine refuses here only then; lock-free queues decide by their policy alone.
     [[gnu::always_inline]] auto try_acquire(std::uint64_t n) noexcept
+        requires trying_queue<Queue>
     {
         auto d = try_acquire_uncounted(n);
         if (opts_.count_try_acquire) [[unlikely]]
@@ -238,6 +239,7 @@ public:
 
 private:
     [[gnu::always_inline]] auto try_acquire_uncounted(std::uint64_t n) noexcept
+        requires trying_queue<Queue>
     {
         if constexpr (Queue::lock_free_try) {
             return queue_.try_acquire(n, now());

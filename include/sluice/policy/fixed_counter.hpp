@@ -2,7 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/window_support.hpp>
+#include <sluice/policy/basic_policy.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -25,10 +25,13 @@ namespace sluice::policy {
 /// the newest window seen (it never reopens an old one). One race remains in theory
 /// (stale_rewrite in the private part): a thread stalled for a whole window and through
 /// another idle gap of about a multiple of 2^32 windows.
-class fixed_counter {
+///
+/// predict() packs windows full: a lower bound when requests differ in size.
+class fixed_counter : public basic_window<fixed_counter, false> {
+    friend class basic_policy<fixed_counter, false>;
+    friend class basic_window<fixed_counter, false>;
+
 public:
-    /// This policy never commits permits in the future: waiters are retried.
-    static constexpr bool reserves_ahead = false;
     /// The largest limit: 2^31 - 1 (the count shares its word with a tag).
     static constexpr std::uint64_t max_limit = (1u << 31) - 1;
 
@@ -39,43 +42,6 @@ public:
     {
     }
 
-    fixed_counter(const fixed_counter&) = delete;
-    fixed_counter& operator=(const fixed_counter&) = delete;
-
-    /// Admits n permits at `now` if they fit in the current window's count; the decision says how long until they
-    /// would be, otherwise.
-    decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
-
-    /// The decision try_acquire would take, without consuming anything.
-    decision check(std::uint64_t n, std::int64_t now) const noexcept
-    {
-        return const_cast<fixed_counter*>(this)->decide(n, now, false);
-    }
-
-    /// Admits at once when n permits fit in the current window and nothing is `ahead`
-    /// (permits of requests queued before this one); never commits in the future. Otherwise
-    /// returns predict(n, now, ahead), with error::timed_out beyond max_wait.
-    reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
-    {
-        return detail::reserve_now_or_later(
-            limit_.load(std::memory_order_relaxed), n, now, max_wait, ahead,
-            [&] { return try_acquire(n, now).admitted; }, [&] { return predict(n, now, ahead); });
-    }
-
-    /// Earliest time at which `ahead` queued permits and then n more could be admitted,
-    /// packing windows full: a lower bound when requests differ in size. Consumes nothing.
-    std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
-    {
-        std::uint64_t limit = limit_.load(std::memory_order_relaxed);
-        state s = load(now);
-        std::uint64_t need = ahead + n;
-        std::uint64_t room = s.count < limit ? limit - s.count : 0;
-        if (need <= room)
-            return now;
-        std::uint64_t windows = (need - room + limit - 1) / limit;
-        std::int64_t at = window_start(detail::int128(s.window) + windows, window_);
-        return at > now ? at : now;
-    }
 
     /// Changes the limit; counts already taken in the current window stay counted.
     void set_limit(std::uint64_t limit) { limit_.store(check_limit(limit), std::memory_order_relaxed); }
@@ -89,16 +55,27 @@ public:
         return s.count ? window_start(detail::int128(s.window) + 1, window_) : detail::min_ns;
     }
 
-    /// The most permits admitted per window.
-    std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
-    /// The largest admissible request: limit().
-    std::uint64_t burst() const noexcept { return limit(); }
     /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:
-    static std::uint64_t check_limit(std::uint64_t limit) { return detail::checked_limit(limit, max_limit); }
-    static std::int64_t check_window(std::chrono::nanoseconds w) { return detail::checked_window(w); }
+    std::uint64_t limit_locked() const noexcept { return limit_.load(std::memory_order_relaxed); }
+
+    // Earliest time at which `ahead` queued permits and then n more could be admitted,
+    // packing windows full: a lower bound when requests differ in size.
+    std::int64_t predict_locked(std::uint64_t n, std::int64_t now, std::uint64_t ahead) const noexcept
+    {
+        std::uint64_t limit = limit_.load(std::memory_order_relaxed);
+        state s = load(now);
+        std::uint64_t need = ahead + n;
+        std::uint64_t room = s.count < limit ? limit - s.count : 0;
+        if (need <= room)
+            return now;
+        std::uint64_t windows = (need - room + limit - 1) / limit;
+        std::int64_t at = window_start(detail::int128(s.window) + windows, window_);
+        return at > now ? at : now;
+    }
+
 
     // Start of window k, saturated to the int64 range (|k| < 2^65, so k * w fits 128 bits).
     static std::int64_t window_start(detail::int128 k, std::int64_t w) noexcept

@@ -4,6 +4,7 @@
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
 #include <sluice/detail/gcra_step.hpp>
+#include <sluice/policy/basic_policy.hpp>
 #include <sluice/rate.hpp>
 
 #include <atomic>
@@ -47,7 +48,9 @@ namespace sluice::policy {
 /// one, z (written by every grant) alone on the other, so that threads deciding at once
 /// contend only for z, as they would for a bare atomic word. Keyed limiters keep one word
 /// per key (detail::compact_state) and a whole policy only for a key that waits.
-class gcra {
+class gcra : public basic_policy<gcra, false> {
+    friend class basic_policy<gcra, false>;
+
 public:
     /// This policy commits permits in the future: reserve() can grant a later slot.
     static constexpr bool reserves_ahead = true;
@@ -60,20 +63,6 @@ public:
         store(config::make(r.interval().count(), burst, slack.count()));
     }
 
-    gcra(const gcra&) = delete;
-    gcra& operator=(const gcra&) = delete;
-
-    /// Grants n permits at `now` if the bucket holds them.
-    [[gnu::always_inline]] decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
-    {
-        return decide(n, now, true);
-    }
-
-    /// The decision try_acquire would take, without consuming anything.
-    decision check(std::uint64_t n, std::int64_t now) const noexcept
-    {
-        return const_cast<gcra*>(this)->decide(n, now, false);
-    }
 
     /// Commits n permits in the future when they become available within max_wait of now
     /// (FIFO: each reservation queues behind the previous ones). Otherwise consumes

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/window_support.hpp>
+#include <sluice/policy/basic_policy.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -23,11 +23,13 @@ namespace sluice::policy {
 /// Thread-safe with a short critical section (a mutex held for O(n + log limit) work, no
 /// allocation): the ring cannot be updated by one compare-and-swap. Timestamps are kept
 /// non-decreasing: a clock that steps backwards stamps permits at the newest time seen,
-/// which can only delay later admissions.
-class sliding_log {
+/// which can only delay later admissions. predict() is a lower bound: queued permits are
+/// assumed admitted as early as possible.
+class sliding_log : public basic_window<sliding_log, true> {
+    friend class basic_policy<sliding_log, true>;
+    friend class basic_window<sliding_log, true>;
+
 public:
-    /// This policy never commits permits in the future: waiters are retried.
-    static constexpr bool reserves_ahead = false;
     /// The largest limit: 2^24 timestamps (128 MiB of ring).
     static constexpr std::uint64_t max_limit = std::uint64_t{1} << 24;
 
@@ -38,42 +40,6 @@ public:
     {
     }
 
-    sliding_log(const sliding_log&) = delete;
-    sliding_log& operator=(const sliding_log&) = delete;
-
-    /// Admits n permits at `now` if n more timestamps fit in the last window; the decision says how long until they
-    /// would be, otherwise.
-    decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return decide(n, now, true);
-    }
-
-    /// The decision try_acquire would take, without consuming anything.
-    decision check(std::uint64_t n, std::int64_t now) const noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return const_cast<sliding_log*>(this)->decide(n, now, false);
-    }
-
-    /// Admits at once when possible and nothing is `ahead`; never commits in the future.
-    /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
-    /// max_wait.
-    reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return detail::reserve_now_or_later(
-            ring_.size(), n, now, max_wait, ahead, [&] { return decide(n, now, true).admitted; },
-            [&] { return predict_locked(n, now, ahead); });
-    }
-
-    /// Earliest time at which `ahead` queued permits and then n more could be admitted (a
-    /// lower bound: queued permits are assumed admitted as early as possible). Consumes nothing.
-    std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return predict_locked(n, now, ahead);
-    }
 
     /// Changes the limit, keeping the newest timestamps. Allocates the new ring.
     void set_limit(std::uint64_t limit)
@@ -95,24 +61,15 @@ public:
         return newest_ == detail::min_ns ? detail::min_ns : detail::sat_add(newest_, window_);
     }
 
-    /// The most permits in any window-long interval (the ring's size).
-    std::uint64_t limit() const noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return ring_.size();
-    }
-    /// The largest admissible request: limit().
-    std::uint64_t burst() const noexcept { return limit(); }
     /// The window's length.
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
 private:
-    static std::size_t check_limit(std::uint64_t limit)
-    {
-        return static_cast<std::size_t>(detail::checked_limit(limit, max_limit));
-    }
-    static std::int64_t check_window(std::chrono::nanoseconds w) { return detail::checked_window(w); }
+    std::uint64_t limit_locked() const noexcept { return ring_.size(); }
 
+
+    // Earliest time at which `ahead` queued permits and then n more could be admitted (a
+    // lower bound: queued permits are assumed admitted as early as possible).
     std::int64_t predict_locked(std::uint64_t n, std::int64_t now, std::uint64_t ahead) const noexcept
     {
         const std::uint64_t limit = ring_.size();
@@ -174,7 +131,6 @@ private:
         return d;
     }
 
-    mutable std::mutex mutex_;
     const std::int64_t window_;
     std::vector<std::int64_t> ring_;
     std::size_t head_ = 0;                  // index of the oldest timestamp

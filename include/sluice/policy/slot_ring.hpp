@@ -2,7 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/window_support.hpp>
+#include <sluice/policy/basic_policy.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -30,10 +30,15 @@ namespace sluice::policy {
 /// that frees enough room). A clock that steps backwards keeps counting in the newest slot
 /// that admitted anything (it never reopens an older one): it can only reject more. A slot
 /// that starts at or past the end of the int64 range never starts.
-class slot_ring {
+///
+/// predict() is a lower bound (queued permits are assumed admitted one by one as early as
+/// possible), exact when nothing is ahead; detail::max_ns when never (n == 0, n > limit, or
+/// not before the end of the int64 range).
+class slot_ring : public basic_window<slot_ring, true> {
+    friend class basic_policy<slot_ring, true>;
+    friend class basic_window<slot_ring, true>;
+
 public:
-    /// This policy never commits permits in the future: waiters are retried.
-    static constexpr bool reserves_ahead = false;
     /// One slot's counter is 32 bits; it never exceeds the largest limit in force.
     static constexpr std::uint64_t max_limit = (std::uint64_t{1} << 32) - 1;
     /// A ring of 256 KiB at most, and a bounded walk per call.
@@ -51,44 +56,6 @@ public:
     {
     }
 
-    slot_ring(const slot_ring&) = delete;
-    slot_ring& operator=(const slot_ring&) = delete;
-
-    /// Admits n permits at `now` if the last turn of the wheel holds at most limit with them; the decision says how long until they
-    /// would be, otherwise.
-    decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return decide(n, now, true);
-    }
-
-    /// The decision try_acquire would take, without consuming anything.
-    decision check(std::uint64_t n, std::int64_t now) const noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return const_cast<slot_ring*>(this)->decide(n, now, false);
-    }
-
-    /// Admits at once when possible and nothing is `ahead`; never commits in the future.
-    /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
-    /// max_wait.
-    reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return detail::reserve_now_or_later(
-            limit_, n, now, max_wait, ahead, [&] { return decide(n, now, true).admitted; },
-            [&] { return predict_locked(n, now, ahead); });
-    }
-
-    /// Earliest time at which `ahead` queued permits and then n more could be admitted (a
-    /// lower bound: queued permits are assumed admitted one by one as early as possible;
-    /// exact when ahead == 0). detail::max_ns when never (n == 0, n > limit, or not before
-    /// the end of the int64 range). Consumes nothing.
-    std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return predict_locked(n, now, ahead);
-    }
 
     /// Earliest instant from which the policy answers requests at that instant or later
     /// exactly like a new one, if nothing more is admitted: the start of the slot one turn
@@ -112,14 +79,6 @@ public:
         limit_ = limit;
     }
 
-    /// The most permits in any `slots` consecutive slots.
-    std::uint64_t limit() const noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return limit_;
-    }
-    /// The largest admissible request: limit().
-    std::uint64_t burst() const noexcept { return limit(); }
     /// The length of one slot.
     std::chrono::nanoseconds slot_duration() const noexcept { return std::chrono::nanoseconds{slot_}; }
     /// Slots in one turn.
@@ -128,7 +87,6 @@ public:
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{slot_ * slots_}; }
 
 private:
-    static std::uint64_t check_limit(std::uint64_t limit) { return detail::checked_limit(limit, max_limit); }
 
     static std::int64_t check_shape(std::chrono::nanoseconds d, std::uint32_t slots)
     {
@@ -190,6 +148,8 @@ private:
             if (seen > r) return detail::int128(head_) + off;
         }
     }
+
+    std::uint64_t limit_locked() const noexcept { return limit_; }
 
     std::int64_t predict_locked(std::uint64_t n, std::int64_t now, std::uint64_t ahead) const noexcept
     {
@@ -256,7 +216,6 @@ private:
         return d;
     }
 
-    mutable std::mutex mutex_;
     std::uint64_t limit_;
     const std::int64_t slot_;
     const std::int64_t slots_;

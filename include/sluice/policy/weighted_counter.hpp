@@ -3,7 +3,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/window_support.hpp>
+#include <sluice/policy/basic_policy.hpp>
 #include <sluice/detail/arith.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -27,10 +27,16 @@ namespace sluice::policy {
 /// full weight: it can only reject more. Integer arithmetic only. One race remains in
 /// theory (stale_rewrite in the private part): a thread stalled for a whole window and
 /// through another idle gap of about a multiple of 2048 windows.
-class weighted_counter {
+///
+/// predict() is exact when nothing is ahead (retry_after of a refusal). With `ahead` queued
+/// permits it is an estimate that prices them and the n as one lump taken at one instant,
+/// at most `limit` a window: it can come out earlier or later than admitting them one by
+/// one would (no bound either way).
+class weighted_counter : public basic_window<weighted_counter, false> {
+    friend class basic_policy<weighted_counter, false>;
+    friend class basic_window<weighted_counter, false>;
+
 public:
-    /// This policy never commits permits in the future: waiters are retried.
-    static constexpr bool reserves_ahead = false;
     /// The largest limit: 2^26 - 1 (each count is 26 bits of the shared word).
     static constexpr std::uint64_t max_limit = (std::uint64_t{1} << 26) - 1;
 
@@ -41,35 +47,27 @@ public:
     {
     }
 
-    weighted_counter(const weighted_counter&) = delete;
-    weighted_counter& operator=(const weighted_counter&) = delete;
 
-    /// Admits n permits at `now` if the estimate with them stays within the limit; the decision says how long until they
-    /// would be, otherwise.
-    decision try_acquire(std::uint64_t n, std::int64_t now) noexcept { return decide(n, now, true); }
+    /// Changes the limit; counts already taken stay counted.
+    void set_limit(std::uint64_t limit) { limit_.store(check_limit(limit), std::memory_order_relaxed); }
 
-    /// The decision try_acquire would take, without consuming anything.
-    decision check(std::uint64_t n, std::int64_t now) const noexcept
+    /// The earliest instant from which, if nothing more is consumed, this counter decides
+    /// exactly as a new one: both windows empty; at or before `now` when they already are.
+    std::int64_t idle_at(std::int64_t now) const noexcept
     {
-        return const_cast<weighted_counter*>(this)->decide(n, now, false);
+        state s = decode_now(now);
+        return idle_time(s, s.cur);
     }
 
-    /// Admits at once when possible and nothing is `ahead`; never commits in the future.
-    /// Otherwise returns predict(n, now, ahead), with error::timed_out beyond
-    /// max_wait.
-    reservation reserve(std::uint64_t n, std::int64_t now, std::int64_t max_wait, std::uint64_t ahead = 0) noexcept
-    {
-        return detail::reserve_now_or_later(
-            limit_.load(std::memory_order_relaxed), n, now, max_wait, ahead,
-            [&] { return decide(n, now, true).admitted; }, [&] { return predict(n, now, ahead); });
-    }
+    /// The window's length.
+    std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
 
-    /// Earliest time at which n permits fit if nothing else is admitted, when ahead == 0
-    /// (exact: retry_after of a refusal). With `ahead` queued permits, an estimate that
-    /// prices them and the n as one lump taken at one instant, at most `limit` a window: it
-    /// can come out earlier or later than admitting them one by one would (no bound either
-    /// way). Consumes nothing.
-    std::int64_t predict(std::uint64_t n, std::int64_t now, std::uint64_t ahead = 0) const noexcept
+private:
+    std::uint64_t limit_locked() const noexcept { return limit_.load(std::memory_order_relaxed); }
+
+    // Earliest time at which `ahead` queued permits and then n more fit (see the class
+    // comment for how exact).
+    std::int64_t predict_locked(std::uint64_t n, std::int64_t now, std::uint64_t ahead) const noexcept
     {
         const std::uint64_t limit = limit_.load(std::memory_order_relaxed);
         state s = decode_now(now);
@@ -85,31 +83,10 @@ public:
         return at > now ? at : now;
     }
 
-    /// Changes the limit; counts already taken stay counted.
-    void set_limit(std::uint64_t limit) { limit_.store(check_limit(limit), std::memory_order_relaxed); }
-
-    /// The earliest instant from which, if nothing more is consumed, this counter decides
-    /// exactly as a new one: both windows empty; at or before `now` when they already are.
-    std::int64_t idle_at(std::int64_t now) const noexcept
-    {
-        state s = decode_now(now);
-        return idle_time(s, s.cur);
-    }
-
-    /// The most permits the estimate may reach.
-    std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
-    /// The largest admissible request: limit().
-    std::uint64_t burst() const noexcept { return limit(); }
-    /// The window's length.
-    std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{window_}; }
-
-private:
     static constexpr std::uint64_t mask = (std::uint64_t{1} << 26) - 1;
     static constexpr std::uint64_t id_mask = (std::uint64_t{1} << 11) - 1;
     static constexpr std::uint64_t closed_bit = std::uint64_t{1} << 11;
 
-    static std::uint64_t check_limit(std::uint64_t limit) { return detail::checked_limit(limit, max_limit); }
-    static std::int64_t check_window(std::chrono::nanoseconds w) { return detail::checked_window(w); }
 
     struct state {
         std::int64_t window;     // full number of the current window

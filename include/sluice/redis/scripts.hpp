@@ -64,7 +64,9 @@ struct script_text {
 
 // Every script starts with the same definitions: LIM (2^51), fmt (a number as Redis takes
 // it), int_arg (an integer argument in range, or an error reply; each script calls it once
-// per argument: a table of {name, lo, hi} specs cost the server a microsecond a call), clock
+// per argument: a table of {name, lo, hi} specs cost the server a microsecond a call),
+// config_args (the caller's configuration, ARGV[1] and ARGV[2], which every script of a
+// family takes first: interval_us and burst, or limit and window_us), clock
 // (the test-only now_us argument i, or the server's TIME, and the extra TTL of keys written
 // under a simulated clock), config (the key's configuration hash KEYS[2], when given,
 // replaces two values; an error reply when it is not a valid one), gcra_config (GCRA's
@@ -79,6 +81,12 @@ local function int_arg(i, name, lo, hi)
     return nil, redis.error_reply('ERR sluice: ' .. name .. ' must be an integer in [' .. fmt(lo) .. ', ' .. fmt(hi) .. '], got ' .. tostring(ARGV[i]))
   end
   return v
+end
+local function config_args(na, ha, nb, hb)
+  local a, e = int_arg(1, na, 1, ha)
+  if e then return nil, nil, e end
+  local b; b, e = int_arg(2, nb, 1, hb)
+  return a, b, e
 end
 local function clock(i)
   if ARGV[i] ~= nil and ARGV[i] ~= '' then
@@ -139,8 +147,7 @@ consteval script_text<sizeof(prelude) + N - 1> with_prelude(const char (&body)[N
 
 namespace detail {
 inline constexpr auto gcra_text = with_prelude(R"lua(
-local arg_interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
-local arg_burst; arg_burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+local arg_interval, arg_burst, e = config_args('interval_us', LIM, 'burst', LIM) if e then return e end
 local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
 local max_wait; max_wait, e = int_arg(4, 'max_wait_us', 0, LIM) if e then return e end
 local mode = ARGV[5]
@@ -200,8 +207,7 @@ inline constexpr std::string_view gcra = detail::gcra_text.view();
 
 namespace detail {
 inline constexpr auto gcra_refund_text = with_prelude(R"lua(
-local arg_interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
-local arg_burst; arg_burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+local arg_interval, arg_burst, e = config_args('interval_us', LIM, 'burst', LIM) if e then return e end
 local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
 local expected; expected, e = int_arg(4, 'expected_z', -LIM, 2 * LIM) if e then return e end
 local interval, burst, tau, now, extra_ttl
@@ -232,8 +238,7 @@ inline constexpr std::string_view gcra_refund = detail::gcra_refund_text.view();
 
 namespace detail {
 inline constexpr auto sliding_log_text = with_prelude(R"lua(
-local arg_limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
-local arg_window; arg_window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
+local arg_limit, arg_window, e = config_args('limit', 16777216, 'window_us', LIM) if e then return e end
 -- The requests, decided in order: n at 3 and its ticket at 5, then one (n, ticket) pair
 -- each from 6 on. All are checked before anything is written: a bad one fails the call
 -- with nothing decided.
@@ -442,8 +447,7 @@ return {1, 0, 0, 0, 0, 0}
 
 namespace detail {
 inline constexpr auto gcra_configure_text = with_prelude(R"lua(
-local arg_interval, e = int_arg(1, 'interval_us', 1, LIM) if e then return e end
-local arg_burst; arg_burst, e = int_arg(2, 'burst', 1, LIM) if e then return e end
+local arg_interval, arg_burst, e = config_args('interval_us', LIM, 'burst', LIM) if e then return e end
 local ni; ni, e = int_arg(3, 'new_interval_us', 0, LIM) if e then return e end
 local nb; nb, e = int_arg(4, 'new_burst', 0, LIM) if e then return e end
 local oi, ob, otau, now, extra_ttl
@@ -508,8 +512,7 @@ inline constexpr std::string_view gcra_configure = detail::gcra_configure_text.v
 
 namespace detail {
 inline constexpr auto sliding_log_configure_text = with_prelude(R"lua(
-local arg_limit, e = int_arg(1, 'limit', 1, 16777216) if e then return e end
-local arg_window; arg_window, e = int_arg(2, 'window_us', 1, LIM) if e then return e end
+local arg_limit, arg_window, e = config_args('limit', 16777216, 'window_us', LIM) if e then return e end
 local nl; nl, e = int_arg(3, 'new_limit', 0, 16777216) if e then return e end
 local nw; nw, e = int_arg(4, 'new_window_us', 0, LIM) if e then return e end
 local ol, ow, now, extra_ttl

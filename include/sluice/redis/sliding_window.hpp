@@ -122,10 +122,10 @@ public:
     }
 
     /// The most permits of one key in any window-long interval (the constructor's).
-    std::uint64_t limit() const noexcept { return this->core_->limit(); }
+    std::uint64_t limit() const noexcept { return this->state_->limit(); }
     /// The window, in whole microseconds as the scripts use it (the constructor's, rounded
     /// up).
-    std::chrono::microseconds window() const noexcept { return this->core_->window(); }
+    std::chrono::microseconds window() const noexcept { return this->state_->window(); }
 };
 
 } // namespace sluice::redis

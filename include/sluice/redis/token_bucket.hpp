@@ -128,16 +128,16 @@ public:
     }
 
     /// Leasing: permits this process holds and has not handed out yet (all keys).
-    std::uint64_t leased() const { return this->core_->leased(); }
+    std::uint64_t leased() const { return this->state_->leased(); }
 
     /// The time between two permits, in whole microseconds as the scripts use it (the
     /// constructor's rate rounded up). A key's own configuration in Redis (async_set_rate)
     /// may differ.
-    std::chrono::microseconds interval() const noexcept { return this->core_->interval(); }
+    std::chrono::microseconds interval() const noexcept { return this->state_->interval(); }
     /// The rate of interval().
     sluice::rate rate() const { return sluice::rate::every(interval()); }
     /// The most permits a key's bucket holds (the constructor's).
-    std::uint64_t burst() const noexcept { return this->core_->burst(); }
+    std::uint64_t burst() const noexcept { return this->state_->burst(); }
 };
 
 } // namespace sluice::redis

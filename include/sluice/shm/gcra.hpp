@@ -5,6 +5,7 @@
 #include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
 #include <sluice/detail/gcra_step.hpp>
+#include <sluice/policy/basic_policy.hpp>
 #include <sluice/rate.hpp>
 #include <sluice/shm/detail/gcra_word.hpp>
 #include <sluice/shm/segment.hpp>
@@ -53,7 +54,9 @@ namespace sluice::shm {
 /// Instants within burst x interval + slack of the int64 clock's beginning decide
 /// conservatively (z is held in 64 bits, from INT64_MIN + 1 on); steady_clock and
 /// tsc_clock never read there.
-class gcra {
+class gcra : public sluice::policy::basic_policy<gcra, false> {
+    friend class sluice::policy::basic_policy<gcra, false>;
+
 public:
     /// This policy commits permits in the future: reserve() can grant a later slot.
     static constexpr bool reserves_ahead = true;
@@ -79,21 +82,6 @@ public:
     {
     }
 
-    gcra(const gcra&) = delete;
-    gcra& operator=(const gcra&) = delete;
-
-    /// Grants n permits at `now` if the bucket holds them. Inlined into the caller, as
-    /// policy::gcra's: left to GCC's heuristics it was a call, a large part of a check.
-    [[gnu::always_inline]] decision try_acquire(std::uint64_t n, std::int64_t now) noexcept
-    {
-        return decide(n, now, true);
-    }
-
-    /// The decision try_acquire would take, without consuming anything.
-    decision check(std::uint64_t n, std::int64_t now) const noexcept
-    {
-        return const_cast<gcra*>(this)->decide(n, now, false);
-    }
 
     /// Commits n permits in the future when they become available within max_wait of now
     /// (after every reservation of every process so far). Otherwise consumes nothing and

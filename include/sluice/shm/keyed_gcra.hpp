@@ -186,7 +186,7 @@ static_assert(sizeof(keyed_header) == 128);
 /// by d is new to one that reads behind, which admits at most d / interval permits early,
 /// the same bound as a clock ahead.
 ///
-/// Waiting (shm::keyed's async_acquire): reserve() commits a key's future slot in its
+/// Waiting (shm::keyed_bucket's async_acquire): reserve() commits a key's future slot in its
 /// state word, as shm::gcra::reserve does on its one word, so the grants of a key follow
 /// the order of reservations across processes; refund() gives a cancelled reservation
 /// back under shm::gcra's rule (only when nobody else committed on the key after it). A

@@ -1,4 +1,4 @@
-// Options of shm::keyed's waiting: this process's own, apart from the shared table's.
+// Options of shm::keyed_bucket's waiting: this process's own, apart from the shared table's.
 #pragma once
 
 #include <sluice/limiter_options.hpp>
@@ -7,7 +7,7 @@
 
 namespace sluice::shm {
 
-/// Options of shm::keyed's waiting (async_acquire, acquire), this process's own.
+/// Options of shm::keyed_bucket's waiting (async_acquire, acquire), this process's own.
 struct keyed_wait_options {
     /// Keys this process keeps a waiting queue for at once (its own bound, apart from the
     /// table's max_keys). A queue nobody waits in is let go when a new one needs the room;

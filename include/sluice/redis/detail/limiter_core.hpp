@@ -47,6 +47,7 @@ public:
     using fallback_type = Fallback;
     // Where requests wait locally (for a reserved slot, or a re-check): one timer for all.
     using engine_type = sluice::detail::wait_engine<wake_queue, Clock, executor_type>;
+    static constexpr bool keyed = true;   // every call names a key
 
     /// make_fallback(executor, checked options) builds the fallback; it runs after the
     /// options are checked (it may divide by expected_nodes). Requests for more than
@@ -65,6 +66,7 @@ public:
     limiter_core& operator=(const limiter_core&) = delete;
 
     Client& client() noexcept { return client_; }
+    executor_type get_executor() const noexcept { return client_.get_executor(); }
     fallback_type& fallback() noexcept { return fallback_; }
     engine_type& engine() noexcept { return *engine_; }
     const shared_options& options() const noexcept { return opts_; }

@@ -4,15 +4,19 @@
 // fallback limiter.
 #pragma once
 
+#include <sluice/decision.hpp>
 #include <sluice/detail/initiate_acquire.hpp>
 #include <sluice/redis/detail/limiter_core.hpp>
 #include <sluice/redis/detail/op_step.hpp>
-#include <sluice/redis/detail/parked_op.hpp>
+#include <sluice/redis/detail/try_fsm.hpp>
 #include <sluice/redis/detail/verdict.hpp>
 
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/compose.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -93,17 +97,21 @@ private:
         }
     }
 
-    // Waits wait_ns in the limiter's engine: the operation moves into a waiter node
-    // (after which `this` is left behind), resumed with the engine's result.
+    // Waits wait_ns in the limiter's engine: the operation moves into a waiter node, the
+    // one every acquire waits in (after which `this` is left behind), and is resumed there
+    // as self(error_code) with the engine's result. The node holds no reference to the
+    // engine: the operation holds the core, which holds it.
     template <class Self>
     void park(Self& self, std::int64_t wait_ns)
     {
         using engine_type = typename Core::engine_type;
+        using node_type = sluice::detail::acquire_op<Self, typename Self::io_executor_type, engine_type,
+                                                     sluice::detail::no_grant>;
         engine_type& engine = core->engine();
-        auto* node = parked_op<Self>::create(std::move(self));
-        auto slot = node->cancellation_slot();
-        if (slot.is_connected())
-            slot.template emplace<sluice::detail::cancel_waiter<engine_type>>(&engine, node);
+        const auto io_ex = self.get_io_executor();
+        auto slot = boost::asio::get_associated_cancellation_slot(self);
+        node_type* node = node_type::create(std::move(self), io_ex);
+        sluice::detail::cancel_in(slot, &engine, node);
         engine.start(node, 1, wait_ns);
     }
 
@@ -114,6 +122,62 @@ private:
             self.complete(fsm.error(), fsm.result());
         else
             self.complete(fsm.error());
+    }
+};
+
+/// The initiation of one Redis limiter operation: its state machine, built from the
+/// request, run by a redis_op on the client's executor.
+template <class Core, class Signature, class MakeFsm>
+struct initiate_redis_op {
+    std::shared_ptr<Core> core;
+
+    using executor_type = typename Core::executor_type;
+    executor_type get_executor() const noexcept { return core->get_executor(); }
+
+    template <class Handler, class... Request>
+    void operator()(Handler&& handler, const Request&... request) const
+    {
+        using fsm_type = decltype(MakeFsm{}(*core, request...));
+        boost::asio::async_compose<std::decay_t<Handler>, Signature>(
+            redis_op<Core, fsm_type>{core, MakeFsm{}(*core, request...)}, handler, core->client().get_executor());
+    }
+};
+
+/// How a Redis limiter answers basic_limiter's verbs: every decision after a script call
+/// (try_fsm), an acquire by `AcquireFsm` (reserve ahead, or ask again). There is no
+/// synchronous try: the state is elsewhere.
+template <class AcquireFsm>
+struct script_answers {
+    static constexpr bool at_once = false;
+    using answer_type = decision;
+    using acquire_signature = void(boost::system::error_code);
+
+    struct make_try {
+        template <class Core>
+        try_fsm operator()(const Core& core, std::uint64_t n, const std::string& key) const
+        {
+            return try_fsm(core.key_for(key), n);
+        }
+    };
+
+    struct make_acquire {
+        template <class Core>
+        AcquireFsm operator()(const Core& core, std::uint64_t n, std::int64_t max_wait, const std::string& key) const
+        {
+            return AcquireFsm(core.key_for(key), n, max_wait);
+        }
+    };
+
+    template <class Core>
+    static auto try_initiation(std::shared_ptr<Core> c) noexcept
+    {
+        return initiate_redis_op<Core, void(boost::system::error_code, decision), make_try>{std::move(c)};
+    }
+
+    template <class Core>
+    static auto acquire_initiation(std::shared_ptr<Core> c) noexcept
+    {
+        return initiate_redis_op<Core, acquire_signature, make_acquire>{std::move(c)};
     }
 };
 

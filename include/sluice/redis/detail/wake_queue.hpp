@@ -5,7 +5,6 @@
 // Sans-io, as every queue the engine drives: `now` is an argument.
 #pragma once
 
-#include <sluice/decision.hpp>
 #include <sluice/detail/arith.hpp>
 #include <sluice/detail/queue_base.hpp>
 #include <sluice/detail/waiter.hpp>
@@ -22,15 +21,13 @@ namespace sluice::redis::detail {
 /// completes with operation_aborted or the close error, and its operation gives its slot
 /// back (the refund script) or leaves the waiters' queue in Redis. Nothing is refused
 /// here: the slot is already reserved when a request waits, so the queue bounds of
-/// limiter_options do not apply.
+/// limiter_options do not apply. There is no try: every try of a Redis limiter is a round
+/// trip, made by its own operation (the engine offers try_acquire only over a queue that
+/// has one).
 class wake_queue : public sluice::detail::queue_base<wake_queue> {
     friend class sluice::detail::queue_base<wake_queue>;
 
 public:
-    /// try_acquire is never asked of this queue: every try of a Redis limiter is a round
-    /// trip, made by its own operation.
-    static constexpr bool lock_free_try = true;
-
     explicit wake_queue(const limiter_options& opts) noexcept : queue_base(opts) {}
 
     /// `w` waits `wait` ns from now (false, done at once, when wait <= 0).
@@ -61,10 +58,6 @@ public:
 
     /// The earliest wake-up time; max_ns when nobody waits.
     std::int64_t wake_at() const noexcept { return heap_.empty() ? sluice::detail::max_ns : heap_.top()->deadline; }
-
-    /// The engine's try, which a Redis limiter never makes (its tries are round trips):
-    /// refused, so that nothing is ever granted here by mistake.
-    decision try_acquire(std::uint64_t, std::int64_t) const noexcept { return {}; }
 
 private:
     // Takes `w` out; what it holds in Redis its operation gives back (queue_base's cancel

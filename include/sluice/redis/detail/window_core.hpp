@@ -61,7 +61,8 @@ public:
         : base_type(client, std::move(opts), policy::sliding_log::max_limit,
                     [&](const executor_type& ex, const shared_options& o) {
                         std::int64_t us = to_us(window);
-                        return fallback_type(ex, std::max<std::uint64_t>(1, checked_limit(limit) / o.expected_nodes),
+                        const std::uint64_t l = policy::sliding_log::check_limit(limit);
+                        return fallback_type(ex, std::max<std::uint64_t>(1, l / o.expected_nodes),
                                              std::chrono::microseconds{us}, o.fallback);
                     }),
           script_(std::string(lua::sliding_log)),
@@ -295,13 +296,6 @@ private:
     static auto completion(batched& b, boost::system::error_code ec, reply r)
     {
         return [h = std::move(b.handler), ec, r = std::move(r)]() mutable { std::move(h)(ec, std::move(r)); };
-    }
-
-    static std::uint64_t checked_limit(std::uint64_t limit)
-    {
-        if (limit == 0 || limit > policy::sliding_log::max_limit)
-            throw boost::system::system_error(make_error_code(error::invalid_limit));
-        return limit;
     }
 
     // The server counts in whole microseconds: the window is rounded up (never more

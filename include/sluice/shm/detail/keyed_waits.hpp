@@ -1,4 +1,4 @@
-// The process-local side of shm::keyed's waiting: a waiting queue (the engine of a single
+// The process-local side of shm::keyed_bucket's waiting: a waiting queue (the engine of a single
 // rate limiter over one key of the shared table) for each key this process waits on, with
 // a bound on how many it keeps.
 #pragma once
@@ -18,6 +18,7 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +30,7 @@
 
 namespace sluice::shm::detail {
 
-/// The waiting queues of one shm::keyed in this process. The slots are committed in the
+/// The waiting queues of one shm::keyed_bucket in this process. The slots are committed in the
 /// table (key_policy), so a key's queue here only times this process's waiters on its own
 /// timer: grants across processes follow the order of reservations in the table.
 template <class Clock, class Executor>
@@ -37,6 +38,14 @@ class keyed_waits {
 public:
     using executor_type = Executor;
     using engine_type = sluice::detail::rate_engine<key_policy, Clock, Executor>;   // what an acquire waits in
+    static constexpr bool keyed = true;   // every call names a key
+
+    /// Tries only (no executor): every operation throws system_error(error::invalid_option).
+    explicit keyed_waits(std::shared_ptr<keyed_gcra> table)
+        requires std::default_initializable<Executor>
+        : table_(std::move(table)), has_executor_(false)
+    {
+    }
 
     keyed_waits(const Executor& ex, std::shared_ptr<keyed_gcra> table, const keyed_wait_options& opts)
         : executor_(ex), table_(std::move(table)), opts_(opts)
@@ -53,6 +62,19 @@ public:
     keyed_waits& operator=(const keyed_waits&) = delete;
 
     executor_type get_executor() const noexcept { return executor_; }
+
+    /// False when built for tries only.
+    bool has_executor() const noexcept { return has_executor_; }
+
+    /// The table's decision for n permits of a string or an integer key, now.
+    template <class K>
+    [[gnu::always_inline]] decision try_acquire(const K& key, std::uint64_t n) noexcept
+    {
+        if constexpr (std::is_integral_v<K>)
+            return table_->try_acquire(static_cast<std::uint64_t>(key), n, now());
+        else
+            return table_->try_acquire(std::string_view(key), n, now());
+    }
 
     keyed_gcra& table() const noexcept { return *table_; }
 
@@ -197,6 +219,7 @@ private:
     Executor executor_;
     std::shared_ptr<keyed_gcra> table_;
     keyed_wait_options opts_;
+    bool has_executor_ = true;
     std::atomic<bool> closed_{false};
     mutable std::mutex mutex_;
     boost::unordered_flat_map<keyed_gcra::key_handle, std::shared_ptr<engine_type>, handle_hash, handle_equal> engines_;
