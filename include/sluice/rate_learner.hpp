@@ -4,6 +4,7 @@
 // servers (tests/test_rate_learner.cpp).
 #pragma once
 
+#include <sluice/detail/windowed_min.hpp>
 #include <sluice/error.hpp>
 #include <sluice/rate.hpp>
 
@@ -333,7 +334,7 @@ public:
     /// under a steady load the least of the last few answers is the loaded latency, and a
     /// window that long keeps what an answer alone took, as BBR keeps its least round
     /// trip for a window.
-    duration unloaded_latency() const noexcept { return std::min(latency_min_, latency_prev_min_); }
+    duration unloaded_latency() const noexcept { return recent_n_ ? duration(unloaded_.get()) : duration::zero(); }
     /// The mean latency of the recent answers (zero before any).
     duration mean_latency() const noexcept { return duration(static_cast<std::int64_t>(latency_mean_)); }
     /// What happened so far.
@@ -393,23 +394,11 @@ private:
         return true;
     }
 
-    // The least latency by spans of 30 s, the last two kept: a windowed minimum.
     void latency(duration now, duration d)
     {
         if (d < duration::zero()) return;
-        constexpr std::uint64_t span = 30'000'000'000;   // ns
-        // Since this span began (any two int64 differ by at most a uint64); a clock that
-        // went back starts a new span.
-        const std::uint64_t since = now >= latency_span_at_ ? static_cast<std::uint64_t>(now.count()) -
-                                                                  static_cast<std::uint64_t>(latency_span_at_.count())
-                                                            : 2 * span;
-        if (recent_n_++ == 0 || since >= span) {
-            latency_prev_min_ = recent_n_ > 1 && since < 2 * span ? latency_min_ : duration::max();
-            latency_min_ = d;
-            latency_span_at_ = now;
-        } else {
-            latency_min_ = std::min(latency_min_, d);
-        }
+        ++recent_n_;
+        unloaded_.add(now.count(), d.count());
         latency_mean_ += (static_cast<double>(d.count()) - latency_mean_) / static_cast<double>(std::min<std::uint64_t>(recent_n_, 32));
     }
 
@@ -665,9 +654,7 @@ private:
     double cost_ = 1;
     // Latency.
     std::uint64_t recent_n_ = 0;
-    duration latency_min_{0};                        // the least of this span
-    duration latency_prev_min_ = duration::max();    // ... of the one before
-    duration latency_span_at_{0};                    // when this span began
+    detail::windowed_min unloaded_{30'000'000'000};   // 30 s spans
     double latency_mean_ = 0;
     rate_learner_stats stats_;
 };
