@@ -253,6 +253,20 @@ TEST_CASE("aimd: back at a limit that was overloaded, only operations started at
     CHECK(c.limit() == 6);
 }
 
+TEST_CASE("aimd: latency_ratio: the unloaded latency is also the least of any operation lately")
+{
+    auto o = with(concurrency_algorithm::aimd);
+    o.initial_limit = 4;
+    o.latency_ratio = 1.8;
+    adaptive_concurrency_controller c(o);
+    // The one operation alone answered late (70 ms); one among others took 52 ms: the
+    // unloaded latency is at most that, and 100 ms is overload (1.8 x 70 ms would not be).
+    c.on_sample({0, 70 * ms, 1, false});
+    c.on_sample({100 * ms, 152 * ms, 3, false});
+    c.on_sample({200 * ms, 300 * ms, 4, false});
+    CHECK(c.limit() == 3);
+}
+
 TEST_CASE("simulation: AIMD on latency_ratio holds a host whose latency grows with its load under 1.8x")
 {
     // latency = base x (1 + (in flight - 1) / k): it doubles at k + 1 in flight.

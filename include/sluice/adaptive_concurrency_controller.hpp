@@ -5,6 +5,7 @@
 // (tests/test_adaptive_concurrency.cpp).
 #pragma once
 
+#include <sluice/detail/windowed_min.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_stats.hpp>
 
@@ -75,10 +76,11 @@ struct adaptive_concurrency_options {
     std::chrono::nanoseconds latency_threshold{0};
     /// AIMD: an operation slower than this multiple of the unloaded latency is an overload
     /// signal too, the unloaded latency being the least of the last eight operations that
-    /// ran alone (none other in flight from their start to their end): a threshold that needs no knowing
-    /// the backend, kept where latency stays near its unloaded value. A backend that got
-    /// slower for good sheds the limit to one, where the new baseline is measured. Zero:
-    /// off. 0 or > 1.
+    /// ran alone (none other in flight from their start to their end), or of any operation
+    /// of the last 30 to 60 s when that is less: a threshold that needs no knowing the
+    /// backend, kept where latency stays near its unloaded value. A backend that got
+    /// slower for good sheds the limit to one, where the new baseline is measured (within
+    /// 60 s). Zero: off. 0 or > 1.
     double latency_ratio = 0;
 
     /// Vegas: the queue estimate below which the limit grows, in units of log10(limit).
@@ -228,8 +230,17 @@ private:
         if (s.inflight > 1) last_shared_end_ = std::max(last_shared_end_, s.end);
         else if (opts_.latency_ratio > 0 && s.start >= last_shared_end_) {
             alone_[alone_n_++ % alone_.size()] = rtt;
-            const auto n = static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(alone_n_, alone_.size()));
-            unloaded_ = *std::min_element(alone_.begin(), alone_.begin() + n);
+        }
+        if (opts_.latency_ratio > 0) {
+            // Any operation takes at least the unloaded latency: the least of all of the last
+            // 30 to 60 s bounds it too. Under load few run alone (a crawler's first two
+            // requests), and a late answer among those few would set the threshold above
+            // the knee for as long as the load lasts.
+            all_.add(s.end, rtt);
+            if (alone_n_ > 0) {
+                const auto n = static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(alone_n_, alone_.size()));
+                unloaded_ = std::min(*std::min_element(alone_.begin(), alone_.begin() + n), all_.get());
+            }
         }
         const bool overload =
             s.dropped || (opts_.latency_threshold.count() > 0 && rtt > opts_.latency_threshold.count()) ||
@@ -396,7 +407,8 @@ private:
     double overload_at_ = 0;                   // the limit at the last decrease
     std::array<std::int64_t, 8> alone_{};   // the latencies of the last operations that ran alone
     std::uint64_t alone_n_ = 0;
-    std::int64_t unloaded_ = 0;             // the least of them
+    detail::windowed_min all_{30'000'000'000};   // the least latency of any, 30 s spans
+    std::int64_t unloaded_ = 0;             // the least of them, and of all_
     std::int64_t last_shared_end_ = INT64_MIN;   // the last end of an operation not alone
     // vegas
     std::int64_t rtt_noload_ = 0;
