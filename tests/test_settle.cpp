@@ -8,6 +8,7 @@
 #include <sluice/fixed_window.hpp>
 #include <sluice/keyed.hpp>
 #include <sluice/leaky_bucket.hpp>
+#include <sluice/limiter.hpp>
 #include <sluice/manual_clock.hpp>
 #include <sluice/sliding_window.hpp>
 #include <sluice/sliding_window_counter.hpp>
@@ -310,6 +311,16 @@ void model_runs()
 }
 
 } // namespace
+
+static_assert(sluice::settling_limiter<sluice::token_bucket<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::leaky_bucket<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::fixed_window<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::sliding_window<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::sliding_window_counter<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::time_wheel<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::all_of<sluice::policy::gcra, sluice::policy::sliding_log>>);
+static_assert(sluice::settling_limiter<sluice::keyed<sluice::token_bucket<clock_a>>, std::string_view>);
+static_assert(sluice::settling_limiter<sluice::keyed<sluice::fixed_window<clock_a>>, std::string>);
 
 TEST_SUITE_BEGIN("settle");
 
