@@ -24,6 +24,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -526,6 +527,46 @@ TEST_CASE("the asynchronous verbs: async_try_admit, async_admit, async_settle, a
     sluice_test::drain(io);
     REQUIRE(closed);
     CHECK(*closed == error::closed);
+}
+
+// Threads admitting 2 and settling 1 at once, the clock stopped: every admission nets one
+// permit, so what is left is the burst less the admissions, whatever the interleaving.
+template <class L, class... Key>
+void conserve(L& l, std::uint64_t burst, const Key&... key)
+{
+    std::atomic<std::uint64_t> admitted{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 2; ++i)
+        threads.emplace_back([&] {
+            for (int k = 0; k < 20000; ++k) {
+                admission t = l.try_admit(key..., 2);
+                if (!t) continue;
+                admitted.fetch_add(1);
+                CHECK_FALSE(l.settle(std::move(t), 1));
+                (void)l.peek(key..., 1);
+            }
+        });
+    for (auto& t : threads) t.join();
+    CHECK(admitted.load() >= burst - 1);
+    CHECK(l.peek(key..., 1).remaining + 1 == burst - admitted.load());
+}
+
+TEST_CASE("settling from several threads at once loses nothing and counts nothing twice")
+{
+    boost::asio::io_context io;
+    clock_a::set(std::chrono::nanoseconds{0});
+    {
+        sluice::token_bucket<clock_a> b(io, rate::per_second(1), 5000);
+        conserve(b, 5000);
+    }
+    {
+        sluice::fixed_window<clock_a> w(io, 5000, 1s);
+        conserve(w, 5000);
+    }
+    {
+        sluice::keyed<sluice::token_bucket<clock_a>> k(io, rate::per_second(1), 5000);
+        conserve(k, 5000, std::string_view("k"));
+    }
 }
 
 TEST_SUITE_END();
