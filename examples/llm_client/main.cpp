@@ -121,7 +121,7 @@ struct client {
     bool failed = false;   // something that would fail every call: said, and the run stops
     unsigned live_workers = 0;
     std::uint64_t calls = 0, succeeded = 0, refused = 0, tokens = 0, bad_answers = 0, errors = 0, waits_cut = 0;
-    std::uint64_t malformed_fields = 0;
+    std::uint64_t malformed_fields = 0, settled = 0, settles_refused = 0;
 
     void stop()
     {
@@ -196,6 +196,7 @@ struct client {
 
     // What one call holds of the tokens bucket until it is settled.
     struct token_admission {
+        sluice::admission ticket;     // of the local bucket
         std::uint64_t reserved = 0;   // 0: nothing held
     };
 
@@ -224,7 +225,10 @@ struct client {
         }
 #endif
         if (!co_await requests_bucket->acquire()) co_return false;   // closed: stopping
-        if (auto r = co_await tokens_bucket->acquire(estimate); !r) co_return false;
+        auto [ec, ticket] =
+            co_await tokens_bucket->async_admit(estimate, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
+        if (ec) co_return false;
+        adm.ticket = std::move(ticket);
         adm.reserved = estimate;
         co_return true;
     }
@@ -233,9 +237,13 @@ struct client {
     // counted `actual` (its usage: prompt and completion).
     void settle_tokens(token_admission& adm, std::uint64_t actual)
     {
-        // TODO(settle): sluice's settle (issue 40 item 1) gives the unused output back here.
-        // Until it lands the reservation stays charged in full.
-        (void)actual;
+        if (adm.ticket) {
+            // Refused only for a ticket admitted before the bucket was reconfigured (its
+            // rate refined): that call stays charged in full, on the safe side.
+            if (auto ec = tokens_bucket->settle(std::move(adm.ticket), actual); ec) ++settles_refused;
+            else ++settled;
+        }
+        // Shared through Redis: charged in full until its buckets take tickets.
         adm.reserved = 0;
     }
 
@@ -281,14 +289,11 @@ struct client {
             ready.cancel();
             return;
         }
-        if (conf_r) {
-            requests_bucket->set_rate(r_rate);
-            requests_bucket->set_burst(rq.limit());
-        }
-        if (conf_t) {
-            tokens_bucket->set_rate(t_rate);
-            tokens_bucket->set_burst(tk.limit());
-        }
+        // Only what moved: a reconfigured bucket refuses to settle what it admitted before.
+        if (conf_r && requests_bucket->rate() != r_rate) requests_bucket->set_rate(r_rate);
+        if (conf_r && requests_bucket->burst() != rq.limit()) requests_bucket->set_burst(rq.limit());
+        if (conf_t && tokens_bucket->rate() != t_rate) tokens_bucket->set_rate(t_rate);
+        if (conf_t && tokens_bucket->burst() != tk.limit()) tokens_bucket->set_burst(tk.limit());
     }
     bool configured = false;
 
@@ -335,7 +340,7 @@ struct client {
             if (++errors == 1)
                 std::fprintf(stderr, "llm_client: a call failed (%s): %s\n", examples::to_string(r.fail),
                              r.ec.message().c_str());
-            return std::nullopt;
+            return std::chrono::duration_cast<clock_type::duration>(steer.on_failure());
         }
         const auto& res = r.response;
         std::vector<sluice::http::field_line> lines;
@@ -460,9 +465,12 @@ int main(int argc, char** argv)
     describe("requests", c.steer.requests());
     describe("tokens", c.steer.tokens());
     std::printf("succeeded: %llu  errors: %llu  unusable answers: %llu  malformed quota fields: %llu  "
-                "Retry-After cut: %llu  prompt estimate: %.3f tokens a byte\n",
+                "impossible quotas ignored: %llu  Retry-After cut: %llu\n",
                 count(c.succeeded), count(c.errors), count(c.bad_answers), count(c.malformed_fields),
-                count(c.waits_cut), c.estimator.ratio());
+                count(c.steer.requests().ignored() + c.steer.tokens().ignored()), count(c.waits_cut));
+    std::printf("settled: %llu  not settled (admitted before a reconfiguration): %llu  prompt estimate: %.3f "
+                "tokens a byte\n",
+                count(c.settled), count(c.settles_refused), c.estimator.ratio());
     int rc = c.succeeded > 0 ? 0 : 1;
 #if SLUICE_EXAMPLES_REDIS
     if (c.shared) {

@@ -129,9 +129,9 @@ public:
             if (bound <= max_rate) lower_ = std::max(lower_, bound);
             else ++ignored_;
         }
-        // Configured again only when the rate moved by a tenth of a percent: a bucket's
-        // reconfiguration is not free (a round trip when it is shared).
-        if (std::abs(per_second() - before) > 1e-3 * before) out.configure = true;
+        // Configured again only when the rate moved by half a percent: a reconfiguration is
+        // not free (a round trip when shared; what was admitted before it cannot be settled).
+        if (std::abs(per_second() - before) > 5e-3 * before) out.configure = true;
         if (first && a.remaining && *a.remaining < *limit_) out.drain = *limit_ - *a.remaining;
         return out;
     }
@@ -191,6 +191,7 @@ public:
     decision on_response(unsigned status, const sluice::http::provider_limits& l)
     {
         decision d;
+        failures_ = 0;
         d.requests = requests_.on_announcement(l.requests);
         d.tokens = tokens_.on_announcement(l.tokens);
         if (status == 429) {
@@ -204,6 +205,19 @@ public:
         return d;
     }
 
+    /// A call that got no answer (no connection, a timeout): its worker waits this long
+    /// before the next one, a backoff that doubles from failure_backoff with each failure in
+    /// a row, up to `longest_wait`, and starts over with the next answer.
+    duration on_failure() noexcept
+    {
+        const duration d = failures_ >= 30 ? longest_ : std::min(longest_, first_failure_backoff * (std::int64_t{1} << failures_));
+        ++failures_;
+        return d;
+    }
+
+    /// The first wait after a call that got no answer.
+    static constexpr duration first_failure_backoff = std::chrono::milliseconds(50);
+
     /// Whether the provider announced both quotas: the buckets can pace every worker. Until
     /// then one call at a time goes out, each after the answer to the last.
     bool steered() const noexcept { return requests_.known() && tokens_.known(); }
@@ -213,6 +227,7 @@ public:
 private:
     quota_mirror requests_, tokens_;
     duration longest_, backoff_;
+    unsigned failures_ = 0;
 };
 
 } // namespace llm
