@@ -323,9 +323,10 @@ struct client {
             token_admission adm;
             if (steered && !co_await admit(estimate, adm)) break;
             if (!claim()) break;   // its reservation goes unused: the run is over
+            const auto sent = clock_type::now();
             auto r = co_await conn.post(url.target, llm::chat_request(opts.model, prompt, opts.max_tokens),
                                         "application/json", timeout, body_limit);
-            if (auto wait = on_answer(r, adm)) co_await wait_for(*wait);
+            if (auto wait = on_answer(r, adm, clock_type::now() - sent)) co_await wait_for(*wait);
         }
         conn.close();
         if (--live_workers == 0) finish();
@@ -333,7 +334,8 @@ struct client {
 
     // Counts an answer, settles its call, steers the buckets; returns how long this worker
     // waits before its next call.
-    std::optional<clock_type::duration> on_answer(const examples::http_result& r, token_admission& adm)
+    std::optional<clock_type::duration> on_answer(const examples::http_result& r, token_admission& adm,
+                                                  clock_type::duration rtt)
     {
         if (r.fail != examples::failure::none) {
             // Whether the provider counted the call is unknown: it stays charged.
@@ -366,7 +368,7 @@ struct client {
         } else if (++errors == 1) {
             std::fprintf(stderr, "llm_client: the provider answered %u: %.200s\n", status, res.body().c_str());
         }
-        const auto d = steer.on_response(status, limits);
+        const auto d = steer.on_response(status, limits, rtt);
         steer_buckets(d);
         if (d.wait_cut) ++waits_cut;
         if (d.wait) return std::chrono::duration_cast<clock_type::duration>(*d.wait);

@@ -100,9 +100,15 @@ public:
     /// ignored (a bucket cannot pace finer than a nanosecond).
     static constexpr double max_rate = 1e8;
 
-    /// What a response said of this quota. Announcements that cannot describe a quota (a
-    /// limit of 0 or beyond max_limit, a refill beyond max_rate) are ignored and counted.
-    mirror_update on_announcement(const sluice::http::quota_announcement& a)
+    /// What a response said of this quota; `rtt` is how long the call took, from its send to
+    /// its answer. Announcements that cannot describe a quota (a limit of 0 or beyond
+    /// max_limit, a refill beyond max_rate) are ignored and counted.
+    ///
+    /// A reset announced as an instant (Anthropic) was read against this side's clock when
+    /// the answer came, but the provider wrote it somewhere within the call: up to `rtt`
+    /// before. So the quota may be whole up to `rtt` later than reset_after says, and the
+    /// bound from below takes that (a duration, OpenAI's, counts from when it was written).
+    mirror_update on_announcement(const sluice::http::quota_announcement& a, duration rtt = duration::zero())
     {
         mirror_update out;
         if (!a.limit) return out;
@@ -125,7 +131,9 @@ public:
             else ++ignored_;
         }
         if (a.remaining && a.reset_after && *a.reset_after > duration::zero() && *a.remaining < *limit_) {
-            const double bound = static_cast<double>(*limit_ - *a.remaining - 1) / seconds(*a.reset_after);
+            const duration reset =
+                *a.reset_after + (a.family == sluice::http::quota_family::anthropic ? std::max(rtt, duration::zero()) : duration::zero());
+            const double bound = static_cast<double>(*limit_ - *a.remaining - 1) / seconds(reset);
             if (bound <= max_rate) lower_ = std::max(lower_, bound);
             else ++ignored_;
         }
@@ -187,13 +195,13 @@ public:
     {
     }
 
-    /// A response of `status` that announced `l`.
-    decision on_response(unsigned status, const sluice::http::provider_limits& l)
+    /// A response of `status` that announced `l`, `rtt` after its call was sent.
+    decision on_response(unsigned status, const sluice::http::provider_limits& l, duration rtt = duration::zero())
     {
         decision d;
         failures_ = 0;
-        d.requests = requests_.on_announcement(l.requests);
-        d.tokens = tokens_.on_announcement(l.tokens);
+        d.requests = requests_.on_announcement(l.requests, rtt);
+        d.tokens = tokens_.on_announcement(l.tokens, rtt);
         if (status == 429) {
             duration w = l.retry_after ? std::max(*l.retry_after, duration::zero()) : backoff_;
             if (w > longest_) {

@@ -202,6 +202,25 @@ TEST_CASE("mirror: a whole quota says its size, a rate per minute is assumed unt
     CHECK(m.per_second() == doctest::Approx(49.9));
 }
 
+TEST_CASE("mirror: a reset announced as an instant may be up to the call's round trip later")
+{
+    // 1500 a second; 150 short when the provider wrote the instant, 100 ms to whole, read
+    // 20 ms later (the end of a call of 20 ms): 80 ms to whole by this side's clock.
+    auto a = openai_like(3000, 2850, 80ms);
+    a.family = sluice::http::quota_family::anthropic;
+    llm::quota_mirror m(1min, 1.0);
+    m.on_announcement(a, 20ms);
+    CHECK(m.per_second() <= 1500);
+    CHECK(m.per_second() == doctest::Approx(1490));
+    llm::quota_mirror unaware(1min, 1.0);
+    unaware.on_announcement(a);
+    CHECK(unaware.per_second() > 1500);   // what the round trip is for
+    a.family = sluice::http::quota_family::openai;   // a duration counts from when it was written
+    llm::quota_mirror duration(1min, 1.0);
+    duration.on_announcement(a, 20ms);
+    CHECK(duration.per_second() == doctest::Approx(149 / 0.08));
+}
+
 TEST_CASE("mirror: the first announcement of a quota not whole drains what the provider counted")
 {
     llm::quota_mirror m;
