@@ -126,9 +126,13 @@ public:
     /// and nothing admitted is taken back), saturating at the end of the clock. Either way
     /// the state is, as far as any later decision can tell, the one an admission of
     /// `actual` at the same instant would have left, when nothing else was admitted since
-    /// (with admissions since, the difference is the same number of permits, taken or
-    /// given back now). `at` is not needed: z carries the time. Returns how far z moved
-    /// back (what later reservations may move up by), 0 for a debt. Lock-free.
+    /// (idle time between is fine). Two cases are not exact: with admissions since, the
+    /// difference is the same number of permits taken or given back now (an admission
+    /// since that found the bucket full would have found it as full with less taken
+    /// before: the bucket forgets, and so does the refund); and with a slack, a grant that
+    /// restarted the schedule after idleness, settled to 0, leaves the schedule restarted.
+    /// `at` is not needed: z carries the time. Returns how far z moved back (what later
+    /// reservations may move up by), 0 for a debt. Lock-free.
     std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t /*at*/, std::int64_t now) noexcept
     {
         if (actual < cost) return refund(cost - actual, now);

@@ -68,7 +68,8 @@ public:
     /// could not have been admitted), so the log is the one an admission of `actual` would
     /// have left. Higher: actual - cost more timestamps `at` enter it in order (a debt: each
     /// leaves the window at at + window, and the log keeps its newest `limit`, all that any
-    /// decision reads). A timestamp `at` no longer in the log (it left the window, or the
+    /// decision reads; so a debt beyond the limit is forgotten, and a later settle lower of
+    /// an admission before it gives back from the stamps kept). A timestamp `at` no longer in the log (it left the window, or the
     /// clock stepped back and the admission was stamped later) changes nothing. Under the
     /// lock, O(limit), no allocation. Returns 0.
     std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t /*now*/) noexcept
