@@ -301,6 +301,7 @@ struct client {
 
     asio::awaitable<void> wait_for(clock_type::duration d)
     {
+        if (stopping) co_return;   // stop() cancelled the waits already
         auto& t = waits.emplace_back(io);
         auto it = std::prev(waits.end());
         t.expires_after(d);

@@ -147,6 +147,15 @@ def shared():
 
 
 def usage():
+    # A provider that announces nothing: one call at a time, and it says so.
+    p, port, log = start_provider("none", "none", 600, 100000)
+    res = subprocess.run([CLIENT, "--url", "http://127.0.0.1:%d" % port, "--requests", "5"], capture_output=True,
+                         text=True, timeout=30)
+    stop(p)
+    rows = fake.read_log(log)
+    check(res.returncode == 0 and "tokens quota: never announced" in res.stdout and len(rows) == 5,
+          "no quota announced: 5 calls made (%d), exit %d" % (len(rows), res.returncode))
+    check(all(a["done"] <= b["admitted"] for a, b in zip(rows, rows[1:])), "no quota announced: one call at a time")
     for args, message, rc in [
         (["--url", "http://10.0.0.1:80"], "loopback", 2),
         (["--url", "http://127.0.0.1:1", "--max-tokens", "0"], "positive", 2),
