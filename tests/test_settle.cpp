@@ -6,7 +6,9 @@
 #include <sluice/all_of.hpp>
 #include <sluice/detail/wait_traits.hpp>
 #include <sluice/fixed_window.hpp>
+#include <sluice/keyed.hpp>
 #include <sluice/leaky_bucket.hpp>
+#include <sluice/limiter.hpp>
 #include <sluice/manual_clock.hpp>
 #include <sluice/sliding_window.hpp>
 #include <sluice/sliding_window_counter.hpp>
@@ -129,6 +131,49 @@ struct all_of_case {
     // GCRA: exact for the newest admission only (see gcra::settle).
     static constexpr bool newest_only = true;
     static constexpr bool debt_any_order = true;
+};
+
+// One key of a keyed limiter, as the model run drives a single limiter.
+template <class L>
+struct one_key {
+    L l;
+    static constexpr std::string_view key = "user:1";
+    decision peek(std::uint64_t n) const { return l.peek(key, n); }
+    decision try_acquire(std::uint64_t n) { return l.try_acquire(key, n); }
+    admission try_admit(std::uint64_t n) { return l.try_admit(key, n); }
+    boost::system::error_code settle(admission&& a, std::uint64_t actual) { return l.settle(std::move(a), actual); }
+};
+
+// A keyed token bucket: the compact path (one word per key).
+struct keyed_bucket_case {
+    template <class C>
+    static auto make(boost::asio::io_context& io)
+    {
+        using L = sluice::keyed<sluice::token_bucket<C>>;
+        return one_key<L>{L(io, rate::per_second(100), 20)};
+    }
+    static constexpr std::int64_t span = 200'000'000;
+    static constexpr std::uint64_t limit = 20;
+    static constexpr const char* name = "keyed token_bucket";
+    static constexpr bool newest_only = true;
+    static constexpr bool debt_any_order = true;
+    static constexpr std::uint64_t least = 0;
+};
+
+// A keyed sliding window counter: a whole policy per key.
+struct keyed_counter_case {
+    template <class C>
+    static auto make(boost::asio::io_context& io)
+    {
+        using L = sluice::keyed<sluice::sliding_window_counter<C>>;
+        return one_key<L>{L(io, 20, 100ms)};
+    }
+    static constexpr std::int64_t span = 100'000'000;
+    static constexpr std::uint64_t limit = 20;
+    static constexpr const char* name = "keyed sliding_window_counter";
+    static constexpr bool newest_only = false;
+    static constexpr bool debt_any_order = true;
+    static constexpr std::uint64_t least = 0;
 };
 
 bool same(const decision& x, const decision& y)
@@ -267,13 +312,54 @@ void model_runs()
 
 } // namespace
 
+static_assert(sluice::settling_limiter<sluice::token_bucket<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::leaky_bucket<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::fixed_window<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::sliding_window<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::sliding_window_counter<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::time_wheel<clock_a>>);
+static_assert(sluice::settling_limiter<sluice::all_of<sluice::policy::gcra, sluice::policy::sliding_log>>);
+static_assert(sluice::settling_limiter<sluice::keyed<sluice::token_bucket<clock_a>>, std::string_view>);
+static_assert(sluice::settling_limiter<sluice::keyed<sluice::fixed_window<clock_a>>, std::string>);
+
 TEST_SUITE_BEGIN("settle");
 
 TEST_CASE_TEMPLATE("a settled admission decides as one asked for the settled cost; peek takes nothing", Case,
                    token_bucket_case, leaky_bucket_case, fixed_window_case, sliding_window_case,
-                   sliding_window_counter_case, time_wheel_case, all_of_case)
+                   sliding_window_counter_case, time_wheel_case, all_of_case, keyed_bucket_case, keyed_counter_case)
 {
     model_runs<Case>();
+}
+
+TEST_CASE("keyed: a ticket keeps its key; an evicted key settles lower as nothing, higher as a debt from now")
+{
+    boost::asio::io_context io;
+    clock_a::set(std::chrono::nanoseconds{0});
+    sluice::keyed<sluice::token_bucket<clock_a>> k(io, rate::per_second(100), 20);
+    admission t = k.try_admit(std::string_view("a"), 20);
+    REQUIRE(t);
+    CHECK(t.key() == "a");
+    CHECK_FALSE(k.peek(std::string_view("a"), 1).admitted);
+    CHECK(k.peek(std::string_view("b"), 20).admitted);   // a key never seen: a new one
+    CHECK_FALSE(k.contains(std::string_view("b")));       // ...and not made
+    CHECK_FALSE(k.settle(std::move(t), 10));
+    CHECK(k.peek(std::string_view("a"), 10).admitted);
+    CHECK_FALSE(k.peek(std::string_view("a"), 11).admitted);
+
+    admission u = k.try_admit(std::string_view("c"), 5);
+    admission v = k.try_admit(std::string_view("d"), 5);
+    clock_a::advance(1s);
+    k.sweep();
+    REQUIRE_FALSE(k.contains(std::string_view("c")));
+    CHECK_FALSE(k.settle(std::move(u), 0));
+    CHECK_FALSE(k.contains(std::string_view("c")));
+    CHECK_FALSE(k.settle(std::move(v), 45));   // 40 of debt, from now: 400 ms
+    CHECK(k.contains(std::string_view("d")));
+    CHECK(k.peek(std::string_view("d"), 1).retry_after == 210ms);
+
+    sluice::keyed<sluice::token_bucket<clock_a>> other(io, rate::per_second(100), 20);
+    admission w = k.try_admit(std::string_view("e"), 1);
+    CHECK(other.settle(std::move(w), 0) == error::foreign_admission);
 }
 
 TEST_CASE_TEMPLATE("settling higher than the limit is a debt later callers wait for", Case, token_bucket_case,

@@ -263,7 +263,7 @@ public:
     /// that converts to true, to be settled later with the actual cost (settle); refused, an
     /// empty ticket whose answer() is the refusal. Costs what try_acquire costs, plus the
     /// ticket (and, for a keyed limiter, a copy of the key).
-    admission try_admit(std::uint64_t n = 1)
+    [[gnu::always_inline]] admission try_admit(std::uint64_t n = 1)
         requires(at_once && !keyed && requires(State& s) { s.admit(n); })
     {
         return state_->admit(n);
@@ -354,7 +354,7 @@ public:
 
     /// What try_acquire(n) would answer now (admitted, remaining, retry_after,
     /// reset_after), nothing consumed and nothing counted. Local limiters.
-    decision peek(std::uint64_t n = 1) const noexcept
+    [[gnu::always_inline]] decision peek(std::uint64_t n = 1) const noexcept
         requires(at_once && !keyed && requires(State& s) { s.peek(n); })
     {
         return state_->peek(n);

@@ -48,7 +48,10 @@ public:
     }
 
     /// What try_acquire(n, now) would answer, consuming nothing. Safe without the lock.
-    decision peek(std::uint64_t n, std::int64_t now) const noexcept { return policy().check(n, now); }
+    [[gnu::always_inline]] decision peek(std::uint64_t n, std::int64_t now) const noexcept
+    {
+        return policy().check(n, now);
+    }
 
     /// Settles an admission of `cost` permits at `at` with its `actual` cost (the policy's
     /// settle). What a lower cost gives back moves every queued slot up, as a cancelled

@@ -94,7 +94,7 @@ public:
 
     /// try_acquire with a ticket (basic_limiter::try_admit): the same decision, counted the
     /// same, and on admission the ticket of n permits at the instant decided at.
-    admission admit(std::uint64_t n)
+    [[gnu::always_inline]] admission admit(std::uint64_t n)
         requires trying_queue<Queue> && settling_queue<Queue>
     {
         // The epoch before the decision: a reconfiguration racing with it makes the ticket
@@ -145,8 +145,16 @@ public:
         return ec;
     }
 
+    /// Settles `cost` permits admitted at `at` with `actual`, for a ticket its owner checked
+    /// (a keyed limiter's key engine), then releases the waiters it lets in.
+    void settle_cost(std::uint64_t cost, std::uint64_t actual, std::int64_t at)
+        requires settling_queue<Queue>
+    {
+        update([&](Queue& q, std::int64_t t, completion_list& done) { q.settle(cost, actual, at, t, done); });
+    }
+
     /// What try_acquire(n) would answer now, nothing consumed or counted.
-    decision peek(std::uint64_t n) const noexcept
+    [[gnu::always_inline]] decision peek(std::uint64_t n) const noexcept
         requires settling_queue<Queue>
     {
         if constexpr (Queue::lock_free_try) {
@@ -325,7 +333,7 @@ private:
     }
 
     // try_acquire_uncounted at an instant read by the caller (admit keeps it in the ticket).
-    auto try_acquire_at(std::uint64_t n, std::int64_t t) noexcept
+    [[gnu::always_inline]] auto try_acquire_at(std::uint64_t n, std::int64_t t) noexcept
         requires trying_queue<Queue>
     {
         if constexpr (Queue::lock_free_try) {
