@@ -32,13 +32,16 @@ PROVIDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_llm_pr
 tmp = tempfile.mkdtemp(prefix="sluice-llm-client-")
 MINUTE = 2.0             # seconds: a whole number, as RateLimit-Policy's w is
 MINUTES = 10
+# A call takes 10 ms at the provider: 300 ms of a real minute. (A reset announced as an
+# instant is known to a round trip: the client's bound of the rate gives up that share.)
+LATENCY_MS = 10
 LAST_LINE = re.compile(r"llm_client: (\d+) calls, (\d+) refused, (\d+) tokens in ([0-9.]+) s")
 
 
 def start_provider(name, family, rpm, tpm):
     log = os.path.join(tmp, name + ".log")
     p = spawn([sys.executable, PROVIDER, "--port", "0", "--rpm", str(rpm), "--tpm", str(tpm), "--minute-seconds",
-               str(MINUTE), "--headers", family, "--latency-ms", "20", "--log", log, "--seconds", "120"],
+               str(MINUTE), "--headers", family, "--latency-ms", str(LATENCY_MS), "--log", log, "--seconds", "120"],
               stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     m = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)\n", line)
