@@ -222,6 +222,16 @@ struct shadow_handler {
     template <class Answer>
     void operator()(boost::system::error_code ec, Answer a)
     {
+        if constexpr (std::is_same_v<Answer, decision>) {
+            // A shared backend says exceeds_limit as an error of the call (no decision):
+            // the same refusal by the limit as a local decision's, let through alike.
+            if (ec == error::exceeds_limit) {
+                a = decision{};
+                a.retry_after = std::chrono::nanoseconds::max();
+                a.error = ec;
+                ec = {};
+            }
+        }
         if (!ec) {
             const shadow_verdict v = Try ? judge_try(a) : judge_acquire(a, max_wait);
             if (v.dark) {
