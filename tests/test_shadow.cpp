@@ -29,6 +29,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -486,6 +487,55 @@ TEST_CASE("shadow: bad combinations are refused at construction")
     CHECK(invalid([&] { sluice::shm::keyed_bucket<clk> b(io, name.str(), sluice::rate::per_second(1), 1, {}, {}, w); }));
     o.strict = false;   // shadow alone is fine
     CHECK_NOTHROW(sluice::token_bucket<clk>(io, sluice::rate::per_second(1), 1, o));
+}
+
+TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("shadow");
+
+TEST_CASE("shadow: threads trying and acquiring at once: every refusal counted once, the burst admitted once")
+{
+    boost::asio::io_context io;
+    clk::set(std::chrono::nanoseconds(1'000'000'000));
+    std::atomic<std::uint64_t> reported{0};
+    sluice::limiter_options o;
+    o.shadow = {true, [&](const sluice::shadow_event&) { reported.fetch_add(1, std::memory_order_relaxed); }};
+    sluice::token_bucket<clk> b(io, sluice::rate::per_second(1), 100, o);   // the clock stands still
+    constexpr int threads = 4, each = 5000;
+    std::atomic<std::uint64_t> tries_refused{0}, completed{0};
+    auto guard = boost::asio::make_work_guard(io);
+    std::vector<std::thread> runners;
+    for (int t = 0; t < 2; ++t) runners.emplace_back([&] { io.run(); });
+    std::vector<std::thread> callers;
+    for (int t = 0; t < threads; ++t) {
+        callers.emplace_back([&, t] {
+            for (int i = 0; i < each; ++i) {
+                if ((i + t) % 2 == 0) {
+                    const sluice::decision d = b.try_acquire();
+                    if (!d.admitted) tries_refused.fetch_add(1, std::memory_order_relaxed);
+                } else {
+                    b.async_acquire(1, (i % 4 == 1) ? 0ns : 1h, [&](boost::system::error_code ec) {
+                        CHECK(!ec);
+                        completed.fetch_add(1, std::memory_order_relaxed);
+                    });
+                }
+            }
+        });
+    }
+    for (auto& c : callers) c.join();
+    guard.reset();
+    for (auto& r : runners) r.join();
+    CHECK(tries_refused == 0);   // every try answered admitted
+    CHECK(completed == threads * each / 2);
+    const auto s = b.stats();
+    // 100 admitted by the limit, the rest let through: each counted once, reported once.
+    CHECK(s.shadow.try_refused + s.shadow.refused + s.shadow.waited == threads * each - 100);
+    CHECK(reported == threads * each - 100);
+    CHECK(s.admitted == threads * each / 2);
+    CHECK(s.shadow.waited > 0);
+    CHECK(s.shadow.refused > 0);
+    CHECK(!b.try_acquire(1).error);
+    CHECK(b.stats().shadow.try_refused == s.shadow.try_refused + 1);   // still empty: nothing more was charged
 }
 
 TEST_SUITE_END();
