@@ -187,10 +187,11 @@ public:
     [[gnu::always_inline]] answer_type try_acquire(std::uint64_t n = 1) noexcept(noexcept(Answers::try_acquire(state_, n)))
         requires(at_once && !keyed)
     {
-        answer_type a = Answers::try_acquire(state_, n);
-        if (!a && shadow_) [[unlikely]]
-            shadow_try(a, n);
-        return a;
+        // Tested first, so that the answer goes back as the backend built it (a copy of it
+        // to test would cost every try).
+        if (shadow_) [[unlikely]]
+            return shadow_try(n);
+        return Answers::try_acquire(state_, n);
     }
 
     /// Admits n permits of `key` now if possible; `key` is anything the backend looks keys
@@ -200,10 +201,9 @@ public:
         noexcept(Answers::try_acquire(state_, n, key)))
         requires(at_once && keyed)
     {
-        answer_type a = Answers::try_acquire(state_, n, key);
-        if (!a && shadow_) [[unlikely]]
-            shadow_try(a, n, key);
-        return a;
+        if (shadow_) [[unlikely]]
+            return shadow_try(n, key);
+        return Answers::try_acquire(state_, n, key);
     }
 
     /// try_acquire as an asynchronous operation: the verb of every limiter, where a shared
@@ -354,14 +354,17 @@ private:
     try_initiation_type try_initiation() const noexcept { return {state_, shadow_}; }
     acquire_initiation_type acquire_initiation() const noexcept { return {state_, shadow_}; }
 
-    // A try the backend refused, in shadow mode: let through when the limit refused it.
+    // A try in shadow mode: the backend's answer, let through when the limit refused it.
     template <class... Key>
-    [[gnu::cold, gnu::noinline]] void shadow_try(answer_type& a, std::uint64_t n, const Key&... key) const noexcept
+    [[gnu::noinline]] answer_type shadow_try(std::uint64_t n, const Key&... key) const
+        noexcept(noexcept(Answers::try_acquire(state_, n, key...)))
     {
+        answer_type a = Answers::try_acquire(state_, n, key...);
         if (const detail::shadow_verdict v = detail::judge_try(a); v.dark) {
             shadow_->note(v, n, key...);
             detail::admit_in_dark_as<State, Answers>{state_}(a, n);
         }
+        return a;
     }
 
     // Set in shadow mode only: its counts and report.
