@@ -408,7 +408,28 @@ const stats_family stats_families[] = {
     {"limiter_adaptive_distrusted", metric_type::counter, "",
      "Times a server's fields contradicted its refusals and were distrusted.", &stats_groups::adaptive,
      {{"", SLUICE_FIELD(adaptive.distrusted)}}},
+    {"limiter_shadow_try_refused", metric_type::counter, "", "Shadow mode: tries the limit refused, admitted.",
+     &stats_groups::shadow, {{"", SLUICE_FIELD(shadow.try_refused)}}},
+    {"limiter_shadow_refused", metric_type::counter, "",
+     "Shadow mode: acquires the limit would have refused, admitted.", &stats_groups::shadow,
+     {{"", SLUICE_FIELD(shadow.refused)}}},
+    {"limiter_shadow_waited", metric_type::counter, "",
+     "Shadow mode: acquires that would have waited, admitted at once.", &stats_groups::shadow,
+     {{"", SLUICE_FIELD(shadow.waited)}}},
+    {"limiter_shadow_wait_seconds", metric_type::counter, "seconds",
+     "Shadow mode: how long those acquires would have waited, summed.", &stats_groups::shadow,
+     {{"", SLUICE_FIELD(shadow.total_wait)}}},
+    {"limiter_shadow_longest_wait_seconds", metric_type::gauge, "seconds",
+     "Shadow mode: the longest wait one acquire would have had.", &stats_groups::shadow,
+     {{"", SLUICE_FIELD(shadow.longest_wait)}}},
 };
+
+// Whether limiter `l` writes family `f`: its group is on (the shadow group only for a
+// limiter in shadow mode, whose counts would say nothing elsewhere).
+bool writes(const named_stats& l, const stats_family& f) noexcept
+{
+    return l.groups.*f.group && (f.group != &stats_groups::shadow || l.stats.shadow.enabled);
+}
 
 #undef SLUICE_FIELD
 
@@ -420,11 +441,11 @@ void write_stats(writer& w, std::span<const named_stats> limiters, std::string_v
     std::vector<label> labels;
     for (const auto& f : stats_families) {
         bool any = false;
-        for (const auto& l : limiters) any = any || l.groups.*f.group;
+        for (const auto& l : limiters) any = any || writes(l, f);
         if (!any) continue;
         w.family(f.name, f.type, f.help, f.unit);
         for (const auto& l : limiters) {
-            if (!(l.groups.*f.group)) continue;
+            if (!writes(l, f)) continue;
             for (const auto& [outcome, value] : f.values) {
                 if (!value) break;
                 labels.assign({label{label_name, l.name}});

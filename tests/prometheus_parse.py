@@ -44,6 +44,7 @@ counters = {
     "limiter_adaptive_refusals": 132, "limiter_adaptive_responses_with_fields": 133,
     "limiter_adaptive_malformed_fields": 134, "limiter_adaptive_pauses": 135,
     "limiter_adaptive_pauses_cut": 136, "limiter_adaptive_distrusted": 137,
+    "limiter_shadow_try_refused": 139, "limiter_shadow_refused": 140, "limiter_shadow_waited": 141,
 }
 gauges = {
     "limiter_waiting": 105, "limiter_keys_tracked": 111, "limiter_keys_waiting": 116,
@@ -51,7 +52,7 @@ gauges = {
 }
 seconds_gauges = {
     "limiter_longest_wait_seconds": 108.25, "limiter_backend_round_trip_seconds": 0.123,
-    "limiter_backend_clock_offset_seconds": -0.124,
+    "limiter_backend_clock_offset_seconds": -0.124, "limiter_shadow_longest_wait_seconds": 143.5,
 }
 outcomes = {
     "limiter_requests": {"admitted": 100, "refused": 101, "timed_out": 102, "cancelled": 103, "closed": 104},
@@ -74,6 +75,9 @@ def expected_families():
         out["sluice_" + name] = ("gauge", "", {("sluice_" + name, labels("all")): v})
     for name, v in seconds_gauges.items():
         out["sluice_" + name] = ("gauge", "seconds", {("sluice_" + name, labels("all")): v})
+    out["sluice_limiter_shadow_wait_seconds"] = ("counter", "seconds", {
+        ("sluice_limiter_shadow_wait_seconds_total", labels("all")): 142,
+    })
     out["sluice_limiter_wait_seconds"] = ("counter", "seconds", {
         ("sluice_limiter_wait_seconds_total", labels("all")): 107.5,
         ("sluice_limiter_wait_seconds_total", labels("few", zone="eu")): 0,

@@ -47,6 +47,8 @@ int main(int argc, char** argv)
     all.backend.clock_offset = -124ms;
     all.backend.degraded = true;
     all.adaptive = {126, 127, 128, 129, 130, 131, 132, 133, 134, 135, 136, 137};
+    // Shadow mode (its `enabled` is field 138): only a limiter in it writes the group.
+    all.shadow = {true, 139, 140, 141, 142s, 143500ms};
 
     sluice::limiter_stats few;
     few.admitted = 1;

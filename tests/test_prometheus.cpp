@@ -142,6 +142,7 @@ TEST_CASE("every field of limiter_stats has its sample")
     s.backend.clock_offset = -2s;
     s.backend.degraded = true;
     s.adaptive = {21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+    s.shadow = {true, 41, 42, 43, 1500ms, 250ms};
     const std::string out = one({}, {"all", s});
     const std::pair<const char*, const char*> expected[] = {
         {"sluice_limiter_keys_tracked", "3"},
@@ -171,15 +172,39 @@ TEST_CASE("every field of limiter_stats has its sample")
         {"sluice_limiter_adaptive_pauses_total", "30"},
         {"sluice_limiter_adaptive_pauses_cut_total", "31"},
         {"sluice_limiter_adaptive_distrusted_total", "32"},
+        {"sluice_limiter_shadow_try_refused_total", "41"},
+        {"sluice_limiter_shadow_refused_total", "42"},
+        {"sluice_limiter_shadow_waited_total", "43"},
+        {"sluice_limiter_shadow_wait_seconds_total", "1.5"},
+        {"sluice_limiter_shadow_longest_wait_seconds", "0.25"},
     };
     for (auto [name, value] : expected) {
         CAPTURE(name);
         CHECK(out.find(std::string("\n") + name + "{limiter=\"all\"} " + value + "\n") != std::string::npos);
     }
-    // 33 families: every field of limiter_stats, the requests and tries by outcome.
+    // 38 families: every field of limiter_stats, the requests and tries by outcome.
     std::size_t types = 0;
     for (auto p = out.find("# TYPE "); p != std::string::npos; p = out.find("# TYPE ", p + 1)) ++types;
-    CHECK(types == 33);
+    CHECK(types == 38);
+}
+
+TEST_CASE("the shadow group: written for a limiter in shadow mode only")
+{
+    sluice::limiter_stats live = known(), dark = known();
+    dark.shadow = {true, 5, 6, 7, 2s, 1s};
+    const prom::named_stats limiters[] = {{"live", live}, {"dark", dark}};
+    std::string out;
+    prom::writer w(out);
+    prom::write_stats(w, limiters);
+    w.finish();
+    CHECK(out.find("# TYPE sluice_limiter_shadow_refused_total counter\n"
+                   "sluice_limiter_shadow_refused_total{limiter=\"dark\"} 6\n") != std::string::npos);
+    CHECK(out.find("shadow_refused_total{limiter=\"live\"") == std::string::npos);
+    const prom::named_stats none[] = {{"live", live}};   // nobody in shadow mode: no family at all
+    std::string plain;
+    prom::writer w2(plain);
+    prom::write_stats(w2, none);
+    CHECK(plain.find("shadow") == std::string::npos);
 }
 
 TEST_CASE("several limiters: HELP and TYPE once per family, a family only if a limiter holds its group")

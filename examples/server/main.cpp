@@ -33,6 +33,12 @@
 // retrying at once. An idle connection holds no buffer, and memory freed by connections
 // that went is given back to the system (malloc_trim) once their number has halved.
 //
+// With --dry-run, the per-client limit runs in shadow mode (sluice::shadow_options, nginx's
+// limit_req_dry_run): each request is decided and counted as usual, and none is refused or
+// delayed for its client's rate; one that would have been is answered as any other, with a
+// Sluice-Dry-Run header and a line on stderr saying what would have happened, and /metrics
+// counts them. A new limit is rolled out by watching whom it would refuse.
+//
 // With --workers N, N worker processes accept on one port (a socket each in a SO_REUSEPORT
 // group) and decide on one per-client table in shared memory, sluice::shm::keyed_bucket, so that a
 // client's limit is the host's, as nginx's workers share a limit_req zone; the parent
@@ -147,6 +153,7 @@ struct options {
     std::uint64_t max_connections = 0;   // 0: the open-file limit less 64
     std::uint64_t read_budget = 64 * 1024 * 1024;   // every read buffer's bytes together
     std::uint64_t workers = 1;           // > 1: prefork (prefork.hpp), one shared table
+    bool dry_run = false;                // the per-client limit in shadow mode
 };
 
 // The open-file limit, less what the server keeps for itself (the listening socket, the
@@ -167,7 +174,7 @@ void print_usage(std::FILE* to)
         "              [--pages N] [--seconds N] [--threads N] [--access-log FILE]\n"
         "              [--backend-workers N] [--shed aimd|vegas|gradient2] [--shed-latency-ms N]\n"
         "              [--idle-timeout-ms N] [--max-connections N] [--keepalive-requests N]\n"
-        "              [--read-budget BYTES] [--workers N]\n"
+        "              [--read-budget BYTES] [--workers N] [--dry-run]\n"
         "  --port N              0 (the default): the kernel picks one; the first line on stdout\n"
         "                        says `listening on ADDR:PORT`\n"
         "  --listen ADDR         the address to listen on (default 127.0.0.1)\n"
@@ -175,6 +182,17 @@ void print_usage(std::FILE* to)
         "                        Retry-After and RateLimit fields beyond it\n"
         "  --delay-ms N          hold a request over the limit up to N ms for a permit before\n"
         "                        refusing it (default 0: refuse at once)\n"
+        "  --dry-run             the per-client limit in shadow mode (nginx's limit_req_dry_run):\n"
+        "                        every request is decided and counted by it as usual, but none\n"
+        "                        is refused (429) or delayed (--delay-ms) for it, and the bucket\n"
+        "                        is charged only for what it admits. A request it would have\n"
+        "                        refused or delayed is served with the header\n"
+        "                        `Sluice-Dry-Run: 429; retry-after=S` or `delay; ms=M`, and a\n"
+        "                        line on stderr, `dry-run: CLIENT METHOD TARGET would be 429\n"
+        "                        (Retry-After S)` or `would be delayed M ms` (10 lines a second at\n"
+        "                        most: the rest are counted only). /metrics counts them:\n"
+        "                        sluice_limiter_shadow_try_refused_total{limiter=\"per_client\"}.\n"
+        "                        --max-inflight and --shed still refuse\n"
         "  --max-inflight N      requests handled at once, 503 beyond (default 256)\n"
         "  --trusted-proxy ADDR[/BITS]  a proxy (an address, or a block of them) whose header names\n"
         "                        the client: from a peer in one, the header's list (every line of\n"
@@ -243,7 +261,10 @@ bool parse_args(int argc, char** argv, options& o)
             print_usage(stdout);
             std::exit(0);
         }
-        // Every flag takes a value.
+        if (f.is("--dry-run")) {   // the one flag without a value
+            o.dry_run = true;
+            continue;
+        }
         auto value = f.value();
         if (!value) return false;
         std::string_view a = f.flag(), v = *value;
@@ -439,11 +460,26 @@ sluice::shm::table_options shared_table_options()
     return {.max_keys = 100'000};
 }
 
+// --dry-run: what the per-client limit would have answered the request this thread is
+// deciding. The shadow report runs inside try_acquire, on its caller's thread: handle()
+// clears it before the try and reads it after.
+thread_local std::optional<std::chrono::nanoseconds> would_wait;
+
+sluice::shadow_options dry_run_shadow(bool on)
+{
+    sluice::shadow_options s;
+    s.enabled = on;
+    if (on) s.report = [](const sluice::shadow_event& e) { would_wait = e.wait; };
+    return s;
+}
+
 // A worker's waiting (--delay-ms): a queue per client waiting in this worker, as many
 // clients at once as the in-process limiter tracks.
-sluice::shm::keyed_wait_options shared_wait_options()
+sluice::shm::keyed_wait_options shared_wait_options(bool dry_run)
 {
-    return {.max_waiting_keys = 100'000};
+    sluice::shm::keyed_wait_options w{.max_waiting_keys = 100'000};
+    w.limiter.shadow = dry_run_shadow(dry_run);
+    return w;
 }
 
 using response = http::response<http::string_body>;
@@ -478,11 +514,12 @@ public:
         : io_(io),
           opt_(std::move(opts)),
           budget_(opt_.read_budget),
-          per_client_(io, opt_.rate, opt_.burst, keyed_opts()),
+          per_client_(io, opt_.rate, opt_.burst, keyed_opts(opt_.dry_run)),
           policy_(policy_field(opt_.rate, opt_.burst)),
           inflight_(io, opt_.max_inflight, sluice::limiter_options{.count_try_acquire = true}),
           shed_(make_shed(io, opt_)),
           backend_(make_backend(io, opt_)),
+          dry_log_(io, sluice::rate::per_second(10), 10),
           strand_(asio::make_strand(io)),
           acceptor_(strand_),
           signals_(strand_, SIGINT, SIGTERM),
@@ -493,7 +530,7 @@ public:
             worker_ = *worker;
             // On this worker's io_context: its requests can wait for a permit (--delay-ms).
             shared_.emplace(io, worker->segment, opt_.rate, opt_.burst, shared_table_options(),
-                            std::chrono::nanoseconds{0}, shared_wait_options());
+                            std::chrono::nanoseconds{0}, shared_wait_options(opt_.dry_run));
         }
     }
 
@@ -562,11 +599,12 @@ private:
         return std::optional<sluice::concurrency_limit<>>(std::in_place, io, o.backend_workers);
     }
 
-    static sluice::keyed_options keyed_opts()
+    static sluice::keyed_options keyed_opts(bool dry_run)
     {
         sluice::keyed_options k;
         k.max_keys = 100'000;
         k.limiter.count_try_acquire = true;   // counted under the shard's lock: cheap here
+        k.limiter.shadow = dry_run_shadow(dry_run);
         return k;
     }
 
@@ -1013,6 +1051,27 @@ private:
         res.set("RateLimit", sluice::http::format_ratelimit(std::span<const sluice::http::service_limit>(&l, 1)).value());
     }
 
+    // --dry-run: what the limit would have done to a request served anyway, in a header and
+    // on stderr (at most dry_log_'s rate: a flood of them must not flood the log).
+    void say_dry_run(response& res, const http::request_header<>& req, const std::string& client,
+                     std::chrono::nanoseconds wait)
+    {
+        const bool delayed = opt_.delay_ms > 0 && wait <= std::chrono::milliseconds(opt_.delay_ms);
+        const auto ms = (wait.count() + 999'999) / 1'000'000;
+        const std::string what = delayed ? "delay; ms=" + std::to_string(ms)
+                                         : "429; retry-after=" + std::to_string(std::max<std::int64_t>(1, ceil_seconds(wait)));
+        res.set("Sluice-Dry-Run", what);
+        if (!dry_log_.try_acquire()) return;
+        const std::string target(req.target());
+        if (delayed)
+            std::fprintf(stderr, "dry-run: %s %s %s would be delayed %lld ms\n", client.c_str(),
+                         std::string(req.method_string()).c_str(), target.c_str(), static_cast<long long>(ms));
+        else
+            std::fprintf(stderr, "dry-run: %s %s %s would be 429 (Retry-After %lld)\n", client.c_str(),
+                         std::string(req.method_string()).c_str(), target.c_str(),
+                         static_cast<long long>(std::max<std::int64_t>(1, ceil_seconds(wait))));
+    }
+
     static void set_retry_after(response& res, std::int64_t seconds)
     {
         sluice::http::retry_after ra;
@@ -1109,7 +1168,9 @@ private:
             }
         }
 
+        would_wait.reset();
         auto d = on_bucket(client, [](auto& limiter, const auto& key) { return limiter.try_acquire(key); });
+        const auto dark = std::exchange(would_wait, std::nullopt);   // --dry-run: let through
         if (d.error) {
             // An error that says when (the table full, none idle before then) is the
             // server's excess; one that never passes, a failure.
@@ -1167,6 +1228,7 @@ private:
         // destructor); a shutdown's 503 is none.
         if (shed_permit && res.result() == http::status::service_unavailable) shed_permit->ignore();
         set_ratelimit_headers(res, remaining, reset_after);
+        if (dark) say_dry_run(res, req, client, *dark);
         co_return res;   // `slot` is given back here, once the work is done
     }
 
@@ -1320,6 +1382,7 @@ private:
     sluice::concurrency_limit<> inflight_;
     std::optional<sluice::adaptive_concurrency<>> shed_;
     std::optional<sluice::concurrency_limit<>> backend_;
+    sluice::token_bucket<> dry_log_;   // --dry-run's lines on stderr: 10 a second at most
     // The acceptor, the signals and the deadline share a strand, so that stop() never
     // races the accept loop when the io_context runs several threads.
     asio::strand<asio::io_context::executor_type> strand_;

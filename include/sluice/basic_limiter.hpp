@@ -7,6 +7,7 @@
 #include <sluice/decision.hpp>
 #include <sluice/detail/immediate.hpp>
 #include <sluice/detail/initiate_acquire.hpp>
+#include <sluice/detail/shadow.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
@@ -18,6 +19,7 @@
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -115,6 +117,75 @@ struct try_admit_op {
     }
 };
 
+/// The shadow mode a backend was built with (its options' `shadow`), when it has one.
+template <class State>
+const shadow_options* shadow_of(const State& s) noexcept
+{
+    if constexpr (requires { { s.shadow() } -> std::convertible_to<const shadow_options&>; })
+        return &s.shadow();
+    else
+        return nullptr;
+}
+
+/// Makes a refused answer admitted, charging nothing: a decision in place, a concurrency
+/// limit's permit that holds no slot.
+template <class State, class Answers>
+struct admit_in_dark_as {
+    std::shared_ptr<State> state;
+
+    template <class Answer>
+    void operator()(Answer& a, std::uint64_t n) const noexcept
+    {
+        if constexpr (std::is_same_v<Answer, decision>)
+            admit_in_dark(a);
+        else
+            a = Answers::admitted_in_dark(state, n);
+    }
+};
+
+/// basic_limiter's async_try_acquire: the backend's try, let through in shadow mode.
+template <class State, class Answers>
+struct shadow_try_initiation {
+    std::shared_ptr<State> state;
+    std::shared_ptr<shadow_state> shadow;
+
+    using executor_type = typename State::executor_type;
+    executor_type get_executor() const noexcept { return state->get_executor(); }
+
+    template <class Handler, class... Key>
+    void operator()(Handler&& handler, std::uint64_t n, const Key&... key) const
+    {
+        auto backend = Answers::try_initiation(state);
+        if (!shadow)
+            return backend(std::forward<Handler>(handler), n, key...);
+        using admit = admit_in_dark_as<State, Answers>;
+        backend(shadow_handler<true, std::decay_t<Handler>, admit, Key...>{std::forward<Handler>(handler), shadow,
+                                                                            admit{state}, n, 0, {key...}},
+                n, key...);
+    }
+};
+
+/// basic_limiter's async_acquire: the backend's; in shadow mode its try, answered at once.
+template <class State, class Answers>
+struct shadow_acquire_initiation {
+    std::shared_ptr<State> state;
+    std::shared_ptr<shadow_state> shadow;
+
+    using executor_type = typename State::executor_type;
+    executor_type get_executor() const noexcept { return state->get_executor(); }
+
+    template <class Handler, class... Key>
+    void operator()(Handler&& handler, std::uint64_t n, std::int64_t max_wait, const Key&... key) const
+    {
+        if (!shadow)
+            return Answers::acquire_initiation(state)(std::forward<Handler>(handler), n, max_wait, key...);
+        using admit = admit_in_dark_as<State, Answers>;
+        Answers::try_initiation(state)(shadow_handler<false, std::decay_t<Handler>, admit, Key...>{
+                                           std::forward<Handler>(handler), shadow, admit{state}, n, max_wait, {key...}},
+                                       n, key...);
+    }
+};
+
 } // namespace detail
 
 /// The front of every limiter: the verbs of the contract (sluice::limiter) written once,
@@ -134,6 +205,10 @@ struct try_admit_op {
 /// Keys: the synchronous try looks a key up as given (a std::string_view builds no
 /// string); an asynchronous operation owns its key (a view becomes a std::string), since it
 /// may start after the call has returned (deferred, use_awaitable).
+///
+/// Shadow mode (the backend's options' `shadow`, see shadow_options) is written here once:
+/// the backend decides as always; what it refuses is let through, counted (stats().shadow)
+/// and reported, and an acquire is decided by the backend's try, answered at once.
 ///
 /// Moves: a limiter moved from may only be destroyed or assigned to; assigning closes the
 /// limiter assigned to first. The destructor closes: pending waiters complete with
@@ -164,6 +239,10 @@ public:
     [[gnu::always_inline]] answer_type try_acquire(std::uint64_t n = 1) noexcept(noexcept(Answers::try_acquire(state_, n)))
         requires(at_once && !keyed)
     {
+        // Tested first, so that the answer goes back as the backend built it (a copy of it
+        // to test would cost every try).
+        if (shadow_) [[unlikely]]
+            return shadow_try(n);
         return Answers::try_acquire(state_, n);
     }
 
@@ -174,6 +253,8 @@ public:
         noexcept(Answers::try_acquire(state_, n, key)))
         requires(at_once && keyed)
     {
+        if (shadow_) [[unlikely]]
+            return shadow_try(n, key);
         return Answers::try_acquire(state_, n, key);
     }
 
@@ -191,7 +272,7 @@ public:
     auto async_try_acquire(std::uint64_t n, Token&& token = boost::asio::default_completion_token_t<executor_type>())
         requires(!keyed)
     {
-        return boost::asio::async_initiate<Token, try_signature>(Answers::try_initiation(state_), token, n);
+        return boost::asio::async_initiate<Token, try_signature>(try_initiation(), token, n);
     }
 
     /// The same for n permits of `key`; the operation owns a copy of the key.
@@ -201,7 +282,7 @@ public:
                            Token&& token = boost::asio::default_completion_token_t<executor_type>())
         requires keyed
     {
-        return boost::asio::async_initiate<Token, try_signature>(Answers::try_initiation(state_), token, n,
+        return boost::asio::async_initiate<Token, try_signature>(try_initiation(), token, n,
                                                                  detail::owned_key_t<K>(key));
     }
 
@@ -226,7 +307,7 @@ public:
                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
         requires(!keyed)
     {
-        return boost::asio::async_initiate<Token, acquire_signature>(Answers::acquire_initiation(state_), token, n,
+        return boost::asio::async_initiate<Token, acquire_signature>(acquire_initiation(), token, n,
                                                                      max_wait.count());
     }
 
@@ -237,7 +318,7 @@ public:
                        Token&& token = boost::asio::default_completion_token_t<executor_type>())
         requires keyed
     {
-        return boost::asio::async_initiate<Token, acquire_signature>(Answers::acquire_initiation(state_), token, n,
+        return boost::asio::async_initiate<Token, acquire_signature>(acquire_initiation(), token, n,
                                                                      max_wait.count(), detail::owned_key_t<K>(key));
     }
 
@@ -457,7 +538,12 @@ public:
     void close() { state_->close(); }
 
     /// What callers were answered so far, and how long they waited (see limiter_stats).
-    limiter_stats stats() const { return state_->stats(); }
+    limiter_stats stats() const
+    {
+        limiter_stats s = state_->stats();
+        if (shadow_) shadow_->add_to(s);
+        return s;
+    }
 
 protected:
     /// The initiation of an answer taken in the call by f(state) and posted; a value-built
@@ -498,8 +584,12 @@ protected:
 
     settle_initiation settle_at_once() const { return {state_}; }
 
-    /// Takes the backend a derived limiter built.
-    explicit basic_limiter(std::shared_ptr<State> state) noexcept : state_(std::move(state)) {}
+    /// Takes the backend a derived limiter built, in shadow mode when its options say so.
+    explicit basic_limiter(std::shared_ptr<State> state) : state_(std::move(state))
+    {
+        if (const shadow_options* o = detail::shadow_of(*state_); o && o->enabled)
+            shadow_ = std::make_shared<detail::shadow_state>(*o);
+    }
 
     /// Takes over `other`'s backend, waiters included.
     basic_limiter(basic_limiter&&) noexcept = default;
@@ -511,6 +601,7 @@ protected:
         if (this != &other) {
             if (state_) state_->close();
             state_ = std::move(other.state_);
+            shadow_ = std::move(other.shadow_);
         }
         return *this;
     }
@@ -523,6 +614,29 @@ protected:
 
     /// The backend.
     std::shared_ptr<State> state_;
+
+private:
+    using try_initiation_type = detail::shadow_try_initiation<State, Answers>;
+    using acquire_initiation_type = detail::shadow_acquire_initiation<State, Answers>;
+
+    try_initiation_type try_initiation() const noexcept { return {state_, shadow_}; }
+    acquire_initiation_type acquire_initiation() const noexcept { return {state_, shadow_}; }
+
+    // A try in shadow mode: the backend's answer, let through when the limit refused it.
+    template <class... Key>
+    [[gnu::noinline]] answer_type shadow_try(std::uint64_t n, const Key&... key) const
+        noexcept(noexcept(Answers::try_acquire(state_, n, key...)))
+    {
+        answer_type a = Answers::try_acquire(state_, n, key...);
+        if (const detail::shadow_verdict v = detail::judge_try(a); v.dark) {
+            shadow_->note(v, n, key...);
+            detail::admit_in_dark_as<State, Answers>{state_}(a, n);
+        }
+        return a;
+    }
+
+    // Set in shadow mode only: its counts and report.
+    std::shared_ptr<detail::shadow_state> shadow_;
 };
 
 } // namespace sluice

@@ -43,6 +43,13 @@ struct permit_grant {
 
     static Permit refused(const boost::system::error_code& ec) noexcept { return Permit(ec); }
 
+    // Shadow mode: an admitted permit that holds no slot, so gives none back.
+    template <class State>
+    static Permit admitted_in_dark(const std::shared_ptr<State>& s, std::uint64_t) noexcept
+    {
+        return Permit(s, 0);
+    }
+
     template <class State>
     static std::tuple<Permit> make(const boost::system::error_code& ec, std::uint64_t n, const std::shared_ptr<State>& s)
     {
@@ -116,7 +123,7 @@ public:
         if (state_) start_ = state_type::now();
     }
 
-    /// Slots held (0 when empty).
+    /// Slots held (0 when empty, and for a permit let through in shadow mode).
     std::uint64_t count() const noexcept { return n_; }
 
     /// Whether the permit holds slots.
@@ -144,7 +151,8 @@ private:
     void end(detail::sample_kind kind) noexcept
     {
         if (state_) {
-            give_back(*state_, n_, start_, kind);
+            if (n_ != 0)   // a permit let through in shadow mode holds nothing
+                give_back(*state_, n_, start_, kind);
             state_.reset();
             n_ = 0;
         }

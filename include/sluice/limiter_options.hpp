@@ -1,6 +1,8 @@
 // Options every asynchronous limiter takes.
 #pragma once
 
+#include <sluice/shadow.hpp>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +61,10 @@ struct limiter_options {
     /// line that all cores contend for (one atomic increment, far costlier under
     /// contention). Requests that may wait are always counted.
     bool count_try_acquire = false;
+
+    /// Shadow mode: every decision taken and counted, nobody refused or made to wait (see
+    /// shadow_options for the exact definition). Not with `strict`.
+    shadow_options shadow{};
 };
 
 } // namespace sluice

@@ -130,6 +130,29 @@ struct limiter_stats {
         /// distrusted.
         std::uint64_t distrusted = 0;
     } adaptive; ///< Adaptive limiters' counts (adaptive_rate, adaptive_concurrency); zero elsewhere.
+
+    /// Limiters in shadow mode (shadow_options): the requests the limit would have refused
+    /// or made wait, each answered admitted at once. Every request is also counted above as
+    /// usual: an acquire under admitted (or closed, refused for the errors that stay
+    /// errors), and a try where tries are counted, as the limit decided it (try_refused
+    /// holds those let through; an acquire is decided as a try, and so is counted there as
+    /// well). Zero elsewhere.
+    struct shadow_counts {
+        /// True when the limiter runs in shadow mode.
+        bool enabled = false;
+        /// Tries the limit refused, answered admitted.
+        std::uint64_t try_refused = 0;
+        /// Acquires the limit would have refused at once (error::timed_out beyond their
+        /// max_wait, error::exceeds_limit), admitted.
+        std::uint64_t refused = 0;
+        /// Acquires that would have waited, admitted at once.
+        std::uint64_t waited = 0;
+        /// How long those would have waited, summed (the predicted wait: 0 on a
+        /// concurrency limit, which predicts none); saturates at its maximum.
+        std::chrono::nanoseconds total_wait{0};
+        /// The longest of those waits.
+        std::chrono::nanoseconds longest_wait{0};
+    } shadow; ///< Shadow mode's counts (shadow_options); zero elsewhere.
 };
 
 } // namespace sluice

@@ -188,6 +188,7 @@ struct stats_groups {
     bool keys = true;     ///< limiter_stats::keys (sluice::keyed)
     bool backend = true;  ///< limiter_stats::backend (the Redis limiters)
     bool adaptive = true; ///< limiter_stats::adaptive (adaptive_rate, adaptive_concurrency)
+    bool shadow = true;   ///< limiter_stats::shadow, written only for a limiter in shadow mode
 };
 
 /// One limiter to write: its name, the value of its limiter label.

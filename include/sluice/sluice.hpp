@@ -30,6 +30,7 @@
 #include <sluice/prometheus.hpp>
 #include <sluice/rate_meter.hpp>
 #include <sluice/rate.hpp>
+#include <sluice/shadow.hpp>
 #include <sluice/shm.hpp>
 #include <sluice/sliding_window.hpp>
 #include <sluice/sliding_window_counter.hpp>

@@ -90,6 +90,9 @@ public:
 
     executor_type get_executor() const noexcept { return executor_; }
 
+    /// Shadow mode, as the options say (basic_limiter carries it out).
+    const shadow_options& shadow() const noexcept { return opts_.limiter.shadow; }
+
     static std::int64_t now() noexcept { return now_ns<clock_type>(); }
 
     template <class K>

@@ -57,6 +57,13 @@ struct local_answers {
             return Grant::answer(s, s->try_acquire(key..., n), n);
     }
 
+    /// Shadow mode: a refused try's answer, admitted without taking anything.
+    template <class State>
+    static answer_type admitted_in_dark(const std::shared_ptr<State>& s, std::uint64_t n) noexcept
+    {
+        return Grant::admitted_in_dark(s, n);
+    }
+
     template <class State>
     static answer_now<State, Grant> try_initiation(std::shared_ptr<State> s) noexcept
     {

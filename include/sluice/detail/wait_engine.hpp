@@ -34,6 +34,13 @@
 
 namespace sluice::detail {
 
+/// Shadow mode with strict waits cannot mean anything (nobody waits): invalid_option.
+inline void check_shadow(const limiter_options& o)
+{
+    if (o.shadow.enabled && o.strict)
+        throw boost::system::system_error(make_error_code(error::invalid_option), "shadow mode with strict waits");
+}
+
 /// Drives a sans-io `Queue` for asynchronous and blocking waiters: one mutex around the
 /// queue, one timer armed for the queue's next wake-up (coalesced, or strict: see
 /// limiter_options), a generation counter that makes stale wake-ups harmless, cancellation,
@@ -56,7 +63,8 @@ public:
     using timer_type = boost::asio::basic_waitable_timer<Clock, boost::asio::wait_traits<Clock>, Executor>;
 
     /// The queue is built from (opts, args...). Throws system_error(error::invalid_option)
-    /// for a negative coalesce, coalesce_max or strict_threshold.
+    /// for a negative coalesce, coalesce_max or strict_threshold, and for shadow with
+    /// strict.
     template <class... Args>
     wait_engine(const Executor& ex, const limiter_options& opts, Args&&... args)
         : queue_(checked(opts), std::forward<Args>(args)...), opts_(opts), executor_(ex), timer_(ex)
@@ -76,6 +84,9 @@ public:
     Executor get_executor() const noexcept { return executor_; }
 
     static std::int64_t now() noexcept { return now_ns<Clock>(); }
+
+    /// Shadow mode, as the options say (basic_limiter carries it out).
+    const shadow_options& shadow() const noexcept { return opts_.shadow; }
 
     /// The queue, for what it allows without the lock (its policy, a lock-free try).
     Queue& queue() noexcept { return queue_; }
@@ -410,6 +421,7 @@ private:
     {
         if (o.coalesce.count() < 0 || o.coalesce_max.count() < 0 || o.strict_threshold.count() < 0)
             throw boost::system::system_error(make_error_code(error::invalid_option));
+        check_shadow(o);
         return o;
     }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/keyed_options.hpp>
+#include <sluice/shadow.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -83,6 +84,11 @@ struct shared_options {
     /// now), and how long after its slot a leased permit may still be handed out (later it
     /// is dropped, counted in limiter_stats::backend_counts::lease_expired).
     std::chrono::milliseconds lease_ttl{250};
+
+    /// Shadow mode: every decision taken by Redis and counted, nobody refused or made to
+    /// wait (see sluice::shadow_options). Not with lease_size. While Redis is away the
+    /// failure policy decides, in the dark as well (fail_closed's refusals stay errors).
+    shadow_options shadow{};
 };
 
 } // namespace sluice::redis

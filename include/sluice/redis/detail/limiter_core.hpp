@@ -67,6 +67,9 @@ public:
 
     Client& client() noexcept { return client_; }
     executor_type get_executor() const noexcept { return client_.get_executor(); }
+
+    /// Shadow mode, as the options say (basic_limiter carries it out).
+    const shadow_options& shadow() const noexcept { return opts_.shadow; }
     fallback_type& fallback() noexcept { return fallback_; }
     engine_type& engine() noexcept { return *engine_; }
     const shared_options& options() const noexcept { return opts_; }
@@ -241,6 +244,9 @@ private:
     {
         if (o.expected_nodes == 0 || o.probe_interval.count() <= 0 || o.coalesce.count() < 0)
             throw boost::system::system_error(make_error_code(error::invalid_option));
+        // A lease charges slots before anyone asks: not "only what is admitted at once".
+        if (o.shadow.enabled && o.lease_size != 0)
+            throw boost::system::system_error(make_error_code(error::invalid_option), "shadow mode with leasing");
         return o;
     }
 

@@ -71,7 +71,7 @@ protected:
             token, this->state_->client().get_executor());
     }
 
-    explicit shared_limiter(std::shared_ptr<Core> core) noexcept : base_type(std::move(core)) {}
+    explicit shared_limiter(std::shared_ptr<Core> core) : base_type(std::move(core)) {}
 
     ~shared_limiter() = default;
 };

@@ -63,6 +63,9 @@ public:
 
     executor_type get_executor() const noexcept { return executor_; }
 
+    /// Shadow mode, as the options say (basic_limiter carries it out).
+    const shadow_options& shadow() const noexcept { return opts_.limiter.shadow; }
+
     /// False when built for tries only.
     bool has_executor() const noexcept { return has_executor_; }
 
