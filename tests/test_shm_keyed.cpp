@@ -3,7 +3,7 @@
 // shard repaired after its lock holder died, processes killed with SIGKILL at random
 // points while others insert, evict and decide, and two processes waiting on the same keys
 // (shm::keyed_bucket on a manual clock in each). Every `now` is passed by hand.
-#include <sluice/shm/detail/gcra_word.hpp>
+#include <sluice/shm/detail/policy/gcra_word.hpp>
 #include <sluice/shm/gcra.hpp>
 #include <sluice/shm/keyed_bucket.hpp>
 #include <sluice/shm/keyed_gcra.hpp>

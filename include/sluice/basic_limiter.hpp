@@ -4,7 +4,7 @@
 
 #include <sluice/acquire_result.hpp>
 #include <sluice/decision.hpp>
-#include <sluice/detail/immediate.hpp>
+#include <sluice/detail/wait/immediate.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
 

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/arith.hpp>
-#include <sluice/detail/gcra_step.hpp>
+#include <sluice/detail/base/arith.hpp>
+#include <sluice/detail/policy/gcra_step.hpp>
 #include <sluice/policy/basic_policy.hpp>
 #include <sluice/rate.hpp>
-#include <sluice/shm/detail/gcra_word.hpp>
+#include <sluice/shm/detail/policy/gcra_word.hpp>
 #include <sluice/shm/segment.hpp>
 
 #include <atomic>

@@ -4,9 +4,9 @@
 
 #include <sluice/basic_limiter.hpp>
 #include <sluice/default_clock.hpp>
-#include <sluice/detail/initiate_acquire.hpp>
-#include <sluice/detail/local_answers.hpp>
-#include <sluice/shm/detail/keyed_waits.hpp>
+#include <sluice/detail/wait/initiate_acquire.hpp>
+#include <sluice/detail/wait/local_answers.hpp>
+#include <sluice/shm/detail/store/keyed_waits.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 #include <sluice/shm/keyed_wait_options.hpp>
 
