@@ -187,7 +187,7 @@ private:
         list_.erase(w);
     }
 
-    // A policy shared with other holders (shm::gcra) is told which of its reservations
+    // A policy shared with other holders (policy::shm_gcra) is told which of its reservations
     // comes back: whether another holder committed after that one decides the refund.
     std::int64_t refund_of(const waiter* w, std::int64_t now) noexcept
     {

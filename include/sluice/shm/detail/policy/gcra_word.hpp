@@ -1,4 +1,4 @@
-// One GCRA decision on a 64-bit word held elsewhere (shared memory): shm::gcra's one word
+// One GCRA decision on a 64-bit word held elsewhere (shared memory): policy::shm_gcra's one word
 // and every key of shm::keyed_gcra decide through it, so that both take the decisions
 // policy::gcra takes.
 #pragma once
@@ -121,7 +121,7 @@ struct gcra_word {
     /// after h's last reservation (the word still holds what that one left) nor between
     /// the two (`which` is beyond h's barrier). Then every reservation after it is h's
     /// own, whose waiters move up with it. The refund rule of every shared GCRA word (see
-    /// shm::gcra). Returns how far z moved back, in ns. Never fuller than a full bucket; a
+    /// policy::shm_gcra). Returns how far z moved back, in ns. Never fuller than a full bucket; a
     /// word that moved on (another holder's commit, a key evicted and its slot reused) is
     /// left alone.
     static std::int64_t refund(const sluice::detail::gcra_step& s, std::atomic<std::int64_t>& word, std::uint64_t n,

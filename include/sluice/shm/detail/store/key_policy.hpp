@@ -14,7 +14,7 @@ namespace sluice::shm::detail {
 
 /// policy::gcra's calls on one key of a keyed_gcra: the decisions are the table's (shared
 /// by every process); what is this process's own is its record of its reservations on the
-/// key (holder_state), which the refund rule checks (shm::gcra keeps the same).
+/// key (holder_state), which the refund rule checks (policy::shm_gcra keeps the same).
 /// Holds the table alive: a waiting queue may outlive the keyed limiter that made it (a
 /// handler on its way holds it).
 class key_policy {
