@@ -18,6 +18,12 @@
 
 namespace sluice::redis {
 
+namespace detail {
+// The state behind a redis::sliding_window: a keyed local sliding window decides while Redis is away.
+template <class Client, class Clock>
+using window_state = window_backend<Client, Clock, keyed<sluice::sliding_window<Clock, typename Client::executor_type>>>;
+} // namespace detail
+
 /// A sliding window log per key, kept in Redis: never more than `limit` permits in ANY
 /// `window`-long interval, for every process that uses the same prefix and key (as
 /// sluice::sliding_window does in one process). Every decision is one Lua script
@@ -87,10 +93,8 @@ namespace sluice::redis {
 /// throw system_error: error::invalid_limit (limit 0 or above 2^24), error::invalid_duration
 /// (window <= 0 or above 2^51 us), error::invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
-class sliding_window : public detail::shared_limiter<detail::window_backend<Client, Clock, keyed<sluice::sliding_window<Clock, typename Client::executor_type>>>,
-                                                      detail::window_acquire_fsm> {
-    using base_type = detail::shared_limiter<detail::window_backend<Client, Clock, keyed<sluice::sliding_window<Clock, typename Client::executor_type>>>,
-                                             detail::window_acquire_fsm>;
+class sliding_window : public detail::shared_limiter<detail::window_state<Client, Clock>, detail::window_acquire_fsm> {
+    using base_type = detail::shared_limiter<detail::window_state<Client, Clock>, detail::window_acquire_fsm>;
 
 public:
     /// The window is rounded up to whole microseconds (the server's resolution).

@@ -19,6 +19,12 @@
 
 namespace sluice::redis {
 
+namespace detail {
+// The state behind a redis::token_bucket: a keyed local token bucket decides while Redis is away.
+template <class Client, class Clock>
+using bucket_state = bucket_backend<Client, Clock, keyed<sluice::token_bucket<Clock, typename Client::executor_type>>>;
+} // namespace detail
+
 /// A token bucket (GCRA) per key, kept in Redis: `rate` permits a second, bursts up to
 /// `burst`, for every process that uses the same prefix and key. Every decision is one
 /// Lua script (sluice/redis/scripts.hpp) on the server's clock, so hosts need no clock
@@ -88,10 +94,8 @@ namespace sluice::redis {
 /// parameters throw system_error: error::invalid_rate, invalid_limit (burst 0, or burst
 /// times the interval in whole microseconds beyond 2^51 us), invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
-class token_bucket : public detail::shared_limiter<detail::bucket_backend<Client, Clock, keyed<sluice::token_bucket<Clock, typename Client::executor_type>>>,
-                                                   detail::bucket_acquire_fsm> {
-    using base_type = detail::shared_limiter<detail::bucket_backend<Client, Clock, keyed<sluice::token_bucket<Clock, typename Client::executor_type>>>,
-                                             detail::bucket_acquire_fsm>;
+class token_bucket : public detail::shared_limiter<detail::bucket_state<Client, Clock>, detail::bucket_acquire_fsm> {
+    using base_type = detail::shared_limiter<detail::bucket_state<Client, Clock>, detail::bucket_acquire_fsm>;
 
 public:
     /// The interval is rounded up to whole microseconds (the server's resolution).
