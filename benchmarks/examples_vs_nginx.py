@@ -224,17 +224,26 @@ def slow_host(build, pages):
         shutil.rmtree(tmp, ignore_errors=True)
         lat = sorted(float(r[1]) for r in rows)
         p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else 0
+        # What the host itself took for a request alone (its sleep, and its own overhead,
+        # which grows with the machine's load): beside the nominal base, for reading p99.
+        alone = sorted(float(r[1]) for r in rows if int(r[2]) == 1)
+        alone_ms = alone[len(alone) // 2] * 1e3 if alone else 0
+        at_most = {}
+        for r in rows:
+            at_most[int(r[2])] = at_most.get(int(r[2]), 0) + 1
         m = re.search(r"crawl finished: (\d+) pages in ([\d.]+) s", res.stdout)
         took = float(m.group(2)) if m else 0
         rate = int(m.group(1)) / took if m and took > 0 else 0
         decided = re.search(r"host [^:]+:\d+: (in flight at most .*)", res.stdout)
         print("  in-flight cap %-9s %d pages in %.2f s: %.1f/s (%.0f %% of %.0f/s), latency p99 %.1f ms (%.2fx the "
-              "unloaded %.0f ms), mean in flight %.2f; exit %d; %s"
+              "unloaded %.0f ms; %.1f ms alone at the host), mean in flight %.2f, requests by in flight at the host %s; "
+              "exit %d; %s"
               % (adaptive, int(m.group(1)) if m else 0, took, rate, rate / ideal * 100, ideal, p99 * 1e3, p99 / base,
-                 base * 1e3, sum(int(r[2]) for r in rows) / max(1, len(rows)), res.returncode,
+                 base * 1e3, alone_ms, sum(int(r[2]) for r in rows) / max(1, len(rows)),
+                 " ".join("%d:%d" % kv for kv in sorted(at_most.items())), res.returncode,
                  decided.group(1) if decided else "?"), flush=True)
         record(run="slow_host", adaptive=adaptive, pages=pages, seconds=took, rate=rate, ideal_rate=ideal,
-               p99_ms=p99 * 1e3, unloaded_ms=base * 1e3, exit=res.returncode, decision=decided.group(1) if decided else "")
+               p99_ms=p99 * 1e3, unloaded_ms=base * 1e3, alone_ms=alone_ms, exit=res.returncode, decision=decided.group(1) if decided else "")
         if adaptive != "off":
             verdict(rate >= 0.85 * ideal and p99 <= 2 * base,
                     "crawler against a slowing host: within 15 %% of %.0f/s (%.1f/s), p99 latency at most %.0f ms "

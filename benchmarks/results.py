@@ -98,6 +98,11 @@ TRY_CAPTION = """\
 two-thread rows) and rate-limiter-flexible (`RateLimiterMemory.consume`, T async callers on
 one event loop).*"""
 
+TICKET_CAPTION = """\
+*`try_admit(1)`: the check with a ticket, dropped unsettled (kept at its cost). `try_admit(2)`,
+`settle(t, 1)`: a ticket settled one lower, under the limiter's lock; rejecting (burst 1), it
+asks 1 and settles 1 when admitted. `peek(1)`: what the check would answer, nothing taken.*"""
+
 POLICIES_TEXT = """\
 `--scenario try --policy all`: the same checks on each limiter's policy, in one run. Admitting:
 `gcra` at 10^9/s with a burst of 10^9; `leaky` at 10^9/s, burst 1, 1 s of slack; the windows
@@ -340,6 +345,9 @@ TRY_COLS = (("sluice", "sluice `token_bucket<>::try_acquire`"), ("floor", "one-w
             ("floor steady", "floor, steady_clock"), ("sluice coarse", "sluice, coarse_clock"),
             ("go", "Go x/time/rate"), ("guava", "Guava"), ("bottleneck", "limiter (npm)"),
             ("rlflex", "rate-limiter-flexible"))
+TICKET_COLS = (("sluice", "`try_acquire(1)`"), ("sluice admit", "`try_admit(1)`"),
+               ("sluice settle", "`try_admit(2)`, `settle(t, 1)`"), ("sluice peek", "`peek(1)`"),
+               ("floor", "one-word floor"))
 POLICIES = (("gcra", "token_bucket (`gcra`)"), ("leaky", "leaky_bucket (`gcra`, burst 1)"),
             ("fixed_window", "fixed_window (`fixed_counter`)"), ("sliding_log", "sliding_window (`sliding_log`)"),
             ("sliding_window_counter", "sliding_window_counter (`weighted_counter`)"),
@@ -393,6 +401,9 @@ def plan(a, B, peers):
                  ("try", "try/%s/sluice steady" % row, [B] + args + ["--clock", "steady"]),
                  ("try", "try/%s/floor steady" % row, [B] + args + ["--policy", "floor", "--clock", "steady"]),
                  ("try", "try/%s/sluice coarse" % row, [B] + args + ["--clock", "coarse"]),
+                 ("try", "try/%s/sluice admit" % row, [B] + args + ["--policy", "admit"]),
+                 ("try", "try/%s/sluice settle" % row, [B] + args + ["--policy", "settle"]),
+                 ("try", "try/%s/sluice peek" % row, [B] + args + ["--policy", "peek"]),
                  ("try", "try/%s/go" % row, [go] + args),
                  ("try", "try/%s/guava" % row, [guava] + args),
                  ("try", "try/%s/bottleneck" % row, [bottleneck] + node),
@@ -856,6 +867,11 @@ def render(res):
             res.cell(t1 + "sluice coarse", "clock_ns", "%.1f")))
         clocks = sorted({str(l.get("clock")) for l in res.lines if l["job"].startswith("try/") and l["job"].endswith("/sluice")})
         md += ["", TRY_CAPTION, "", "The default clock read `%s` in this run (the JSON lines' `clock`)." % ", ".join(clocks or ["?"])]
+        md += ["", "A cost known after the call, beside the check and its floor (the same token bucket):", ""]
+        md += table(["try, ns per call"] + [c[1] for c in TICKET_COLS],
+                    [[row] + [res.cell("try/%s/%s" % (row, c), "ns_per_op", "%.1f") for c, _ in TICKET_COLS]
+                     for row, _, _ in TRY_ROWS])
+        md += ["", TICKET_CAPTION]
 
     if want("policies"):
         md += ["", "## Every limiter's check", "", POLICIES_TEXT, ""]

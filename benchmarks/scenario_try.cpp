@@ -8,7 +8,9 @@
 // "limiter"). --policy gcra|leaky|...: the policy alone, each check reading the clock
 // (through sluice::detail::now_ns, as a limiter on that Clock does) and calling
 // policy.try_acquire(1, now), reading only admitted ("api": "policy"). floor and clock*:
-// the reference loops of bench_floor.cpp ("api": "reference").
+// the reference loops of bench_floor.cpp ("api": "reference"). admit, settle and peek:
+// the token bucket's try_admit, try_admit then settle lower, and peek (run_ticket; not in
+// --policy all).
 //
 //   --admitting=true : the limiter never says no (checked: "admitted" must equal ops)
 //   --admitting=false: 1000/s with burst 1 (or 1 per 1 ms window): almost all reject
@@ -26,6 +28,7 @@
 // admitted and wall_s.
 #include "bench_common.hpp"
 
+#include <sluice/admission.hpp>
 #include <sluice/manual_clock.hpp>
 #include <sluice/policy/composite.hpp>
 #include <sluice/policy/fixed_counter.hpp>
@@ -80,6 +83,48 @@ try_result run_token_bucket(const options& o)
             keep(d.remaining);
             keep(d.reset_after.count());
             return d.admitted;
+        });
+    });
+}
+
+// The verbs of a cost known after the call, on the token bucket of run_token_bucket:
+// `Verb` is admit (try_admit(1), the ticket dropped: kept at its cost), settle (try_admit(2)
+// then, when admitted, settle(ticket, 1): one back, under the limiter's lock) or peek (peek(1): nothing taken). Each
+// reads the decision's remaining and reset_after as run_token_bucket does. Rejecting (burst
+// 1), settle asks 1 and settles 1.
+enum class verb { admit, settle, peek };
+
+template <verb Verb>
+try_result run_ticket(const options& o)
+{
+    return with_clock(o.clock, [&]<class Clock>(std::type_identity<Clock>) {
+        boost::asio::io_context io;
+        auto bucket = o.admitting ? std::make_unique<sluice::token_bucket<Clock>>(io, rate::per_second(1e9), 1'000'000'000)
+                                  : std::make_unique<sluice::token_bucket<Clock>>(io, rate::per_second(1000), 1);
+        // Used once before: a bucket never used decides away from the 64-bit fast path (its
+        // state is -2^64), which a peek alone would never leave.
+        keep(bucket->try_acquire(1).admitted);
+        // Rejecting, the burst is 1: a settle lower would give back the one permit and
+        // make the next try admit; settle at the cost asked (the same call, nothing moves).
+        const std::uint64_t ask = Verb == verb::settle && o.admitting ? 2 : 1;
+        return run_threads(o.threads, o.ops, [&b = *bucket, ask]() noexcept {
+            if constexpr (Verb == verb::peek) {
+                const sluice::decision d = b.peek(1);
+                keep(d.remaining);
+                keep(d.reset_after.count());
+                return d.admitted;
+            } else {
+                sluice::admission t = b.try_admit(ask);
+                keep(t.answer().remaining);
+                keep(t.answer().reset_after.count());
+                const bool admitted = static_cast<bool>(t);
+                if constexpr (Verb == verb::settle) {
+                    if (admitted) keep(b.settle(std::move(t), 1).value());
+                } else {
+                    (void)ask;
+                }
+                return admitted;
+            }
         });
     });
 }
@@ -217,6 +262,9 @@ constexpr policy_entry policies[] = {
     {"sliding_log", run_sliding_log, "policy"},
     {"sliding_window_counter", run_sliding_window_counter, "policy"},
     {"all_of", run_all_of, "policy"},
+    {"admit", run_ticket<verb::admit>, "limiter", false},
+    {"settle", run_ticket<verb::settle>, "limiter", false},
+    {"peek", run_ticket<verb::peek>, "limiter", false},
     {"floor", run_try_floor, "reference"},
     {"clock", run_try_clock, "reference"},
     {"clock_raw", run_try_clock_raw, "reference", false},
@@ -294,7 +342,7 @@ int run_try(const options& o)
     }
     if (!found) {
         std::fprintf(stderr, "sluice-bench: unknown policy '%s' (token_bucket, gcra, leaky, fixed_window, sliding_log, "
-                             "sliding_window_counter, all_of, floor, clock, clock_raw, clock_coarse, all)\n", policy.c_str());
+                             "sliding_window_counter, all_of, admit, settle, peek, floor, clock, clock_raw, clock_coarse, all)\n", policy.c_str());
         return 2;
     }
     return 0;

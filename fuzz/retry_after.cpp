@@ -53,6 +53,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     const seconds wait = r->delay_from(now);
     FUZZ_CHECK(wait >= seconds{0});
+    // In nanoseconds: exact where they reach, saturated beyond (never wrapped).
+    const auto wait_ns = r->delay_ns_from(now);
+    if (wait.count() <= std::chrono::nanoseconds::max().count() / 1'000'000'000)
+        FUZZ_CHECK(wait_ns == wait);
+    else
+        FUZZ_CHECK(wait_ns == std::chrono::nanoseconds::max());
     if (r->kind == http::retry_after::form::delay_seconds) {
         FUZZ_CHECK(wait == r->delay);
     } else {

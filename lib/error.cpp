@@ -31,6 +31,10 @@ const char* describe(error e) noexcept
     case error::shm_truncated: return "the shared-memory segment was truncated under this process: its state is gone";
     case error::shm_lock_timeout: return "a lock in the shared-memory segment was not free in time";
     case error::shm_corrupt: return "the shared-memory segment holds bytes this library never writes";
+    case error::not_admitted: return "the admission admitted nothing";
+    case error::already_settled: return "the admission was settled already";
+    case error::foreign_admission: return "the admission belongs to another limiter";
+    case error::stale_admission: return "the admission predates a change of the limiter: it cannot be settled";
     }
     return nullptr;
 }

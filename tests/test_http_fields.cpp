@@ -273,6 +273,35 @@ TEST_CASE("Retry-After: a date beyond 2262 (past nanoseconds since 1970) waits u
     CHECK(http::parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now)->delay_from(now) == 251622300799s);
 }
 
+TEST_CASE("Retry-After: in nanoseconds, saturated where they end (2262), never wrapped")
+{
+    using ns = std::chrono::nanoseconds;
+    auto now = std::chrono::system_clock::from_time_t(1780000000);   // 2026-05-28
+    auto wait = [&](std::string_view s, std::chrono::system_clock::time_point at) {
+        auto r = http::parse_retry_after(s, at);
+        REQUIRE(r.has_value());
+        return r->delay_ns_from(at);
+    };
+    CHECK(wait("120", now) == 120s);
+    CHECK(wait("0", now) == ns{0});
+    // The last whole second that fits, and the first that does not.
+    CHECK(wait("9223372036", now) == 9223372036s);
+    CHECK(wait("9223372037", now) == ns::max());
+    CHECK(wait("9223372036854775807", now) == ns::max());
+    // Dates: near, in the past, and far beyond 2262 (where now's nanoseconds end).
+    CHECK(wait("Thu, 28 May 2026 20:26:50 GMT", now) == 10s);
+    CHECK(wait("Thu, 28 May 2026 20:26:40 GMT", now - 1500ms) == 2s);   // rounded up
+    CHECK(wait("Sun, 06 Nov 1994 08:49:37 GMT", now) == ns{0});
+    CHECK(wait("Sat, 01 Jan 0000 00:00:00 GMT", now) == ns{0});
+    CHECK(wait("Fri, 31 Dec 9999 23:59:59 GMT", now) == ns::max());
+    CHECK(wait("Fri, 31 Dec 9999 23:59:59 GMT", std::chrono::system_clock::time_point::min()) == ns::max());
+    CHECK(wait("Sat, 01 Jan 0000 00:00:00 GMT", std::chrono::system_clock::time_point::max()) == ns{0});
+    // Built by hand below zero: saturated the other way, not wrapped.
+    CHECK((http::retry_after{http::retry_after::form::delay_seconds, -5s, {}}.delay_ns_from(now)) == -5s);
+    CHECK((http::retry_after{http::retry_after::form::delay_seconds, std::chrono::seconds(INT64_MIN), {}}.delay_ns_from(now)) ==
+          ns::min());
+}
+
 TEST_CASE("HTTP-date: invalid dates are refused")
 {
     auto now = std::chrono::system_clock::from_time_t(784111777);

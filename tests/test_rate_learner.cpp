@@ -599,3 +599,32 @@ TEST_CASE("rate_learner: bad options are refused; follow and set_ceiling stay wi
     CHECK(l.stats().failed == 1);
     CHECK(l.stats().refused == 0);
 }
+
+TEST_CASE("rate_learner: the unloaded latency is the least of a long window, not of the last answers")
+{
+    rate_learner l(rate_learner_options{});
+    auto answer = [&](ns at, ns latency) {
+        auto t = l.on_sent(at);
+        l.on_answer(at + latency, t, {});
+    };
+    CHECK(l.unloaded_latency() == ns{0});
+    answer(0s, 50ms);   // alone
+    // Then a steady load: every answer takes 88 ms. The least of them is not the unloaded
+    // latency; the one answer alone is, for 30 to 60 s.
+    ns t = 100ms;
+    for (; t < 25s; t += 20ms) answer(t, 88ms);
+    CHECK(l.unloaded_latency() == 50ms);
+    for (; t < 55s; t += 20ms) answer(t, 88ms);
+    CHECK(l.unloaded_latency() == 50ms);
+    CHECK(std::chrono::abs(l.mean_latency() - 88ms) < 1ms);
+    // Past the window, the loaded latency is all there is.
+    for (; t < 95s; t += 20ms) answer(t, 88ms);
+    CHECK(l.unloaded_latency() == 88ms);
+    // A faster answer lowers it at once.
+    answer(t, 40ms);
+    CHECK(l.unloaded_latency() == 40ms);
+    // Times at the ends of int64: no overflow, and a clock that goes back starts afresh.
+    answer(ns::max() - 1s, 70ms);
+    answer(ns::min() + 1s, 60ms);
+    CHECK(l.unloaded_latency() == 60ms);
+}

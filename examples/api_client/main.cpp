@@ -322,7 +322,7 @@ struct client {
             ++retry_after_sent;
             const auto wall = std::chrono::system_clock::now();
             if (auto ra = sluice::http::parse_retry_after(retry_after, wall))
-                delay = std::clamp<std::chrono::seconds>(ra->delay_from(wall), 0s, std::chrono::hours(24 * 365 * 100));
+                delay = ra->delay_ns_from(wall);
             else
                 ++retry_after_malformed;   // ignored: the pace answers the refusal
         }

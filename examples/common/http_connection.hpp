@@ -10,12 +10,15 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace examples {
 
@@ -88,6 +91,37 @@ public:
             co_return fail(r, failure::write, ec);
         if (auto [ec, n] = co_await http::async_read(stream_, buffer_, r.response, as_tuple(use_awaitable)); ec)
             co_return fail(r, failure::read, ec);
+        if (!r.response.keep_alive()) close();
+        co_return r;
+    }
+
+    /// POSTs `body` (of `content_type`) to `target`, as get() (never retried). The answer is
+    /// read only up to `body_limit` bytes of body (beyond: failure::read with
+    /// http::error::body_limit): an API's answer is input from outside.
+    asio::awaitable<http_result> post(const std::string& target, std::string body, std::string_view content_type,
+                                      std::chrono::steady_clock::duration timeout, std::uint64_t body_limit)
+    {
+        using asio::as_tuple, asio::use_awaitable;
+        http_result r;
+        stream_.expires_after(timeout);
+        if (!open_) {
+            if (auto ec = co_await connect(timeout); ec) co_return fail(r, failure::connect, ec);
+            stream_.expires_after(timeout);
+        }
+        http::request<http::string_body> req{http::verb::post, target, 11};
+        req.set(http::field::host, host_);
+        req.set(http::field::user_agent, "sluice-example");
+        req.set(http::field::content_type, content_type);
+        req.keep_alive(true);
+        req.body() = std::move(body);
+        req.prepare_payload();
+        if (auto [ec, n] = co_await http::async_write(stream_, req, as_tuple(use_awaitable)); ec)
+            co_return fail(r, failure::write, ec);
+        http::response_parser<http::string_body> parser;
+        parser.body_limit(body_limit);
+        if (auto [ec, n] = co_await http::async_read(stream_, buffer_, parser, as_tuple(use_awaitable)); ec)
+            co_return fail(r, failure::read, ec);
+        r.response = parser.release();
         if (!r.response.keep_alive()) close();
         co_return r;
     }

@@ -723,7 +723,7 @@ private:
         if (auto it = res.find(http::field::retry_after); it != res.end()) {
             auto wall = std::chrono::system_clock::now();
             if (auto ra = sluice::http::parse_retry_after(std::string_view(it->value().data(), it->value().size()), wall))
-                retry_after = std::clamp<std::chrono::seconds>(ra->delay_from(wall), 0s, std::chrono::hours(24 * 365 * 100));
+                retry_after = ra->delay_ns_from(wall);
         }
         const auto advice = learn(h, sent, res, retry_after);
 
@@ -814,9 +814,11 @@ private:
                 h.fields_seen = h.fields.stats().with_fields;
                 h.learner.follow(h.fields.exact_rate());
                 apply_pace(h);
-                // The fields set the pace; the refusal still bounds this page's retry.
+                // The fields set the pace; the refusal still bounds this page's retry (at
+                // most the learner's longest pause, as the learner would).
                 sluice::rate_learner::advice a;
-                a.retry_at = now + (refusal && retry_after ? *retry_after : std::chrono::nanoseconds::zero());
+                a.retry_at = now + (refusal && retry_after ? std::min(*retry_after, h.learner.options().max_pause)
+                                                           : std::chrono::nanoseconds::zero());
                 return a;
             }
         }

@@ -5,6 +5,7 @@
 // (tests/test_adaptive_concurrency.cpp).
 #pragma once
 
+#include <sluice/detail/policy/windowed_min.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_stats.hpp>
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -22,10 +24,13 @@ namespace sluice {
 
 /// How the limit follows the samples.
 enum class concurrency_algorithm {
-    /// Additive increase, multiplicative decrease: +1 per sample while the limit is used,
-    /// times `backoff` on an overload signal (a dropped operation, or one slower than
-    /// `latency_threshold`), at most once per round trip. Needs a signal: drops, or a
-    /// threshold that says what latency is too much.
+    /// Additive increase, multiplicative decrease: +1 per round trip while the limit is
+    /// used (slots held, and operations running, measured from their latencies), times
+    /// `backoff` on an overload signal (a dropped operation, or one slower than
+    /// `latency_threshold`), at most once per round trip. Back at the limit last overloaded
+    /// (or one below), only operations started at the limit as it is raise it: the load
+    /// goes at most one above the knee. Needs a signal: drops, or a threshold that says
+    /// what latency is too much.
     aimd,
     /// TCP Vegas: estimates the queue at the server as limit x (1 - rtt_noload / rtt),
     /// rtt_noload being the smallest latency seen (measured afresh in a drain now and
@@ -71,10 +76,11 @@ struct adaptive_concurrency_options {
     std::chrono::nanoseconds latency_threshold{0};
     /// AIMD: an operation slower than this multiple of the unloaded latency is an overload
     /// signal too, the unloaded latency being the least of the last eight operations that
-    /// ran alone (none other in flight from their start to their end): a threshold that needs no knowing
-    /// the backend, kept where latency stays near its unloaded value. A backend that got
-    /// slower for good sheds the limit to one, where the new baseline is measured. Zero:
-    /// off. 0 or > 1.
+    /// ran alone (none other in flight from their start to their end), or of any operation
+    /// of the last 30 to 60 s when that is less: a threshold that needs no knowing the
+    /// backend, kept where latency stays near its unloaded value. A backend that got
+    /// slower for good sheds the limit to one, where the new baseline is measured (within
+    /// 60 s). Zero: off. 0 or > 1.
     double latency_ratio = 0;
 
     /// Vegas: the queue estimate below which the limit grows, in units of log10(limit).
@@ -138,6 +144,7 @@ public:
         // uint64; beyond int64 (292 years) it is saturated, and 0 counts as 1 ns.
         const std::uint64_t span = s.end > s.start ? static_cast<std::uint64_t>(s.end) - static_cast<std::uint64_t>(s.start) : 0;
         const auto rtt = static_cast<std::int64_t>(std::clamp<std::uint64_t>(span, 1, INT64_MAX));
+        measure_running(s, rtt);
         switch (opts_.algorithm) {
         case concurrency_algorithm::aimd: aimd(s, rtt); break;
         case concurrency_algorithm::vegas: vegas(s, rtt); break;
@@ -189,6 +196,27 @@ private:
         return static_cast<double>(s.inflight) * 2 < estimate_;
     }
 
+    // Keeps the recent samples' ends and latencies, and from them running_: how many
+    // operations ran at once over about the last round trip, by Little's law (their
+    // latencies summed over a window of their ends, divided by the window: exact in a
+    // steady state, whatever their overlap). Slots held can say more: a permit may be held
+    // while its operation waits for something else (a rate limiter's permit, then
+    // restart_clock()), and its latency counts from then. Infinity while not known (fewer
+    // than estimate_ + 1 samples, or none ended apart): only the slots tell then.
+    void measure_running(const concurrency_sample& s, std::int64_t rtt) noexcept
+    {
+        recent_[recent_n_++ % recent_.size()] = {s.end, rtt};
+        const auto m = static_cast<std::uint64_t>(std::clamp(estimate_ + 1, 3.0, static_cast<double>(recent_.size())));
+        running_ = std::numeric_limits<double>::infinity();
+        if (recent_n_ < m) return;
+        const auto& first = recent_[(recent_n_ - m) % recent_.size()];
+        if (s.end <= first.end) return;
+        double busy = 0;
+        for (std::uint64_t i = recent_n_ - m + 1; i < recent_n_; ++i)
+            busy += static_cast<double>(recent_[i % recent_.size()].rtt);
+        running_ = busy / (static_cast<double>(s.end) - static_cast<double>(first.end));
+    }
+
     // Steps are per round trip, as TCP's: a sample is about 1/limit of a round trip's
     // samples, so each moves the limit by step / limit. (The reference implementation
     // moves it by a whole step per sample, which at a limit of 100 is 100 steps a round
@@ -202,8 +230,17 @@ private:
         if (s.inflight > 1) last_shared_end_ = std::max(last_shared_end_, s.end);
         else if (opts_.latency_ratio > 0 && s.start >= last_shared_end_) {
             alone_[alone_n_++ % alone_.size()] = rtt;
-            const auto n = static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(alone_n_, alone_.size()));
-            unloaded_ = *std::min_element(alone_.begin(), alone_.begin() + n);
+        }
+        if (opts_.latency_ratio > 0) {
+            // Any operation takes at least the unloaded latency: the least of all of the last
+            // 30 to 60 s bounds it too. Under load few run alone (a crawler's first two
+            // requests), and a late answer among those few would set the threshold above
+            // the knee for as long as the load lasts.
+            all_.add(s.end, rtt);
+            if (alone_n_ > 0) {
+                const auto n = static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(alone_n_, alone_.size()));
+                unloaded_ = std::min(*std::min_element(alone_.begin(), alone_.begin() + n), all_.get());
+            }
         }
         const bool overload =
             s.dropped || (opts_.latency_threshold.count() > 0 && rtt > opts_.latency_threshold.count()) ||
@@ -214,11 +251,26 @@ private:
             // it: one decrease per round trip, or a burst of slow answers would cut the
             // limit to its floor.
             if (s.start >= last_decrease_) {
+                overload_at_ = std::floor(estimate_);
                 estimate_ = std::floor(estimate_ * opts_.backoff);
                 last_decrease_ = s.end;
             }
-        } else if (!app_limited(s)) {
+            return;
+        }
+        // Growth needs operations running, not only slots held: one permit held while its
+        // operation waits for a rate limiter says nothing of load, and a limit grown on
+        // such samples let the load jump past the knee once the waits ended.
+        if (app_limited(s) || running_ * 2 < estimate_)
+            return;
+        // At the limit that was last overloaded, or one below: only operations that started
+        // at the limit as it is now say it is not too much. Those from before it rose come
+        // back fast for another round trip, and counting them raised it once more before
+        // the first answer from the new limit came back: one above the knee.
+        const bool near_overload = estimate_ + 1 >= overload_at_ && estimate_ < overload_at_ + 1;
+        if (!near_overload || s.start >= last_increase_) {
+            const double before = std::floor(estimate_);
             per_round_trip(1);
+            if (std::floor(estimate_) > before) last_increase_ = s.end;
         }
     }
 
@@ -342,11 +394,21 @@ private:
     double estimate_;
     std::uint64_t limit_;
     limiter_stats::adaptive_counts stats_;
+    // what runs (app_limited)
+    struct ended {
+        std::int64_t end, rtt;
+    };
+    std::array<ended, 17> recent_{};
+    std::uint64_t recent_n_ = 0;
+    double running_ = std::numeric_limits<double>::infinity();
     // aimd
     std::int64_t last_decrease_ = INT64_MIN;
+    std::int64_t last_increase_ = INT64_MIN;   // when the limit last rose
+    double overload_at_ = 0;                   // the limit at the last decrease
     std::array<std::int64_t, 8> alone_{};   // the latencies of the last operations that ran alone
     std::uint64_t alone_n_ = 0;
-    std::int64_t unloaded_ = 0;             // the least of them
+    detail::windowed_min all_{30'000'000'000};   // the least latency of any, 30 s spans
+    std::int64_t unloaded_ = 0;             // the least of them, and of all_
     std::int64_t last_shared_end_ = INT64_MIN;   // the last end of an operation not alone
     // vegas
     std::int64_t rtt_noload_ = 0;

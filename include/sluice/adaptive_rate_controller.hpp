@@ -213,8 +213,7 @@ public:
         boost::system::error_code retry_error;
         if (!res.retry_after.empty()) {
             if (auto ra = http::parse_retry_after(res.retry_after, wall_now))
-                delay = std::chrono::duration_cast<duration>(
-                    std::min(ra->delay_from(wall_now), std::chrono::duration_cast<std::chrono::seconds>(duration::max())));
+                delay = ra->delay_ns_from(wall_now);
             else
                 retry_error = ra.error();
         }

@@ -3,12 +3,16 @@
 #pragma once
 
 #include <sluice/acquire_result.hpp>
+#include <sluice/admission.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/detail/wait/immediate.hpp>
+#include <sluice/detail/wait/initiate_acquire.hpp>
+#include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
 
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/compose.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/system/error_code.hpp>
@@ -18,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -61,6 +66,31 @@ struct acquire_value<void(boost::system::error_code)> {
 template <class Permit>
 struct acquire_value<void(boost::system::error_code, Permit)> {
     using type = Permit;
+};
+
+/// async_admit: an async_acquire, then the ticket of what it was granted. The key (none,
+/// or one) rides along in `key`.
+template <class State, class Answers, class... Key>
+struct admit_op {
+    std::shared_ptr<State> state;
+    std::uint64_t n;
+    std::int64_t max_wait;
+    std::tuple<Key...> key;
+
+    template <class Self>
+    void operator()(Self& self)
+    {
+        std::apply([&](const Key&... k) { Answers::acquire_initiation(state)(std::move(self), n, max_wait, k...); }, key);
+    }
+
+    template <class Self>
+    void operator()(Self& self, boost::system::error_code ec)
+    {
+        admission a;
+        if (!ec) a = std::apply([&](const Key&... k) { return state->admitted(k..., n); }, key);
+        auto s = std::move(state);
+        self.complete(ec, std::move(a));
+    }
 };
 
 } // namespace detail
@@ -222,6 +252,145 @@ public:
         return detail::await_acquire(async_acquire(key, n, max_wait, boost::asio::deferred));
     }
 
+    /// The completion signature of async_try_admit and async_admit.
+    using admit_signature = void(boost::system::error_code, admission);
+    /// The completion signature of async_peek.
+    using peek_signature = void(boost::system::error_code, decision);
+    /// The completion signature of async_settle.
+    using settle_signature = void(boost::system::error_code);
+
+    /// try_acquire with a ticket: admits n permits now if possible and returns a ticket
+    /// that converts to true, to be settled later with the actual cost (settle); refused, an
+    /// empty ticket whose answer() is the refusal. Costs what try_acquire costs, plus the
+    /// ticket (and, for a keyed limiter, a copy of the key).
+    [[gnu::always_inline]] admission try_admit(std::uint64_t n = 1)
+        requires(at_once && !keyed && requires(State& s) { s.admit(n); })
+    {
+        return state_->admit(n);
+    }
+
+    /// The same for n permits of `key`; the ticket keeps a copy of the key.
+    template <class K>
+    admission try_admit(const K& key, std::uint64_t n = 1)
+        requires(at_once && keyed && requires(State& s) { s.admit(key, n); })
+    {
+        return state_->admit(key, n);
+    }
+
+    /// try_admit as an asynchronous operation. Handler signature: admit_signature,
+    /// void(error_code, admission); error::closed after close(), a refusal is an empty
+    /// ticket. Completes through the handler's executor, never inside this call.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(admit_signature) Token =
+                  boost::asio::default_completion_token_t<executor_type>>
+    auto async_try_admit(std::uint64_t n, Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(at_once && !keyed && requires(State& s) { s.admit(n); })
+    {
+        return boost::asio::async_initiate<Token, admit_signature>(answer_at_once(), token,
+                                                                   [n](State& s) { return s.admit(n); });
+    }
+
+    /// The same for n permits of `key`.
+    template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(admit_signature) Token =
+                           boost::asio::default_completion_token_t<executor_type>>
+    auto async_try_admit(const K& key, std::uint64_t n,
+                         Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(at_once && keyed && requires(State& s) { s.admit(key, n); })
+    {
+        return boost::asio::async_initiate<Token, admit_signature>(
+            answer_at_once(), token, [n, k = detail::owned_key_t<K>(key)](State& s) { return s.admit(k, n); });
+    }
+
+    /// async_acquire with a ticket: waits until n permits are admitted, for at most
+    /// max_wait, and completes with the ticket. Handler signature: admit_signature,
+    /// void(error_code, admission), the ticket empty on error; the errors, executor and
+    /// cancellation of async_acquire.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(admit_signature) Token =
+                  boost::asio::default_completion_token_t<executor_type>>
+    auto async_admit(std::uint64_t n, std::chrono::nanoseconds max_wait,
+                     Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(at_once && !keyed && requires(State& s) { s.admitted(n); })
+    {
+        return boost::asio::async_compose<Token, admit_signature>(
+            detail::admit_op<State, Answers>{state_, n, max_wait.count(), {}}, token, state_->get_executor());
+    }
+
+    /// The same for n permits of `key`; the operation owns a copy of the key.
+    template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(admit_signature) Token =
+                           boost::asio::default_completion_token_t<executor_type>>
+    auto async_admit(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait,
+                     Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(at_once && keyed && requires(State& s) { s.admitted(key, n); })
+    {
+        return boost::asio::async_compose<Token, admit_signature>(
+            detail::admit_op<State, Answers, detail::owned_key_t<K>>{state_, n, max_wait.count(),
+                                                                     {detail::owned_key_t<K>(key)}},
+            token, state_->get_executor());
+    }
+
+    /// Settles an admission of this limiter with its actual cost: lower gives the
+    /// difference back exactly as if only `actual` had been asked for, higher charges the
+    /// difference as a debt later callers wait for (the policy's header defines both). The
+    /// ticket is settled whatever the answer (it converts to false after). Errors:
+    /// error::not_admitted, already_settled, foreign_admission, stale_admission (nothing
+    /// changed), error::closed after close(). `actual` may be 0 (the work was not done).
+    boost::system::error_code settle(admission&& a, std::uint64_t actual)
+        requires(at_once && requires(State& s, admission& t) { s.settle(t, actual); })
+    {
+        return state_->settle(a, actual);
+    }
+
+    /// settle as an asynchronous operation, for every limiter (a shared one settles in one
+    /// round trip). Handler signature: settle_signature, void(error_code), the errors of
+    /// settle. Completes through the handler's executor, never inside this call.
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(settle_signature) Token =
+                  boost::asio::default_completion_token_t<executor_type>>
+    auto async_settle(admission a, std::uint64_t actual,
+                      Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(at_once && requires(State& s, admission& t) { s.settle(t, actual); })
+    {
+        return boost::asio::async_initiate<Token, settle_signature>(
+            settle_at_once(), token, std::move(a), actual);
+    }
+
+    /// What try_acquire(n) would answer now (admitted, remaining, retry_after,
+    /// reset_after), nothing consumed and nothing counted. Local limiters.
+    [[gnu::always_inline]] decision peek(std::uint64_t n = 1) const noexcept
+        requires(at_once && !keyed && requires(State& s) { s.peek(n); })
+    {
+        return state_->peek(n);
+    }
+
+    /// The same for n permits of `key`; a key never seen answers as a new one (it is not
+    /// created).
+    template <class K>
+    decision peek(const K& key, std::uint64_t n = 1) const noexcept
+        requires(at_once && keyed && requires(State& s) { s.peek(key, n); })
+    {
+        return state_->peek(key, n);
+    }
+
+    /// peek as an asynchronous operation, for every limiter (a shared one: a read-only
+    /// round trip). Handler signature: peek_signature, void(error_code, decision);
+    /// error::closed after close().
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(peek_signature) Token =
+                  boost::asio::default_completion_token_t<executor_type>>
+    auto async_peek(std::uint64_t n, Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(at_once && !keyed && requires(State& s) { s.peek(n); })
+    {
+        return boost::asio::async_initiate<Token, peek_signature>(answer_at_once(), token,
+                                                                  [n](State& s) { return s.peek(n); });
+    }
+
+    /// The same for n permits of `key`.
+    template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(peek_signature) Token =
+                           boost::asio::default_completion_token_t<executor_type>>
+    auto async_peek(const K& key, std::uint64_t n, Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(at_once && keyed && requires(State& s) { s.peek(key, n); })
+    {
+        return boost::asio::async_initiate<Token, peek_signature>(
+            answer_at_once(), token, [n, k = detail::owned_key_t<K>(key)](State& s) { return s.peek(k, n); });
+    }
+
     /// Completes every pending waiter with error::closed; later requests fail the same way
     /// (a local try still answers by the backend).
     void close() { state_->close(); }
@@ -230,6 +399,44 @@ public:
     limiter_stats stats() const { return state_->stats(); }
 
 protected:
+    /// The initiation of an answer taken in the call by f(state) and posted; a value-built
+    /// answer with error::closed after close().
+    struct at_once_initiation {
+        std::shared_ptr<State> state;
+
+        using executor_type = typename State::executor_type;
+        executor_type get_executor() const noexcept { return state->get_executor(); }
+
+        template <class Handler, class F>
+        void operator()(Handler&& handler, F f) const
+        {
+            using value_type = std::decay_t<decltype(f(*state))>;
+            if (state->closed())
+                return detail::post_answer(std::move(handler), detail::operation_executor(*state),
+                                           make_error_code(error::closed), value_type{});
+            detail::post_answer(std::move(handler), detail::operation_executor(*state), boost::system::error_code(),
+                                f(*state));
+        }
+    };
+
+    at_once_initiation answer_at_once() const { return {state_}; }
+
+    /// The initiation of a settle taken in the call and posted.
+    struct settle_initiation {
+        std::shared_ptr<State> state;
+
+        using executor_type = typename State::executor_type;
+        executor_type get_executor() const noexcept { return state->get_executor(); }
+
+        template <class Handler>
+        void operator()(Handler&& handler, admission a, std::uint64_t actual) const
+        {
+            detail::post_answer(std::move(handler), detail::operation_executor(*state), state->settle(a, actual));
+        }
+    };
+
+    settle_initiation settle_at_once() const { return {state_}; }
+
     /// Takes the backend a derived limiter built.
     explicit basic_limiter(std::shared_ptr<State> state) noexcept : state_(std::move(state)) {}
 

@@ -116,6 +116,22 @@ enum class error {
     /// another kind, a key size out of range, a probe that never ends): written by another
     /// process. Nothing was admitted on it.
     shm_corrupt,
+
+    /// A settle with a ticket that admitted nothing (a refusal, or default-built).
+    not_admitted,
+
+    /// A settle with a ticket already settled (or moved from): each admission is settled
+    /// at most once. Nothing changed.
+    already_settled,
+
+    /// A settle with a ticket another limiter (or another key's state) admitted. Nothing
+    /// changed.
+    foreign_admission,
+
+    /// A settle with a ticket admitted before the limiter's configuration changed (a new
+    /// rate, burst or limit), or before its key was evicted: what it admitted can no longer
+    /// be given back or charged exactly. Nothing changed.
+    stale_admission,
 };
 
 /// The category of sluice::error; its name() is "sluice".

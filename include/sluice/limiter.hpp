@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sluice/acquire_result.hpp>
+#include <sluice/admission.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/limiter_stats.hpp>
 
@@ -14,6 +15,7 @@
 #include <concepts>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace sluice {
 
@@ -135,6 +137,30 @@ concept local_limiter = limiter<L, Key...> && requires(L& l, const Key&... key, 
     { l.try_acquire(key..., n) } -> std::same_as<typename detail::probed_try<decltype(
         l.async_try_acquire(key..., n, detail::signature_probe{}))>::answer_type>;
 };
+
+/// A local limiter whose admissions carry a ticket to settle with the actual cost, and that
+/// answers a look without taking (basic_limiter documents the verbs): `try_admit(key...,
+/// n)` -> admission, `async_try_admit` and `async_admit` completing with
+/// void(error_code, admission), `settle(admission&&, actual)` -> error_code,
+/// `async_settle(admission, actual, token)` -> void(error_code), `peek(key..., n)` ->
+/// decision and `async_peek(key..., n, token)` -> void(error_code, decision). The local rate
+/// limiters (every policy, all_of) and sluice::keyed over them; not yet the shared ones
+/// (shm, Redis) nor the concurrency limits, so it is not part of sluice::limiter.
+template <class L, class... Key>
+concept settling_limiter = local_limiter<L, Key...> &&
+    requires(L& l, const L& cl, const Key&... key, std::uint64_t n, std::chrono::nanoseconds max_wait, admission&& a) {
+        { l.try_admit(key..., n) } -> std::same_as<admission>;
+        { l.async_try_admit(key..., n, detail::signature_probe{}) }
+            -> std::same_as<detail::probed<void(boost::system::error_code, admission)>>;
+        { l.async_admit(key..., n, max_wait, detail::signature_probe{}) }
+            -> std::same_as<detail::probed<void(boost::system::error_code, admission)>>;
+        { l.settle(std::move(a), n) } -> std::same_as<boost::system::error_code>;
+        { l.async_settle(std::move(a), n, detail::signature_probe{}) }
+            -> std::same_as<detail::probed<void(boost::system::error_code)>>;
+        { cl.peek(key..., n) } -> std::same_as<decision>;
+        { l.async_peek(key..., n, detail::signature_probe{}) }
+            -> std::same_as<detail::probed<void(boost::system::error_code, decision)>>;
+    };
 
 } // namespace sluice
 

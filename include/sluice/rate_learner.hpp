@@ -4,13 +4,13 @@
 // servers (tests/test_rate_learner.cpp).
 #pragma once
 
+#include <sluice/detail/policy/windowed_min.hpp>
 #include <sluice/error.hpp>
 #include <sluice/rate.hpp>
 
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -117,8 +117,9 @@ struct rate_learner_stats {
 /// goes faster than any announces, and a quota announced used up pauses every send until
 /// its reset (at most max_pause).
 ///
-/// Latency samples (each answer's, from its send) are kept: the least of the recent ones
-/// (the unloaded latency) and their mean, for a caller that steers by latency too.
+/// Latency samples (each answer's, from its send) are kept: the least over a long window
+/// (the unloaded latency) and the mean of the recent ones, for a caller that steers by
+/// latency too.
 ///
 /// Times are nanoseconds since an epoch of the caller's choosing (a steady clock's). Not
 /// thread-safe.
@@ -233,7 +234,7 @@ public:
         advice out;
         out.retry_at = now;
         if (t.seq == 0 || t.seq > seq_) return out;   // not one of ours
-        latency(now - t.at);
+        latency(now, now - t.at);
         if (a.cost >= 0 && std::isfinite(a.cost)) cost_ += 0.1 * (a.cost - cost_);
         switch (a.what) {
         case outcome::failed:
@@ -329,8 +330,11 @@ public:
     double burst() const noexcept { return burst_; }
     /// The tightest bound the server announced, per second (infinity: none).
     double announced() const noexcept { return cap_; }
-    /// The least latency among the recent answers (zero before any).
-    duration unloaded_latency() const noexcept { return latency_min_; }
+    /// The least latency of the answers of the last 30 to 60 seconds (zero before any):
+    /// under a steady load the least of the last few answers is the loaded latency, and a
+    /// window that long keeps what an answer alone took, as BBR keeps its least round
+    /// trip for a window.
+    duration unloaded_latency() const noexcept { return recent_n_ ? duration(unloaded_.get()) : duration::zero(); }
     /// The mean latency of the recent answers (zero before any).
     duration mean_latency() const noexcept { return duration(static_cast<std::int64_t>(latency_mean_)); }
     /// What happened so far.
@@ -390,12 +394,11 @@ private:
         return true;
     }
 
-    void latency(duration d)
+    void latency(duration now, duration d)
     {
         if (d < duration::zero()) return;
-        recent_[recent_n_++ % recent_.size()] = d;
-        const std::size_t n = std::min<std::size_t>(recent_n_, recent_.size());
-        latency_min_ = *std::min_element(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(n));
+        ++recent_n_;
+        unloaded_.add(now.count(), d.count());
         latency_mean_ += (static_cast<double>(d.count()) - latency_mean_) / static_cast<double>(std::min<std::uint64_t>(recent_n_, 32));
     }
 
@@ -650,9 +653,8 @@ private:
     std::vector<announced_quota> quotas_;
     double cost_ = 1;
     // Latency.
-    std::array<duration, 64> recent_{};
     std::uint64_t recent_n_ = 0;
-    duration latency_min_{0};
+    detail::windowed_min unloaded_{30'000'000'000};   // 30 s spans
     double latency_mean_ = 0;
     rate_learner_stats stats_;
 };

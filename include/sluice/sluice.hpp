@@ -12,6 +12,7 @@
 #include <sluice/rate_limiter.hpp>
 #include <sluice/coarse_clock.hpp>
 #include <sluice/concurrency_limit.hpp>
+#include <sluice/admission.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/error.hpp>
 #include <sluice/fixed_window.hpp>

@@ -142,6 +142,16 @@ std::chrono::seconds retry_after::delay_from(std::chrono::system_clock::time_poi
     return date > now_s ? date - now_s : std::chrono::seconds{0};
 }
 
+std::chrono::nanoseconds retry_after::delay_ns_from(std::chrono::system_clock::time_point now) const noexcept
+{
+    using ns = std::chrono::nanoseconds;
+    constexpr auto per_second = std::nano::den;
+    const auto s = delay_from(now).count();
+    if (s > ns::max().count() / per_second) return ns::max();
+    if (s < ns::min().count() / per_second) return ns::min();
+    return ns{s * per_second};
+}
+
 boost::system::result<retry_after> parse_retry_after(std::string_view text, std::chrono::system_clock::time_point now)
 {
     while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);

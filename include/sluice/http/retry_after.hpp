@@ -43,6 +43,12 @@ struct retry_after {
     /// date in the past), rounded up to whole seconds.
     std::chrono::seconds delay_from(std::chrono::system_clock::time_point now) const noexcept;
 
+    /// delay_from(now) in nanoseconds, what a steady clock's timer waits in, saturated at
+    /// std::chrono::nanoseconds::max() (about 292 years): delay-seconds go up to 2^63 - 1
+    /// and dates to the year 9999, and neither fits in nanoseconds. Never negative for a
+    /// parsed value; a delay set by hand below zero saturates at nanoseconds::min().
+    std::chrono::nanoseconds delay_ns_from(std::chrono::system_clock::time_point now) const noexcept;
+
     /// Equal when form, delay and date all are.
     friend bool operator==(const retry_after&, const retry_after&) = default;
 };

@@ -44,8 +44,9 @@ public:
         return derived().decide(n, now, true);
     }
 
-    /// The decision try_acquire would take, without consuming anything.
-    decision check(std::uint64_t n, std::int64_t now) const noexcept
+    /// The decision try_acquire would take, without consuming anything. Inlined as
+    /// try_acquire is: it is a limiter's peek.
+    [[gnu::always_inline]] decision check(std::uint64_t n, std::int64_t now) const noexcept
     {
         std::lock_guard lock(mutex_);
         return const_cast<Derived&>(derived()).decide(n, now, false);

@@ -148,6 +148,16 @@ public:
         return static_cast<detail_all_of::part<I, T>&>(parts_).value;
     }
 
+    /// Settles `cost` permits admitted at `at` with their `actual` cost in every part, by
+    /// each part's own settle (see each policy), under the composite's lock: the parts end
+    /// as if each had admitted `actual`. Returns 0: waiters are retried, not moved up.
+    std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t now) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        parts_.each([&](auto& p) { p.settle(cost, actual, at, now); });
+        return 0;
+    }
+
 private:
     // How long until p is idle as it stands: its own answer when it has one (gcra, composite),
     // else the time until idle_at.

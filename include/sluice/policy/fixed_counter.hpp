@@ -7,6 +7,7 @@
 
 #include <boost/system/system_error.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -42,6 +43,29 @@ public:
     {
     }
 
+
+    /// Settles `cost` permits admitted at `at` with their `actual` cost: the count of the
+    /// window of `at` moves by the difference, down (never below 0) or up (a debt: the
+    /// window refuses until it ends, saturating at max_limit), exactly the count an
+    /// admission of `actual` would have left there. A window already over, or one the
+    /// admission was not counted in (the clock stepped back), changes nothing: its count
+    /// no longer decides anything. Lock-free, one compare-and-swap. Returns 0.
+    std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t /*now*/) noexcept
+    {
+        if (cost == actual) return 0;
+        const std::int64_t k = detail::floor_div(at, window_);
+        for (;;) {
+            std::int64_t newest = newest_.load(std::memory_order_acquire);
+            std::uint64_t word = word_.load(std::memory_order_acquire);
+            if (newest != k || (word >> 32) != tag(k)) return 0;
+            std::uint64_t count = word & count_mask;
+            std::uint64_t next_count = actual < cost ? count - std::min(count, cost - actual)
+                                                     : count + std::min(count_mask - count, actual - cost);
+            std::uint64_t next = (word & ~count_mask) | next_count;
+            if (word_.compare_exchange_strong(word, next, std::memory_order_acq_rel, std::memory_order_acquire))
+                return 0;
+        }
+    }
 
     /// Changes the limit; counts already taken in the current window stay counted.
     void set_limit(std::uint64_t limit) { limit_.store(check_limit(limit), std::memory_order_relaxed); }

@@ -118,6 +118,28 @@ public:
         }
     }
 
+    /// Settles `cost` permits admitted earlier with their `actual` cost. The state is z, the
+    /// instant the bucket is empty, and an admission of k moved it by k intervals, so:
+    /// lower gives back (cost - actual) intervals, refund(cost - actual, now), never making
+    /// the bucket fuller than full at `now`; higher moves z forward by (actual - cost)
+    /// intervals with no check of the burst (a debt: later callers wait until it is repaid,
+    /// and nothing admitted is taken back), saturating at the end of the clock. Either way
+    /// the state is, as far as any later decision can tell, the one an admission of
+    /// `actual` at the same instant would have left, when nothing else was admitted since
+    /// (idle time between is fine). Two cases are not exact: with admissions since, the
+    /// difference is the same number of permits taken or given back now (an admission
+    /// since that found the bucket full would have found it as full with less taken
+    /// before: the bucket forgets, and so does the refund); and with a slack, a grant that
+    /// restarted the schedule after idleness, settled to 0, leaves the schedule restarted.
+    /// `at` is not needed: z carries the time. Returns how far z moved back (what later
+    /// reservations may move up by), 0 for a debt. Lock-free.
+    std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t /*at*/, std::int64_t now) noexcept
+    {
+        if (actual < cost) return refund(cost - actual, now);
+        if (actual > cost) charge(actual - cost);
+        return 0;
+    }
+
     /// Changes the rate. What was consumed stays consumed, counted in permits: the permits
     /// available at `now` are kept (capped by the burst), the catch-up of a caller late on
     /// its schedule is kept (capped by the slack), and a debt (reservations in the future)
@@ -228,6 +250,18 @@ private:
             } else if (decide_in<int128>(a.d, s, s.z(), n, now, consume)) {
                 return a;
             }
+        }
+    }
+
+    // Moves z forward by k intervals, a debt taken whatever the burst (settle).
+    void charge(std::uint64_t k) noexcept
+    {
+        for (;;) {
+            snap s = snapshot();
+            int128 add = int128(k) * s.c.interval;
+            int128 nz = s.z() + add;
+            if (nz > detail::max_ns) nz = detail::max_ns;
+            if (nz <= s.z() || commit(s, nz)) return;
         }
     }
 

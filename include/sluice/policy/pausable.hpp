@@ -80,6 +80,12 @@ public:
         return p_.predict(n, now < until ? until : now, ahead);
     }
 
+    /// P's settle: a pause refuses new requests, it does not change what was admitted.
+    std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t now) noexcept
+    {
+        return p_.settle(cost, actual, at, now);
+    }
+
     /// P's refund.
     std::int64_t refund(std::uint64_t n, std::int64_t now) noexcept
         requires P::reserves_ahead

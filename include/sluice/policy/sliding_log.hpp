@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -59,6 +60,38 @@ public:
     {
         std::lock_guard lock(mutex_);
         return newest_ == detail::min_ns ? detail::min_ns : detail::sat_add(newest_, window_);
+    }
+
+    /// Settles `cost` permits admitted at `at` with their `actual` cost. Lower: up to
+    /// cost - actual of the timestamps `at` leave the log, and the oldest places are
+    /// emptied (what the admission pushed out of the ring had left the window already, or it
+    /// could not have been admitted), so the log is the one an admission of `actual` would
+    /// have left. Higher: actual - cost more timestamps `at` enter it in order (a debt: each
+    /// leaves the window at at + window, and the log keeps its newest `limit`, all that any
+    /// decision reads; so a debt beyond the limit is forgotten, and a later settle lower of
+    /// an admission before it gives back from the stamps kept). A timestamp `at` no longer in the log (it left the window, or the
+    /// clock stepped back and the admission was stamped later) changes nothing. Under the
+    /// lock, O(limit), no allocation. Returns 0.
+    std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t /*now*/) noexcept
+    {
+        if (cost == actual) return 0;
+        std::lock_guard lock(mutex_);
+        // Oldest first from index 0, sorted: the ring as a plain array.
+        std::rotate(ring_.begin(), ring_.begin() + static_cast<std::ptrdiff_t>(head_), ring_.end());
+        head_ = 0;
+        auto [lo, hi] = std::equal_range(ring_.begin(), ring_.end(), at);
+        if (actual < cost) {
+            auto k = static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(cost - actual, static_cast<std::uint64_t>(hi - lo)));
+            std::move_backward(ring_.begin(), hi - k, hi);
+            std::fill(ring_.begin(), ring_.begin() + k, detail::min_ns);
+            newest_ = ring_.back();   // the newest stamp: what it was unless all went
+        } else {
+            if (lo == hi) return 0;   // not counted here: its window is over
+            auto c = static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(actual - cost, static_cast<std::uint64_t>(hi - ring_.begin())));
+            std::move(ring_.begin() + c, hi, ring_.begin());
+            std::fill(hi - c, hi, at);
+        }
+        return 0;
     }
 
     /// The window's length.

@@ -83,6 +83,25 @@ public:
     std::chrono::nanoseconds slot_duration() const noexcept { return std::chrono::nanoseconds{slot_}; }
     /// Slots in one turn.
     std::uint32_t slots() const noexcept { return static_cast<std::uint32_t>(slots_); }
+    /// Settles `cost` permits admitted at `at` with their `actual` cost: the count of the
+    /// slot of `at` moves by the difference, down (never below 0) or up (a debt, saturating
+    /// at 2^32 - 1 in the slot), exactly the counts an admission of `actual` would have
+    /// left; a slot out of the turn (or one the admission was not counted in: the clock
+    /// stepped back) no longer decides anything and changes nothing. Under the lock. Returns 0.
+    std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t /*now*/) noexcept
+    {
+        if (cost == actual) return 0;
+        std::lock_guard lock(mutex_);
+        const std::int64_t k = detail::floor_div(at, slot_);
+        if (total_ == 0 || k > head_ || detail::int128(head_) - k >= slots_) return 0;
+        std::uint32_t& c = counts_[index(k)];
+        std::uint64_t next = actual < cost ? c - std::min<std::uint64_t>(c, cost - actual)
+                                           : c + std::min<std::uint64_t>(0xffffffffu - c, actual - cost);
+        total_ = total_ - c + next;
+        c = static_cast<std::uint32_t>(next);
+        return 0;
+    }
+
     /// One turn: slots() * slot_duration().
     std::chrono::nanoseconds window() const noexcept { return std::chrono::nanoseconds{slot_ * slots_}; }
 

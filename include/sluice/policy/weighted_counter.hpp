@@ -8,6 +8,7 @@
 
 #include <boost/system/system_error.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -57,6 +58,42 @@ public:
     {
         state s = decode_now(now);
         return idle_time(s, s.cur);
+    }
+
+    /// Settles `cost` permits admitted at `at` with their `actual` cost: the count of the
+    /// window of `at`, the current one (cur) or the one before it (prev), moves by the
+    /// difference, down (never below 0) or up (a debt, saturating at max_limit), exactly
+    /// the counts an admission of `actual` would have left; a window older than that no
+    /// longer weighs and changes nothing. Lock-free, one compare-and-swap. Returns 0.
+    std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t /*now*/) noexcept
+    {
+        if (cost == actual) return 0;
+        const std::int64_t k = detail::floor_div(at, window_);
+        auto moved = [&](std::uint64_t c) {
+            return actual < cost ? c - std::min(c, cost - actual) : c + std::min(mask - c, actual - cost);
+        };
+        for (;;) {
+            view v = load_view();
+            // The window whose `cur` the word holds: newest_, or the one before it.
+            std::int64_t kw;
+            if (v.current)
+                kw = v.newest;
+            else if ((v.word & id_mask) == ((static_cast<std::uint64_t>(v.newest) - 1) & id_mask))
+                kw = v.newest - 1;
+            else
+                return 0;
+            std::uint64_t prev = (v.word >> 12) & mask, cur = (v.word >> 38) & mask;
+            if (k == kw)
+                cur = moved(cur);
+            else if (v.current && k == kw - 1)
+                prev = moved(prev);
+            else
+                return 0;
+            std::uint64_t expected = v.word;
+            if (word_.compare_exchange_strong(expected, pack(kw, prev, cur, v.word & closed_bit),
+                                              std::memory_order_acq_rel, std::memory_order_acquire))
+                return 0;
+        }
     }
 
     /// The window's length.

@@ -58,6 +58,24 @@ struct compact_state<policy::gcra> {
         return d;
     }
 
+    /// gcra::settle on the state in `word` (at is not needed); false (nothing changed) when
+    /// the new state has no compact form.
+    bool settle(std::uint64_t& word, std::uint64_t cost, std::uint64_t actual, std::int64_t now) const noexcept
+    {
+        int128 z = z_of(word);
+        int128 nz;
+        if (actual < cost) {
+            nz = step.refunded(z, cost - actual, now);
+            if (nz >= z) return true;
+        } else {
+            nz = z + int128(actual - cost) * step.interval;
+            if (nz > max_ns) nz = max_ns;
+        }
+        if (nz <= store_words_end) return false;
+        word = static_cast<std::uint64_t>(static_cast<std::int64_t>(nz));
+        return true;
+    }
+
     /// gcra::idle_at: from when the bucket decides as a new one.
     std::int64_t idle_at(std::uint64_t word) const noexcept { return sat_narrow(step.idle_at(z_of(word))); }
 

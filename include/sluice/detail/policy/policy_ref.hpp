@@ -41,6 +41,11 @@ public:
         return p_->predict(n, now, ahead);
     }
 
+    std::int64_t settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t now) noexcept
+    {
+        return p_->settle(cost, actual, at, now);
+    }
+
     std::int64_t refund(std::uint64_t n, std::int64_t now) noexcept
         requires Policy::reserves_ahead
     {

@@ -2,6 +2,7 @@
 // set and eviction wheel, plus the overflow limiter.
 #pragma once
 
+#include <sluice/admission.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/detail/policy/compact_state.hpp>
 #include <sluice/detail/wait/rate_engine.hpp>
@@ -23,10 +24,13 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -47,6 +51,12 @@ namespace sluice::detail {
 ///
 /// Eviction: the shard's wheel files each key's hash (8 bytes) under the tick at which
 /// the key may be idle, once; a look finds the key again by its hash.
+/// A key an admission can keep: one that views characters, or one that makes a trivially
+/// copyable Key (kept as its bytes).
+template <class Key, class K>
+concept ticket_key = std::is_convertible_v<const K&, std::string_view> ||
+                     (std::is_trivially_copyable_v<Key> && std::is_constructible_v<Key, const K&>);
+
 template <class Limiter, class Key, class Hash, class KeyEqual>
 class keyed_store {
 public:
@@ -83,11 +93,12 @@ public:
     static std::int64_t now() noexcept { return now_ns<clock_type>(); }
 
     template <class K>
-    decision try_acquire(const K& key, std::uint64_t n)
+    decision try_acquire(const K& key, std::uint64_t n, std::int64_t* when = nullptr)
     {
         std::size_t h = hash_(key);
         shard& s = shard_for(h);
         std::int64_t t = now();
+        if (when) *when = t;
         {
             std::lock_guard lock(s.mutex);
             maintain(s, t);
@@ -106,6 +117,89 @@ public:
             ++s.overflow_requests;
         }
         return overflow_.waits->try_acquire(n);   // counted by the overflow's policy_ref
+    }
+
+    /// try_acquire with a ticket (basic_limiter::try_admit): the ticket keeps the key, as a
+    /// string (or the bytes of a trivially copyable Key).
+    template <class K>
+    admission admit(const K& key, std::uint64_t n)
+        requires ticket_key<Key, K>
+    {
+        const std::uint64_t epoch = epoch_.load(std::memory_order_acquire);
+        std::int64_t t = 0;
+        decision d = try_acquire(key, n, &t);
+        if (!d.admitted)
+            return admission_access::refused(d);
+        return admission_access::make(this, epoch, n, t, d, key_bytes(key));
+    }
+
+    /// The ticket of n permits of `key` an acquire that waited was granted.
+    template <class K>
+    admission admitted(const K& key, std::uint64_t n)
+        requires ticket_key<Key, K>
+    {
+        decision d;
+        d.admitted = true;
+        return admission_access::make(this, epoch_.load(std::memory_order_acquire), n, now(), d, key_bytes(key));
+    }
+
+    /// Settles a ticket of this limiter by its key's policy (see the policy's settle), under
+    /// the key's shard lock; the key's waiters it lets in are released. A key evicted since
+    /// was idle: settled lower, there is nothing to give back; higher, the key is made
+    /// again (or the overflow's, when the table is full) and charged the debt from now.
+    boost::system::error_code settle(admission& a, std::uint64_t actual)
+    {
+        boost::system::error_code ec = admission_access::check(a, this, epoch_.load(std::memory_order_acquire));
+        if (!ec && closed_.load(std::memory_order_acquire))
+            ec = make_error_code(error::closed);
+        if (ec)
+            return ec;
+        admission_access::mark_settled(a);
+        const std::uint64_t cost = admission_access::cost(a);
+        const std::int64_t at = admission_access::at(a);
+        const std::string& bytes = admission_access::key(a);
+        if constexpr (std::is_same_v<Key, std::string>)
+            settle_key(std::string_view(bytes), cost, actual, at);
+        else
+            settle_key(key_from_bytes(bytes), cost, actual, at);
+        return {};
+    }
+
+    /// What try_acquire(key, n) would answer now, nothing taken or counted; a key not
+    /// tracked answers as a new one (under its override), and is not made.
+    template <class K>
+    decision peek(const K& key, std::uint64_t n) const
+    {
+        std::size_t h = hash_(key);
+        shard& s = shard_for(h);
+        std::int64_t t = now();
+        {
+            std::lock_guard lock(s.mutex);
+            if (const slot* e = find(s, key, h)) {
+                if constexpr (compact) {
+                    if (!is_wide(e->word)) {
+                        std::uint64_t copy = e->word;   // decided on a copy: nothing taken
+                        if (std::optional<decision> d = compact_.try_acquire(copy, n, t)) return *d;
+                        return check_word(e->word, n, t);
+                    }
+                }
+                const wide_entry& w = wide_of(s, *e);
+                return w.waits ? w.waits->peek(n) : w.policy.check(n, t);
+            }
+            if (s.set.size() < s.cap) {
+                const config_type* c = &config_;
+                if (!s.overrides.empty())
+                    if (auto it = s.overrides.find(key); it != s.overrides.end()) c = &it->second;
+                if constexpr (compact) {
+                    if (c == &config_) {
+                        std::uint64_t fresh = compact_type::fresh;
+                        if (std::optional<decision> d = compact_.try_acquire(fresh, n, t)) return *d;
+                    }
+                }
+                return std::make_from_tuple<policy_type>(*c).check(n, t);
+            }
+        }
+        return overflow_.waits->peek(n);   // a full table: a new key would go there
     }
 
     // Starts an acquire for `w` on `key` (see initiate_acquire): answered here when nobody
@@ -173,6 +267,7 @@ public:
     template <class K>
     void set_override(const K& key, const config_type& c)
     {
+        epoch_.fetch_add(1, std::memory_order_acq_rel);
         std::make_from_tuple<policy_type>(c);   // validates before anything changes
         std::size_t h = hash_(key);
         shard& s = shard_for(h);
@@ -185,6 +280,7 @@ public:
     template <class K>
     void clear_override(const K& key)
     {
+        epoch_.fetch_add(1, std::memory_order_acq_rel);
         std::size_t h = hash_(key);
         shard& s = shard_for(h);
         std::lock_guard lock(s.mutex);
@@ -196,6 +292,7 @@ public:
 
     void set_overflow(const config_type& c)
     {
+        epoch_.fetch_add(1, std::memory_order_acq_rel);
         std::make_from_tuple<policy_type>(c);
         apply(overflow_, c);
     }
@@ -284,6 +381,92 @@ public:
 private:
     using compact_type = compact_state<policy_type>;
     static constexpr bool compact = compact_type::enabled;
+
+    template <class K>
+    static std::string key_bytes(const K& key)
+    {
+        if constexpr (std::is_convertible_v<const K&, std::string_view>) {
+            return std::string(std::string_view(key));
+        } else {
+            const Key k(key);
+            std::string out(sizeof(Key), '\0');
+            std::memcpy(out.data(), &k, sizeof(Key));
+            return out;
+        }
+    }
+
+    static Key key_from_bytes(const std::string& bytes) noexcept
+        requires std::is_trivially_copyable_v<Key>
+    {
+        Key k{};
+        std::memcpy(&k, bytes.data(), std::min(bytes.size(), sizeof(Key)));
+        return k;
+    }
+
+    // A peek at a compact word beyond the compact range: on a whole policy in its state.
+    decision check_word(std::uint64_t word, std::uint64_t n, std::int64_t t) const
+    {
+        auto p = std::apply([](const auto&... a) { return std::make_unique<policy_type>(a...); }, config_);
+        if constexpr (compact) compact_.restore(*p, word);
+        return p->check(n, t);
+    }
+
+    template <class K>
+    void settle_key(const K& key, std::uint64_t cost, std::uint64_t actual, std::int64_t at)
+    {
+        std::size_t h = hash_(key);
+        shard& s = shard_for(h);
+        std::int64_t t = now();
+        {
+            std::lock_guard lock(s.mutex);
+            const slot* e = find(s, key, h);
+            if (!e) {
+                if (actual <= cost) return;   // idle, and evicted: nothing to give back
+                bool created = false;
+                e = find_or_create(s, key, h, t, created);
+                if (e) {
+                    // The admission's own state is gone: the debt is charged as of now, as
+                    // one permit admitted now and settled to the debt (never refused: the
+                    // key is new, or idle).
+                    const std::uint64_t debt = actual - cost;
+                    if constexpr (compact) {
+                        std::uint64_t word = e->word;
+                        if (!is_wide(word)) {
+                            std::optional<decision> d = compact_.try_acquire(word, 1, t);
+                            if (d && d->admitted && compact_.settle(word, 1, debt, t)) {
+                                e->word = word;
+                                if (created) s.wheel.schedule(h, compact_.idle_at(word));
+                                return;
+                            }
+                        }
+                    }
+                    wide_entry& w = widen(s, *e);
+                    if (w.waits) {
+                        w.waits->settle_cost(0, debt, t);
+                    } else {
+                        w.policy.try_acquire(1, t);
+                        w.policy.settle(1, debt, t, t);
+                    }
+                    if (created) s.wheel.schedule(h, w.policy.idle_at(t));
+                    return;
+                }
+            }
+            if (e) {
+                if constexpr (compact) {
+                    if (!is_wide(e->word) && compact_.settle(e->word, cost, actual, t)) return;
+                }
+                wide_entry& w = widen(s, *e);
+                if (!w.waits) {
+                    w.policy.settle(cost, actual, at, t);
+                    return;
+                }
+                // Under the shard's lock, as start() queues: the key cannot go meanwhile.
+                w.waits->settle_cost(cost, actual, at);
+                return;
+            }
+        }
+        if (actual > cost) overflow_.waits->settle_cost(0, actual - cost, t);
+    }
     using storage = key_storage<Key>;
     using stored_key = typename storage::type;
 
@@ -659,6 +842,7 @@ private:
     [[no_unique_address]] compact_type compact_;
     Hash hash_;
     std::atomic<bool> closed_{false};
+    std::atomic<std::uint64_t> epoch_{0};   // configuration changes: tickets of before are stale
     std::atomic<std::uint64_t> overflow_admitted_{0};
     wide_entry overflow_;
     std::vector<std::unique_ptr<shard>> shards_;

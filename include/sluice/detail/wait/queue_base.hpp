@@ -115,6 +115,16 @@ protected:
     queue_bounds bounds_;
 };
 
+/// A waiting queue whose policy settles admissions (basic_limiter::settle) and answers a
+/// peek: settle(cost, actual, at, now, done) changes the policy under the owner's lock and
+/// moves the waiters it lets in to `done`; peek(n, now) answers what try_acquire would,
+/// consuming nothing.
+template <class Q>
+concept settling_queue = requires(Q& q, const Q& cq, std::uint64_t n, std::int64_t t, completion_list& done) {
+    q.settle(n, n, t, t, done);
+    { cq.peek(n, t) } -> std::same_as<decision>;
+};
+
 /// A queue_base in front of a rate policy, the policy built from the queue's constructor
 /// arguments after the options.
 template <class Derived, class Policy>

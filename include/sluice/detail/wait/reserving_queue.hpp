@@ -47,6 +47,25 @@ public:
         return policy().try_acquire(n, now);
     }
 
+    /// What try_acquire(n, now) would answer, consuming nothing. Safe without the lock.
+    [[gnu::always_inline]] decision peek(std::uint64_t n, std::int64_t now) const noexcept
+    {
+        return policy().check(n, now);
+    }
+
+    /// Settles an admission of `cost` permits at `at` with its `actual` cost (the policy's
+    /// settle). What a lower cost gives back moves every queued slot up, as a cancelled
+    /// waiter's refund does; a higher one is a debt behind the slots already committed.
+    void settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t now, completion_list& done)
+    {
+        std::int64_t moved = policy().settle(cost, actual, at, now);
+        if (moved > 0 && !list_.empty()) {
+            list_.front()->shift += moved;
+            pending_shift_ += moved;
+        }
+        release_due(now, done);
+    }
+
     /// Asks for n permits within max_wait (>= 0) of now. Returns false when answered at
     /// once (w->result: empty when admitted), true when `w` waits for its slot.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)

@@ -55,6 +55,27 @@ public:
         return d;
     }
 
+    /// What try_acquire(n, now) would answer, consuming nothing. Safe without the lock.
+    decision peek(std::uint64_t n, std::int64_t now) const noexcept
+    {
+        std::uint64_t ahead = permits_.load(std::memory_order_acquire);
+        decision d = policy().check(n, now);
+        if (ahead == 0 || d.error)
+            return d;
+        std::int64_t at = policy().predict(n, now, ahead);
+        d.admitted = false;
+        d.retry_after = std::chrono::nanoseconds{at > now ? sat_sub(at, now) : 1};
+        return d;
+    }
+
+    /// Settles an admission of `cost` permits at `at` with its `actual` cost (the policy's
+    /// settle), then retries the head: what came back may let it in.
+    void settle(std::uint64_t cost, std::uint64_t actual, std::int64_t at, std::int64_t now, completion_list& done)
+    {
+        policy().settle(cost, actual, at, now);
+        release_due(now, done);
+    }
+
     /// Asks for n permits within max_wait (>= 0) of now. Returns false when answered at
     /// once (w->result: empty when admitted), true when `w` waits.
     bool enqueue(waiter* w, std::uint64_t n, std::int64_t max_wait, std::int64_t now)

@@ -3,6 +3,7 @@
 // slot_queue) only say who is admitted, refused or due, and when to wake next.
 #pragma once
 
+#include <sluice/admission.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/detail/base/arith.hpp>
 #include <sluice/detail/wait/concrete_executor.hpp>
@@ -21,6 +22,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -88,6 +90,81 @@ public:
         if (opts_.count_try_acquire) [[unlikely]]
             counters_.count_try(static_cast<bool>(d));
         return d;
+    }
+
+    /// try_acquire with a ticket (basic_limiter::try_admit): the same decision, counted the
+    /// same, and on admission the ticket of n permits at the instant decided at.
+    [[gnu::always_inline]] admission admit(std::uint64_t n)
+        requires trying_queue<Queue> && settling_queue<Queue>
+    {
+        // The epoch before the decision: a reconfiguration racing with it makes the ticket
+        // stale rather than settled against a configuration it was not decided on.
+        const std::uint64_t epoch = epoch_.load(std::memory_order_acquire);
+        const std::int64_t t = now();
+        decision d = try_acquire_at(n, t);
+        if (opts_.count_try_acquire) [[unlikely]]
+            counters_.count_try(d.admitted);
+        if (!d.admitted)
+            return admission_access::refused(d);
+        return admission_access::make(this, epoch, n, t, d);
+    }
+
+    /// The ticket of n permits an acquire that waited was granted (basic_limiter::async_admit).
+    admission admitted(std::uint64_t n)
+        requires settling_queue<Queue>
+    {
+        decision d;
+        d.admitted = true;
+        return admission_access::make(this, epoch_.load(std::memory_order_acquire), n, now(), d);
+    }
+
+    /// Settles a ticket of this engine with its actual cost (the policy's settle), then
+    /// releases the waiters it lets in. Errors: the ticket's (admission_access::check), and
+    /// error::closed after close().
+    boost::system::error_code settle(admission& a, std::uint64_t actual)
+        requires settling_queue<Queue>
+    {
+        completion_list done;
+        work_type idle;
+        boost::system::error_code ec;
+        {
+            std::lock_guard lock(mutex_);
+            ec = admission_access::check(a, this, epoch_.load(std::memory_order_relaxed));
+            if (!ec && closed_)
+                ec = make_error_code(error::closed);
+            if (!ec) {
+                admission_access::mark_settled(a);
+                std::int64_t t = now();
+                queue_.settle(admission_access::cost(a), actual, admission_access::at(a), t, done);
+                count_locked(done, t);
+                arm_locked(queue_.wake_at(), t, false);
+                track_work_locked(idle);
+            }
+        }
+        done.complete_all();
+        return ec;
+    }
+
+    /// Settles `cost` permits admitted at `at` with `actual`, for a ticket its owner checked
+    /// (a keyed limiter's key engine), then releases the waiters it lets in.
+    void settle_cost(std::uint64_t cost, std::uint64_t actual, std::int64_t at)
+        requires settling_queue<Queue>
+    {
+        update([&](Queue& q, std::int64_t t, completion_list& done) { q.settle(cost, actual, at, t, done); });
+    }
+
+    /// What try_acquire(n) would answer now, nothing consumed or counted.
+    [[gnu::always_inline]] decision peek(std::uint64_t n) const noexcept
+        requires settling_queue<Queue>
+    {
+        if constexpr (Queue::lock_free_try) {
+            return queue_.peek(n, now());
+        } else {
+            std::lock_guard lock(mutex_);
+            if (closed_)
+                return {};
+            return queue_.peek(n, now());
+        }
     }
 
     /// Starts an acquire for `w` (see initiate_acquire): `bind` attaches `w` to this
@@ -218,7 +295,11 @@ public:
     template <class F>
     void reconfigure(F&& f)
     {
-        update([&](Queue& q, std::int64_t t, completion_list& done) { q.reconfigure(f, t, done); });
+        // Tickets admitted before no longer settle exactly (error::stale_admission).
+        update([&](Queue& q, std::int64_t t, completion_list& done) {
+            q.reconfigure(f, t, done);
+            epoch_.fetch_add(1, std::memory_order_release);
+        });
     }
 
     /// Waits on the calling thread until n permits are admitted, max_wait at most.
@@ -248,6 +329,20 @@ private:
             if (closed_)
                 return decltype(queue_.try_acquire(n, 0)){};
             return queue_.try_acquire(n, now());
+        }
+    }
+
+    // try_acquire_uncounted at an instant read by the caller (admit keeps it in the ticket).
+    [[gnu::always_inline]] auto try_acquire_at(std::uint64_t n, std::int64_t t) noexcept
+        requires trying_queue<Queue>
+    {
+        if constexpr (Queue::lock_free_try) {
+            return queue_.try_acquire(n, t);
+        } else {
+            std::lock_guard lock(mutex_);
+            if (closed_)
+                return decltype(queue_.try_acquire(n, 0)){};
+            return queue_.try_acquire(n, t);
         }
     }
 
@@ -411,6 +506,7 @@ private:
     std::int64_t armed_at_ = 0;            // when the queue is due, as the timer is armed
     std::int64_t last_wake_ = min_ns;      // coalescing: the last timer wake-up
     std::uint64_t generation_ = 0;         // a wake-up of an older arming is stale
+    std::atomic<std::uint64_t> epoch_{0};  // reconfigurations so far: a ticket's settle is exact within one
     bool armed_ = false;
     bool closed_ = false;
     std::size_t blocking_ = 0;             // threads in acquire_blocking
