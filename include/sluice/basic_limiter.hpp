@@ -5,9 +5,9 @@
 #include <sluice/acquire_result.hpp>
 #include <sluice/admission.hpp>
 #include <sluice/decision.hpp>
-#include <sluice/detail/immediate.hpp>
-#include <sluice/detail/initiate_acquire.hpp>
-#include <sluice/detail/shadow.hpp>
+#include <sluice/detail/wait/immediate.hpp>
+#include <sluice/detail/wait/initiate_acquire.hpp>
+#include <sluice/detail/wait/shadow.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
