@@ -488,11 +488,15 @@ protected:
     /// The initiation of an answer taken in the call by f(state) and posted; a value-built
     /// answer with error::closed after close().
     struct at_once_initiation {
+        /// The backend that answers.
         std::shared_ptr<State> state;
 
+        /// The backend's executor, the default one of the handler.
         using executor_type = typename State::executor_type;
+        /// The backend's executor.
         executor_type get_executor() const noexcept { return state->get_executor(); }
 
+        /// Posts f(*state) to the handler, or error::closed after close().
         template <class Handler, class F>
         void operator()(Handler&& handler, F f) const
         {
@@ -505,15 +509,20 @@ protected:
         }
     };
 
+    /// The initiation of an answer taken in the call, over this limiter's backend.
     at_once_initiation answer_at_once() const { return {state_}; }
 
     /// The initiation of a settle taken in the call and posted.
     struct settle_initiation {
+        /// The backend that settles.
         std::shared_ptr<State> state;
 
+        /// The backend's executor, the default one of the handler.
         using executor_type = typename State::executor_type;
+        /// The backend's executor.
         executor_type get_executor() const noexcept { return state->get_executor(); }
 
+        /// Settles `a` at `actual` and posts the outcome to the handler.
         template <class Handler>
         void operator()(Handler&& handler, admission a, std::uint64_t actual) const
         {
@@ -521,6 +530,7 @@ protected:
         }
     };
 
+    /// The initiation of a settle taken in the call, over this limiter's backend.
     settle_initiation settle_at_once() const { return {state_}; }
 
     /// Takes the backend a derived limiter built, in shadow mode when its options say so.
