@@ -67,7 +67,7 @@ int main(int argc, char** argv)
         return 2;
     }
     // Made before the first fork, so that a segment that cannot be made fails once.
-    const sluice::shm::gcra shared(sluice::shm::segment_options{.anonymous = true}, sluice::rate::per_second(20), 1);
+    const sluice::policy::shm_gcra shared(sluice::shm::segment_options{.anonymous = true}, sluice::rate::per_second(20), 1);
     const auto where = sluice::shm::segment_options::of(shared.segment());
     auto start = std::chrono::system_clock::now() + 300ms;
     std::vector<pid_t> kids;

@@ -1,4 +1,4 @@
-// fuzz-covers: include/sluice/redis/detail/acquire_fsm.hpp include/sluice/redis/detail/op_fsm.hpp
+// fuzz-covers: include/sluice/redis/detail/store/acquire_fsm.hpp include/sluice/redis/detail/store/op_fsm.hpp
 // async_acquire's machines (bucket_acquire_fsm, window_acquire_fsm) and the configuration
 // change (configure_fsm), one operation at a time, fed any replies, link errors,
 // cancellations, early wake-ups, close() and fallback results, with time driven by hand.
@@ -12,8 +12,8 @@
 // asked of a closed limiter, ends without a call.
 #include "fake_core.hpp"
 
-#include <sluice/detail/arith.hpp>
-#include <sluice/redis/detail/acquire_fsm.hpp>
+#include <sluice/detail/base/arith.hpp>
+#include <sluice/redis/detail/store/acquire_fsm.hpp>
 
 namespace detail = sluice::redis::detail;
 using detail::op_step;

@@ -8,9 +8,9 @@
 #include "lease_model.hpp"
 
 #include <sluice/error.hpp>
-#include <sluice/redis/detail/lease_book.hpp>
-#include <sluice/redis/detail/op_step.hpp>
-#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/detail/store/lease_book.hpp>
+#include <sluice/redis/detail/store/op_step.hpp>
+#include <sluice/redis/detail/store/verdict.hpp>
 #include <sluice/redis/shared_options.hpp>
 
 #include <boost/asio/error.hpp>

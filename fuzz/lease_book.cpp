@@ -1,4 +1,4 @@
-// fuzz-covers: include/sluice/redis/detail/lease_book.hpp
+// fuzz-covers: include/sluice/redis/detail/store/lease_book.hpp
 // One lease book (the slots a process leased of one token-bucket key) fed any sequence of
 // requests, times and replies to its reservations, checked by lease_model: a permit is
 // never handed out before its slot's time, never one the server did not grant, one
@@ -7,8 +7,8 @@
 #include "fuzz.hpp"
 #include "lease_model.hpp"
 
-#include <sluice/redis/detail/lease_book.hpp>
-#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/detail/store/lease_book.hpp>
+#include <sluice/redis/detail/store/verdict.hpp>
 
 namespace detail = sluice::redis::detail;
 

@@ -10,7 +10,7 @@
 
 #include "fuzz.hpp"
 
-#include <sluice/redis/detail/lease_book.hpp>
+#include <sluice/redis/detail/store/lease_book.hpp>
 
 #include <deque>
 

@@ -1,5 +1,5 @@
-// fuzz-covers: include/sluice/redis/detail/limiter_core.hpp
-// What every Redis limiter does with a reply whatever its script (limiter_core): replies
+// fuzz-covers: include/sluice/redis/detail/store/shared_backend.hpp
+// What every Redis limiter does with a reply whatever its script (shared_backend): replies
 // read as redis_op reads them (parse_verdict, answers), link errors and the probing while
 // degraded, on a manual clock. The counters add up (the tries admitted and refused), the
 // clock offset is the server's now minus the middle of the round trip exactly (no
@@ -9,8 +9,8 @@
 #include "fuzz.hpp"
 
 #include <sluice/manual_clock.hpp>
-#include <sluice/redis/detail/limiter_core.hpp>
-#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/detail/store/shared_backend.hpp>
+#include <sluice/redis/detail/store/verdict.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
@@ -30,9 +30,9 @@ struct no_fallback {
     void close() {}
 };
 
-struct core : detail::limiter_core<fake_client, clk, no_fallback> {
+struct core : detail::shared_backend<fake_client, clk, no_fallback> {
     core(fake_client& c, sluice::redis::shared_options o)
-        : limiter_core(c, std::move(o), 1000, [](const auto&, const auto&) { return no_fallback{}; })
+        : shared_backend(c, std::move(o), 1000, [](const auto&, const auto&) { return no_fallback{}; })
     {
     }
 };

@@ -10,8 +10,8 @@
 #include "redis/eval_fsm.hpp"
 #include "redis/resp.hpp"
 
-#include <sluice/redis/detail/sentinel_fsm.hpp>
-#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/detail/store/sentinel_fsm.hpp>
+#include <sluice/redis/detail/store/verdict.hpp>
 
 #include <optional>
 #include <vector>

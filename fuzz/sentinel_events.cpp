@@ -1,4 +1,4 @@
-// fuzz-covers: include/sluice/redis/detail/sentinel_events.hpp include/sluice/redis/detail/sentinel_list.hpp
+// fuzz-covers: include/sluice/redis/detail/store/sentinel_events.hpp include/sluice/redis/detail/store/sentinel_list.hpp
 // What Sentinels say about each other and about a failover (sentinel_list, sentinel_events)
 // fed any SENTINEL SENTINELS replies, +sentinel and +switch-master payloads and Pub/Sub
 // replies: the list always holds every configured Sentinel, no duplicate, at most
@@ -10,8 +10,8 @@
 // the announced instance.
 #include "fuzz.hpp"
 
-#include <sluice/redis/detail/sentinel_events.hpp>
-#include <sluice/redis/detail/sentinel_list.hpp>
+#include <sluice/redis/detail/store/sentinel_events.hpp>
+#include <sluice/redis/detail/store/sentinel_list.hpp>
 
 #include <algorithm>
 #include <optional>

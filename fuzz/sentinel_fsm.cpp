@@ -1,4 +1,4 @@
-// fuzz-covers: include/sluice/redis/detail/sentinel_fsm.hpp
+// fuzz-covers: include/sluice/redis/detail/store/sentinel_fsm.hpp
 // Master discovery through Sentinel (sentinel_fsm) fed any Sentinel and ROLE replies and
 // unreachable instances, over several rounds: each round asks the Sentinels in the order
 // it started with, each once (so it ends within 2 x Sentinels + 1 steps); a role check is
@@ -8,7 +8,7 @@
 // failure furthest along.
 #include "fuzz.hpp"
 
-#include <sluice/redis/detail/sentinel_fsm.hpp>
+#include <sluice/redis/detail/store/sentinel_fsm.hpp>
 
 #include <boost/asio/error.hpp>
 

@@ -19,7 +19,7 @@
 // the sizes the table holds.
 #include "fuzz.hpp"
 
-#include <sluice/detail/arith.hpp>
+#include <sluice/detail/base/arith.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 #include <sluice/shm/segment.hpp>
 

@@ -1,4 +1,4 @@
-// fuzz-covers: include/sluice/redis/detail/try_fsm.hpp include/sluice/redis/detail/op_fsm.hpp
+// fuzz-covers: include/sluice/redis/detail/store/try_fsm.hpp include/sluice/redis/detail/store/op_fsm.hpp
 // async_try_acquire's machine (try_fsm), with and without leasing, fed any interleaving of
 // requests, replies (any reply, link errors, cancellation), background reservations and
 // failure-policy changes. Each operation completes once, after at most one reply; a
@@ -9,7 +9,7 @@
 // reservation must tell the book, or the key would refuse locally forever).
 #include "fake_core.hpp"
 
-#include <sluice/redis/detail/try_fsm.hpp>
+#include <sluice/redis/detail/store/try_fsm.hpp>
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-// fuzz-covers: include/sluice/redis/detail/verdict.hpp
+// fuzz-covers: include/sluice/redis/detail/store/verdict.hpp
 // A script's reply turned into a verdict and a decision, against the definition in
 // sluice/redis/scripts.hpp written again here: an array of six or nine integers, [0] 0 or
 // 1, wait and reset_after in [0, 2^53), the server's now within 2^53 us of 0 (the
@@ -10,7 +10,7 @@
 // to n slots and refused only with a wait, an interval within the scripts' range.
 #include "fuzz.hpp"
 
-#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/detail/store/verdict.hpp>
 
 #include <algorithm>
 #include <optional>

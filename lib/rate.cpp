@@ -1,6 +1,6 @@
 #include <sluice/rate.hpp>
 
-#include <sluice/detail/arith.hpp>
+#include <sluice/detail/base/arith.hpp>
 
 #include <boost/system/system_error.hpp>
 

@@ -1,6 +1,6 @@
 // tsc_clock's process-wide timeline on the machine's counter and steady_clock, decided when
 // the library is loaded (see include/sluice/tsc_clock.hpp for the guarantees and
-// include/sluice/detail/tsc_timeline.hpp for the conversion).
+// include/sluice/detail/base/tsc_timeline.hpp for the conversion).
 #include <sluice/tsc_clock.hpp>
 
 #include <chrono>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <sluice/all_of.hpp>
-#include <sluice/detail/wait_traits.hpp>
+#include <sluice/detail/base/wait_traits.hpp>
 #include <sluice/fixed_window.hpp>
 #include <sluice/leaky_bucket.hpp>
 #include <sluice/manual_clock.hpp>

@@ -2,7 +2,7 @@
 // and a helper that runs one queue operation and returns what it completed, in order.
 #pragma once
 
-#include <sluice/detail/waiter.hpp>
+#include <sluice/detail/wait/waiter.hpp>
 
 #include <boost/system/error_code.hpp>
 

@@ -4,7 +4,7 @@
 #include "async_support.hpp"
 #include "rng.hpp"
 
-#include <sluice/detail/idle_wheel.hpp>
+#include <sluice/detail/store/idle_wheel.hpp>
 #include <sluice/keyed.hpp>
 #include <sluice/time_wheel.hpp>
 

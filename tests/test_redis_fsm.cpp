@@ -4,15 +4,15 @@
 // engine, and the lease book against an independent model of the server's GCRA lease
 // script, over a simulated fleet.
 #include <sluice/error.hpp>
-#include <sluice/redis/detail/acquire_fsm.hpp>
-#include <sluice/redis/detail/key_batches.hpp>
-#include <sluice/redis/detail/lease_book.hpp>
-#include <sluice/redis/detail/try_fsm.hpp>
-#include <sluice/redis/detail/wake_queue.hpp>
+#include <sluice/redis/detail/store/acquire_fsm.hpp>
+#include <sluice/redis/detail/store/key_batches.hpp>
+#include <sluice/redis/detail/store/lease_book.hpp>
+#include <sluice/redis/detail/store/try_fsm.hpp>
+#include <sluice/redis/detail/wait/wake_queue.hpp>
 #include <sluice/redis/reply.hpp>
 #include <sluice/redis/scripts.hpp>
 #include <sluice/redis/shared_options.hpp>
-#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/detail/store/verdict.hpp>
 
 #include <boost/asio/error.hpp>
 
@@ -1012,7 +1012,7 @@ TEST_CASE("try with leasing: a refusal without a wait ends the reservation (foun
     CHECK(b.start(c, 1 * ms).next == op_step::kind::eval);
 }
 
-TEST_CASE("parse_verdict: a server's now beyond 2^53 us is not believed (found by fuzz/limiter_core)")
+TEST_CASE("parse_verdict: a server's now beyond 2^53 us is not believed (found by fuzz/shared_backend)")
 {
     // The clock offset (the server's now minus the round trip's middle) overflowed on it.
     auto reply_with_now = [](std::int64_t now) {

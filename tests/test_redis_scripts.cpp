@@ -5,10 +5,10 @@
 #include "redis_support.hpp"
 #include "rng.hpp"
 
-#include <sluice/detail/arith.hpp>
+#include <sluice/detail/base/arith.hpp>
 #include <sluice/policy/gcra.hpp>
 #include <sluice/policy/sliding_log.hpp>
-#include <sluice/redis/detail/verdict.hpp>
+#include <sluice/redis/detail/store/verdict.hpp>
 #include <sluice/redis/scripts.hpp>
 
 #include <doctest/doctest.h>

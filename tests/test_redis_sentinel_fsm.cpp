@@ -5,9 +5,9 @@
 // +sentinel parsed, whether a switch concerns the connection) and the Sentinel list kept
 // from their SENTINEL SENTINELS replies (sentinel_list: bounded, deduplicated, the
 // configured ones kept as a fallback, the live ones first).
-#include <sluice/redis/detail/sentinel_events.hpp>
-#include <sluice/redis/detail/sentinel_fsm.hpp>
-#include <sluice/redis/detail/sentinel_list.hpp>
+#include <sluice/redis/detail/store/sentinel_events.hpp>
+#include <sluice/redis/detail/store/sentinel_fsm.hpp>
+#include <sluice/redis/detail/store/sentinel_list.hpp>
 
 #include <boost/asio/error.hpp>
 

@@ -1,6 +1,6 @@
 // The reserving queue (GCRA waiters) on its own: no io_context, no timer; every `now` is
 // passed by hand.
-#include <sluice/detail/reserving_queue.hpp>
+#include <sluice/detail/wait/reserving_queue.hpp>
 #include <sluice/policy/gcra.hpp>
 
 #include <boost/asio/error.hpp>

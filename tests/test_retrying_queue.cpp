@@ -1,6 +1,6 @@
 // The retrying queue (window policies' waiters) on its own: no io_context, no timer;
 // every `now` is passed by hand.
-#include <sluice/detail/retrying_queue.hpp>
+#include <sluice/detail/wait/retrying_queue.hpp>
 #include <sluice/policy/fixed_counter.hpp>
 #include <sluice/policy/sliding_log.hpp>
 

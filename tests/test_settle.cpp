@@ -4,7 +4,7 @@
 // model's replay), no sleeps.
 #include <sluice/admission.hpp>
 #include <sluice/all_of.hpp>
-#include <sluice/detail/wait_traits.hpp>
+#include <sluice/detail/base/wait_traits.hpp>
 #include <sluice/fixed_window.hpp>
 #include <sluice/keyed.hpp>
 #include <sluice/leaky_bucket.hpp>

@@ -3,6 +3,7 @@
 // bad input), processes deciding on one segment, and processes killed with SIGKILL at
 // random points while others decide. Every `now` is passed by hand.
 #include <sluice/policy/gcra.hpp>
+#include <sluice/policy/shm_gcra.hpp>
 #include <sluice/shm/gcra.hpp>
 #include <sluice/shm/segment.hpp>
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <deque>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fcntl.h>
@@ -25,6 +27,12 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+// The old name still compiles, deprecated, as the same type.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static_assert(std::is_same_v<sluice::shm::gcra, sluice::policy::shm_gcra>);
+#pragma GCC diagnostic pop
 
 #include "rng.hpp"
 #include "policy_support.hpp"
@@ -43,7 +51,7 @@ using sluice_test::wait_exit;
 
 namespace {
 
-// Feeds shm::gcra and policy::gcra the same random requests from `start` on and checks
+// Feeds policy::shm_gcra and policy::gcra the same random requests from `start` on and checks
 // every answer and the state after it. Refunds are those of a waiting queue: of
 // reservations still in the future.
 void compare_with_gcra(const std::string& name, std::uint64_t seed, std::int64_t start, std::int64_t interval,
@@ -52,7 +60,7 @@ void compare_with_gcra(const std::string& name, std::uint64_t seed, std::int64_t
     sluice_test::rng g(seed);
     sluice::rate r = rate::every(std::chrono::nanoseconds{interval});
     sluice::policy::gcra model(r, burst, std::chrono::nanoseconds{slack});
-    sluice::shm::gcra shared(name, r, burst, std::chrono::nanoseconds{slack});
+    sluice::policy::shm_gcra shared(name, r, burst, std::chrono::nanoseconds{slack});
     std::int64_t now = start;
     struct pending {
         std::uint64_t n;
@@ -114,7 +122,7 @@ void compare_with_gcra(const std::string& name, std::uint64_t seed, std::int64_t
 
 TEST_SUITE_BEGIN("shm");
 
-TEST_CASE("shm::gcra decides as policy::gcra on the same arrivals (token bucket, leaky bucket, far from 0)")
+TEST_CASE("policy::shm_gcra decides as policy::gcra on the same arrivals (token bucket, leaky bucket, far from 0)")
 {
     shm_name a("model-tb"), b("model-lb"), c("model-far"), d("model-big");
     SUBCASE("token bucket") { compare_with_gcra(a.str(), 1, 1'000'000'000, 1000, 5, 0); }
@@ -125,11 +133,11 @@ TEST_CASE("shm::gcra decides as policy::gcra on the same arrivals (token bucket,
     SUBCASE("a large burst and slack") { compare_with_gcra(d.str(), 4, 5, 10'000'000, 1000, 7'000'000); }
 }
 
-TEST_CASE("shm::gcra: every instance on a name decides on one bucket")
+TEST_CASE("policy::shm_gcra: every instance on a name decides on one bucket")
 {
     shm_name name("share");
-    sluice::shm::gcra a(name.str(), rate::per_second(1000), 3);
-    sluice::shm::gcra b(name.str(), rate::per_second(1000), 3);
+    sluice::policy::shm_gcra a(name.str(), rate::per_second(1000), 3);
+    sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3);
     CHECK(a.segment().created());
     CHECK_FALSE(b.segment().created());
     const std::int64_t t = 1'000'000'000;
@@ -146,17 +154,17 @@ TEST_CASE("shm::gcra: every instance on a name decides on one bucket")
 TEST_CASE("segment: another configuration is refused, the configuration is the creator's")
 {
     shm_name name("mismatch");
-    sluice::shm::gcra a(name.str(), rate::per_second(1000), 3, 1ms);
-    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(999), 3, 1ms); }) ==
+    sluice::policy::shm_gcra a(name.str(), rate::per_second(1000), 3, 1ms);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(999), 3, 1ms); }) ==
           error::shm_config_mismatch);
-    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 4, 1ms); }) ==
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 4, 1ms); }) ==
           error::shm_config_mismatch);
-    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) ==
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); }) ==
           error::shm_config_mismatch);
     CHECK(thrown([&] {
-              sluice::shm::gcra b(sluice::shm::segment_options{name.str(), 0600, 8192}, rate::per_second(1000), 3, 1ms);
+              sluice::policy::shm_gcra b(sluice::shm::segment_options{name.str(), 0600, 8192}, rate::per_second(1000), 3, 1ms);
           }) == error::shm_config_mismatch);
-    CHECK_FALSE(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3, 1ms); }));
+    CHECK_FALSE(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3, 1ms); }));
 }
 
 TEST_CASE("segment: another layout, version or kind, or not a segment at all, is refused, never misread")
@@ -165,7 +173,7 @@ TEST_CASE("segment: another layout, version or kind, or not a segment at all, is
     using sluice::shm::detail::segment_header;
     auto patch = [&](auto change) {
         sluice::shm::remove(name.str());
-        { sluice::shm::gcra a(name.str(), rate::per_second(1000), 3); }
+        { sluice::policy::shm_gcra a(name.str(), rate::per_second(1000), 3); }
         int fd = ::open(name.path().c_str(), O_RDWR);
         REQUIRE(fd >= 0);
         void* p = ::mmap(nullptr, sizeof(segment_header), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -173,7 +181,7 @@ TEST_CASE("segment: another layout, version or kind, or not a segment at all, is
         change(*static_cast<segment_header*>(p));
         ::munmap(p, sizeof(segment_header));
         ::close(fd);
-        return thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); });
+        return thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); });
     };
     CHECK(patch([](segment_header& h) { h.layout_version += 1; }) == error::shm_incompatible);
     CHECK(patch([](segment_header& h) { h.magic ^= 1; }) == error::shm_incompatible);
@@ -187,13 +195,13 @@ TEST_CASE("segment: another layout, version or kind, or not a segment at all, is
     // Not a regular file: a FIFO (opening must not hang), a directory, a symbolic link.
     sluice::shm::remove(name.str());
     REQUIRE(::mkfifo(name.path().c_str(), 0600) == 0);
-    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
     sluice::shm::remove(name.str());
     REQUIRE(::symlink("/dev/null", name.path().c_str()) == 0);
-    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
     sluice::shm::remove(name.str());
     REQUIRE(::mkdir(name.path().c_str(), 0700) == 0);
-    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
     ::rmdir(name.path().c_str());
 
     // Files that are no segment: empty, short, text.
@@ -203,7 +211,7 @@ TEST_CASE("segment: another layout, version or kind, or not a segment at all, is
         REQUIRE(fd >= 0);
         REQUIRE(::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()));
         ::close(fd);
-        CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
+        CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_incompatible);
     }
 }
 
@@ -211,9 +219,9 @@ TEST_CASE("segment: created 0600 whatever the umask, or with the mode asked; ano
 {
     shm_name name("mode"), wide("mode-wide");
     mode_t old = ::umask(0);
-    { sluice::shm::gcra a(name.str(), rate::per_second(1000), 3); }
+    { sluice::policy::shm_gcra a(name.str(), rate::per_second(1000), 3); }
     ::umask(0077);
-    { sluice::shm::gcra a(sluice::shm::segment_options{wide.str(), 0640}, rate::per_second(1000), 3); }
+    { sluice::policy::shm_gcra a(sluice::shm::segment_options{wide.str(), 0640}, rate::per_second(1000), 3); }
     ::umask(old);
     struct stat st {};
     REQUIRE(::stat(name.path().c_str(), &st) == 0);
@@ -227,13 +235,13 @@ TEST_CASE("segment: created 0600 whatever the umask, or with the mode asked; ano
     if (::geteuid() == 0) {
         pid_t pid = spawn([&] {
             if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 4;
-            auto ec = thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); });
+            auto ec = thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); });
             return ec == error::shm_permission ? 0 : 5;
         });
         CHECK(wait_exit(pid) == 0);
     } else {
-        { sluice::shm::gcra a(sluice::shm::segment_options{closed.str(), 0}, rate::per_second(1000), 3); }
-        CHECK(thrown([&] { sluice::shm::gcra b(closed.str(), rate::per_second(1000), 3); }) == error::shm_permission);
+        { sluice::policy::shm_gcra a(sluice::shm::segment_options{closed.str(), 0}, rate::per_second(1000), 3); }
+        CHECK(thrown([&] { sluice::policy::shm_gcra b(closed.str(), rate::per_second(1000), 3); }) == error::shm_permission);
     }
 }
 
@@ -243,7 +251,7 @@ TEST_CASE("segment: one left by another boot is stale and replaced by a new, ful
     using sluice::shm::detail::segment_header;
     const std::int64_t t = 1'000'000'000;
     {
-        sluice::shm::gcra a(name.str(), rate::per_second(1000), 3);
+        sluice::policy::shm_gcra a(name.str(), rate::per_second(1000), 3);
         CHECK(a.try_acquire(3, t).admitted);
     }
     int fd = ::open(name.path().c_str(), O_RDWR);
@@ -253,7 +261,7 @@ TEST_CASE("segment: one left by another boot is stale and replaced by a new, ful
     std::memcpy(h->boot_id.data(), "another-boot", 13);
     ::munmap(h, 4096);
     ::close(fd);
-    sluice::shm::gcra b(name.str(), rate::per_second(1000), 3);
+    sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3);
     CHECK(b.segment().created());
     CHECK(b.try_acquire(3, t).admitted);   // the old state is gone
 }
@@ -263,19 +271,19 @@ TEST_CASE("segment: remove, and no process has to: a segment left behind is a fu
     shm_name name("remove");
     const std::int64_t t = 1'000'000'000;
     {
-        sluice::shm::gcra a(name.str(), rate::per_second(1000), 2);
+        sluice::policy::shm_gcra a(name.str(), rate::per_second(1000), 2);
         CHECK(a.try_acquire(2, t).admitted);
     }
     {
         // Left behind, attached again a second later: the bucket refilled meanwhile.
-        sluice::shm::gcra a(name.str(), rate::per_second(1000), 2);
+        sluice::policy::shm_gcra a(name.str(), rate::per_second(1000), 2);
         CHECK_FALSE(a.segment().created());
         CHECK(a.try_acquire(2, t + 1'000'000'000).admitted);
         // Removed while attached: this process keeps its mapping, a new one starts afresh.
         CHECK(sluice::shm::remove(name.str()));
         CHECK_FALSE(sluice::shm::remove(name.str()));
         CHECK_FALSE(a.try_acquire(1, t + 1'000'000'000).admitted);
-        sluice::shm::gcra b(name.str(), rate::per_second(1000), 2);
+        sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 2);
         CHECK(b.segment().created());
         CHECK(b.try_acquire(2, t + 1'000'000'000).admitted);
     }
@@ -287,24 +295,24 @@ TEST_CASE("segment: bad names, sizes, modes and configurations are errors at con
     for (std::string bad : {std::string(), std::string("noslash"), std::string("/"), std::string("/a/b"),
                             std::string("/."), std::string("/.."), long_name, std::string("/a\0b", 4)}) {
         CAPTURE(bad);
-        CHECK(thrown([&] { sluice::shm::gcra a(bad, rate::per_second(10), 1); }) == error::shm_invalid_name);
+        CHECK(thrown([&] { sluice::policy::shm_gcra a(bad, rate::per_second(10), 1); }) == error::shm_invalid_name);
         CHECK(thrown([&] { sluice::shm::remove(bad); }) == error::shm_invalid_name);
     }
     std::string longest = "/" + std::string(255, 'b');
-    CHECK_FALSE(thrown([&] { sluice::shm::gcra a(longest, rate::per_second(10), 1); }));
+    CHECK_FALSE(thrown([&] { sluice::policy::shm_gcra a(longest, rate::per_second(10), 1); }));
     CHECK(sluice::shm::remove(longest));
     shm_name name("bad-input");
-    CHECK(thrown([&] { sluice::shm::gcra a(sluice::shm::segment_options{name.str(), 0600, 100}, rate::per_second(10), 1); }) ==
+    CHECK(thrown([&] { sluice::policy::shm_gcra a(sluice::shm::segment_options{name.str(), 0600, 100}, rate::per_second(10), 1); }) ==
           error::invalid_option);
-    CHECK(thrown([&] { sluice::shm::gcra a(sluice::shm::segment_options{name.str(), 01777}, rate::per_second(10), 1); }) ==
+    CHECK(thrown([&] { sluice::policy::shm_gcra a(sluice::shm::segment_options{name.str(), 01777}, rate::per_second(10), 1); }) ==
           error::invalid_option);
-    CHECK(thrown([&] { sluice::shm::gcra a(name.str(), rate::per_second(10), 0); }) == error::invalid_limit);
-    CHECK(thrown([&] { sluice::shm::gcra a(name.str(), rate::per_second(10), 1, -1ns); }) == error::invalid_duration);
+    CHECK(thrown([&] { sluice::policy::shm_gcra a(name.str(), rate::per_second(10), 0); }) == error::invalid_limit);
+    CHECK(thrown([&] { sluice::policy::shm_gcra a(name.str(), rate::per_second(10), 1, -1ns); }) == error::invalid_duration);
     struct stat st {};
     CHECK(::stat(name.path().c_str(), &st) != 0);
     // A size given is the segment's.
     {
-        sluice::shm::gcra a(sluice::shm::segment_options{name.str(), 0600, 65536}, rate::per_second(10), 1);
+        sluice::policy::shm_gcra a(sluice::shm::segment_options{name.str(), 0600, 65536}, rate::per_second(10), 1);
         CHECK(a.segment().size() == 65536);
         CHECK(::stat(name.path().c_str(), &st) == 0);
         CHECK(st.st_size == 65536);
@@ -325,7 +333,7 @@ TEST_CASE("two processes deciding on one segment admit exactly what one bucket h
     pid_t pids[2];
     for (int c = 0; c < 2; ++c) {
         pids[c] = spawn([&, c] {
-            sluice::shm::gcra p(name.str(), r, 5000);
+            sluice::policy::shm_gcra p(name.str(), r, 5000);
             b->ready.fetch_add(1);
             while (b->go.load() == 0) ::sched_yield();
             // Round 0: a full bucket of 5000 at t, 3000 requests each.
@@ -367,7 +375,7 @@ TEST_CASE("processes that create one segment at once: one creates it, all share 
         pids.push_back(spawn([&] {
             b->ready.fetch_add(1);
             while (b->go.load() == 0) {}
-            sluice::shm::gcra p(name.str(), rate::per_second(1000), 5);
+            sluice::policy::shm_gcra p(name.str(), rate::per_second(1000), 5);
             if (p.segment().created()) b->created.fetch_add(1);
             if (p.try_acquire(1, 1'000'000'000).admitted) b->admitted.fetch_add(1);
             return 0;
@@ -408,7 +416,7 @@ TEST_CASE("SIGKILL at random points of 10,000 decisions leaves the segment exact
 
     auto child = [&] {
         return spawn([&] {
-            sluice::shm::gcra p(name.str(), r, burst);
+            sluice::policy::shm_gcra p(name.str(), r, burst);
             while (b->stop.load() == 0) {
                 std::int64_t t = b->tickets.load();
                 if (t <= 0) {
@@ -430,7 +438,7 @@ TEST_CASE("SIGKILL at random points of 10,000 decisions leaves the segment exact
     // Some die while they create or attach to the segment.
     kill_one();
     kill_one();
-    sluice::shm::gcra observer(name.str(), r, burst);
+    sluice::policy::shm_gcra observer(name.str(), r, burst);
     sluice::policy::gcra model(r, burst);
 
     std::int64_t now = 1'000'000'000;

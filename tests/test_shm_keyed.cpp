@@ -3,8 +3,8 @@
 // shard repaired after its lock holder died, processes killed with SIGKILL at random
 // points while others insert, evict and decide, and two processes waiting on the same keys
 // (shm::keyed_bucket on a manual clock in each). Every `now` is passed by hand.
-#include <sluice/shm/detail/gcra_word.hpp>
-#include <sluice/shm/gcra.hpp>
+#include <sluice/shm/detail/policy/gcra_word.hpp>
+#include <sluice/policy/shm_gcra.hpp>
 #include <sluice/shm/keyed_bucket.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 
@@ -599,9 +599,9 @@ TEST_CASE("shm::keyed_gcra: another configuration or another kind of segment is 
               sluice::shm::keyed_gcra x(name.str(), rate::per_second(10), 5, {.max_keys = 1000, .shards = 8}, 1ms);
           }) == error::shm_config_mismatch);
     // A bucket's segment is not a table, nor the reverse.
-    CHECK(code([&] { sluice::shm::gcra x(name.str(), rate::per_second(10), 5); }) == error::shm_incompatible);
+    CHECK(code([&] { sluice::policy::shm_gcra x(name.str(), rate::per_second(10), 5); }) == error::shm_incompatible);
     shm_name bucket("keyed-bucket");
-    sluice::shm::gcra b(bucket.str(), rate::per_second(10), 5);
+    sluice::policy::shm_gcra b(bucket.str(), rate::per_second(10), 5);
     CHECK(code([&] { sluice::shm::keyed_gcra x(bucket.str(), rate::per_second(10), 5); }) == error::shm_incompatible);
 
     // The clocked front shares the table.

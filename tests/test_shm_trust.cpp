@@ -6,7 +6,7 @@
 // into the table (errors, never a crash or a hang). Every `now` is passed by hand; the only
 // real time is the bounded wait on a lock a stopped process holds, which is what is tested.
 #include <sluice/shm.hpp>
-#include <sluice/shm/gcra.hpp>
+#include <sluice/policy/shm_gcra.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 #include <sluice/shm/segment.hpp>
 
@@ -131,7 +131,7 @@ TEST_CASE("a segment another user made first under the name is refused (shm_fore
     // nobody takes the name first, 0666, with a header that is valid in every way.
     pid_t pid = spawn([&] {
         if (::setgid(nobody) != 0 || ::setuid(nobody) != 0) return 4;
-        sluice::shm::gcra squat(sluice::shm::segment_options{name.str(), 0666}, rate::per_second(1000), 3);
+        sluice::policy::shm_gcra squat(sluice::shm::segment_options{name.str(), 0666}, rate::per_second(1000), 3);
         return squat.try_acquire(3, t0).admitted ? 0 : 5;   // the bucket left empty
     });
     REQUIRE(wait_exit(pid) == 0);
@@ -145,19 +145,19 @@ TEST_CASE("a segment another user made first under the name is refused (shm_fore
     auto ec = thrown([&] { sluice::shm::token_bucket<> b(io, name.str(), rate::per_second(1000), 3); });
     CHECK(ec == error::shm_foreign);
     CHECK(ec.category() == sluice::error_category());
-    const std::string what = thrown_what([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); });
+    const std::string what = thrown_what([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); });
     CAPTURE(what);
     CHECK(what.find("uid 65534") != std::string::npos);   // who owns it
     CHECK(what.find("0666") != std::string::npos);        // and its mode
     // Asking for its mode does not make it ours; nor does another kind of limiter.
     CHECK(thrown([&] {
-              sluice::shm::gcra b(sluice::shm::segment_options{name.str(), 0666}, rate::per_second(1000), 3);
+              sluice::policy::shm_gcra b(sluice::shm::segment_options{name.str(), 0666}, rate::per_second(1000), 3);
           }) == error::shm_foreign);
     CHECK(thrown([&] { sluice::shm::keyed_gcra k(name.str(), rate::per_second(1000), 3); }) == error::shm_foreign);
     // Not removed, and not replaced when stale: a stranger's stale segment is no way in.
     CHECK(thrown([&] { sluice::shm::remove(name.str()); }) == error::shm_foreign);
     set_boot_id(name.path(), "another-boot");
-    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_foreign);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_foreign);
     struct stat after {};
     REQUIRE(::stat(name.path().c_str(), &after) == 0);
     CHECK(after.st_ino == before.st_ino);
@@ -167,31 +167,31 @@ TEST_CASE("a segment another user made first under the name is refused (shm_fore
 TEST_CASE("a segment of ours open to more than asked is refused; one as narrow or narrower is used")
 {
     shm_name name("wide");
-    { sluice::shm::gcra a(sluice::shm::segment_options{name.str(), 0666}, rate::per_second(1000), 3); }
+    { sluice::policy::shm_gcra a(sluice::shm::segment_options{name.str(), 0666}, rate::per_second(1000), 3); }
     // The default asks 0600: a segment any user may write is not trusted.
-    CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_foreign);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::per_second(1000), 3); }) == error::shm_foreign);
     CHECK(thrown([&] {
-              sluice::shm::gcra b(sluice::shm::segment_options{name.str(), 0660}, rate::per_second(1000), 3);
+              sluice::policy::shm_gcra b(sluice::shm::segment_options{name.str(), 0660}, rate::per_second(1000), 3);
           }) == error::shm_foreign);
     CHECK_FALSE(thrown([&] {
-        sluice::shm::gcra b(sluice::shm::segment_options{name.str(), 0666}, rate::per_second(1000), 3);
+        sluice::policy::shm_gcra b(sluice::shm::segment_options{name.str(), 0666}, rate::per_second(1000), 3);
     }));
     shm_name narrow("narrow");
-    { sluice::shm::gcra a(sluice::shm::segment_options{narrow.str(), 0640}, rate::per_second(1000), 3); }
-    CHECK(thrown([&] { sluice::shm::gcra b(narrow.str(), rate::per_second(1000), 3); }) == error::shm_foreign);
+    { sluice::policy::shm_gcra a(sluice::shm::segment_options{narrow.str(), 0640}, rate::per_second(1000), 3); }
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(narrow.str(), rate::per_second(1000), 3); }) == error::shm_foreign);
     CHECK_FALSE(thrown([&] {
-        sluice::shm::gcra b(sluice::shm::segment_options{narrow.str(), 0660}, rate::per_second(1000), 3);
+        sluice::policy::shm_gcra b(sluice::shm::segment_options{narrow.str(), 0660}, rate::per_second(1000), 3);
     }));
     // A mode changed after creation is seen at the next attach.
     REQUIRE(::chmod(narrow.path().c_str(), 0600) == 0);
-    CHECK_FALSE(thrown([&] { sluice::shm::gcra b(narrow.str(), rate::per_second(1000), 3); }));
+    CHECK_FALSE(thrown([&] { sluice::policy::shm_gcra b(narrow.str(), rate::per_second(1000), 3); }));
 }
 
 TEST_CASE("an anonymous segment: shared by a process forked after it, sealed, reached by no name")
 {
     sluice::shm::segment_options anon;
     anon.anonymous = true;
-    sluice::shm::gcra parent(anon, rate::every(1ms), 4);
+    sluice::policy::shm_gcra parent(anon, rate::every(1ms), 4);
     const auto& seg = parent.segment();
     CHECK(seg.created());
     CHECK(seg.name().empty());
@@ -216,18 +216,18 @@ TEST_CASE("an anonymous segment: shared by a process forked after it, sealed, re
     // bucket; so does another object in this process.
     const auto where = sluice::shm::segment_options::of(seg);
     pid_t pid = spawn([&] {
-        sluice::shm::gcra child(where, rate::every(1ms), 4);
+        sluice::policy::shm_gcra child(where, rate::every(1ms), 4);
         if (child.segment().created()) return 4;
         return child.try_acquire(3, t0).admitted ? 0 : 5;
     });
     CHECK(wait_exit(pid) == 0);
     CHECK(parent.try_acquire(1, t0).admitted);
     CHECK_FALSE(parent.try_acquire(1, t0).admitted);
-    sluice::shm::gcra again(where, rate::every(1ms), 4);
+    sluice::policy::shm_gcra again(where, rate::every(1ms), 4);
     CHECK_FALSE(again.try_acquire(1, t0).admitted);
     CHECK(again.try_acquire(1, t0 + 1'000'000).admitted);
     // Attached with another configuration, or as another kind: refused, as by name.
-    CHECK(thrown([&] { sluice::shm::gcra b(where, rate::every(2ms), 4); }) == error::shm_config_mismatch);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(where, rate::every(2ms), 4); }) == error::shm_config_mismatch);
     CHECK(thrown([&] { sluice::shm::keyed_gcra k(where, rate::every(1ms), 4); }) == error::shm_incompatible);
 
     // The keyed table and the Asio limiters take it alike.
@@ -249,21 +249,21 @@ TEST_CASE("an anonymous segment: shared by a process forked after it, sealed, re
     // One way to name a segment at a time; a descriptor of something else is no segment.
     sluice::shm::segment_options both = anon;
     both.name = "/sluice-test-both";
-    CHECK(thrown([&] { sluice::shm::gcra b(both, rate::every(1ms), 4); }) == error::invalid_option);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(both, rate::every(1ms), 4); }) == error::invalid_option);
     both = where;
     both.anonymous = true;
-    CHECK(thrown([&] { sluice::shm::gcra b(both, rate::every(1ms), 4); }) == error::invalid_option);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(both, rate::every(1ms), 4); }) == error::invalid_option);
     sluice::shm::segment_options none;
-    CHECK(thrown([&] { sluice::shm::gcra b(none, rate::every(1ms), 4); }) == error::shm_invalid_name);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(none, rate::every(1ms), 4); }) == error::shm_invalid_name);
     int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     REQUIRE(null >= 0);
     sluice::shm::segment_options dev;
     dev.descriptor = null;
-    CHECK(thrown([&] { sluice::shm::gcra b(dev, rate::every(1ms), 4); }) == error::shm_incompatible);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(dev, rate::every(1ms), 4); }) == error::shm_incompatible);
     ::close(null);
     sluice::shm::segment_options negative = anon;
     negative.lock_timeout = -1ns;
-    CHECK(thrown([&] { sluice::shm::gcra b(negative, rate::every(1ms), 4); }) == error::invalid_option);
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(negative, rate::every(1ms), 4); }) == error::invalid_option);
 }
 
 TEST_CASE("a named segment truncated under the mapping: no SIGBUS, every decision answers shm_truncated")
@@ -273,7 +273,7 @@ TEST_CASE("a named segment truncated under the mapping: no SIGBUS, every decisio
     for (off_t keep : {off_t{0}, off_t{4096}}) {
         CAPTURE(keep);
         shm_name name("truncate");
-        sluice::shm::gcra g(name.str(), rate::every(1000ns), 3);
+        sluice::policy::shm_gcra g(name.str(), rate::every(1000ns), 3);
         shm_name tname("truncate-keyed");
         sluice::shm::keyed_gcra t(tname.str(), rate::every(1000ns), 3, {.max_keys = 64, .shards = 2});
         REQUIRE(t.segment().size() > 4096);
@@ -302,9 +302,9 @@ TEST_CASE("a named segment truncated under the mapping: no SIGBUS, every decisio
             CHECK(g.predict(1, t0) == std::numeric_limits<std::int64_t>::max());
             CHECK(g.refund(1, t0) == 0);
             // The file is still there, a stub: no segment, until removed.
-            CHECK(thrown([&] { sluice::shm::gcra b(name.str(), rate::every(1000ns), 3); }) == error::shm_incompatible);
+            CHECK(thrown([&] { sluice::policy::shm_gcra b(name.str(), rate::every(1000ns), 3); }) == error::shm_incompatible);
             sluice::shm::remove(name.str());
-            sluice::shm::gcra fresh(name.str(), rate::every(1000ns), 3);
+            sluice::policy::shm_gcra fresh(name.str(), rate::every(1000ns), 3);
             CHECK(fresh.try_acquire(3, t0).admitted);
         } else {
             CHECK(g.try_acquire(1, t0).admitted);   // its one page is whole
@@ -346,7 +346,7 @@ TEST_CASE("a truncated segment's waiters: a request after the truncation complet
 TEST_CASE("SIGBUS outside the segments still takes its previous action: the process dies")
 {
     shm_name name("sigbus-elsewhere");
-    sluice::shm::gcra g(name.str(), rate::every(1000ns), 3);   // the handler is installed
+    sluice::policy::shm_gcra g(name.str(), rate::every(1000ns), 3);   // the handler is installed
     const std::string other = "/dev/shm/sluice-test-" + std::to_string(::getpid()) + "-not-a-segment";
     pid_t pid = spawn([&] {
         int fd = ::open(other.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -416,7 +416,7 @@ TEST_CASE("the lock of a stale segment held by a stopped process: shm_lock_timeo
           doctest::timeout(60))
 {
     shm_name name("stale-stopped");
-    { sluice::shm::gcra a(name.str(), rate::every(1000ns), 3); }
+    { sluice::policy::shm_gcra a(name.str(), rate::every(1000ns), 3); }
     set_boot_id(name.path(), "another-boot");
     pid_t pid = spawn([&] {
         int fd = ::open(name.path().c_str(), O_RDWR);
@@ -427,11 +427,11 @@ TEST_CASE("the lock of a stale segment held by a stopped process: shm_lock_timeo
     int status = 0;
     REQUIRE(::waitpid(pid, &status, WUNTRACED) == pid);
     REQUIRE(WIFSTOPPED(status));
-    CHECK(thrown([&] { sluice::shm::gcra b(named(name.str(), 20ms), rate::every(1000ns), 3); }) ==
+    CHECK(thrown([&] { sluice::policy::shm_gcra b(named(name.str(), 20ms), rate::every(1000ns), 3); }) ==
           error::shm_lock_timeout);
     ::kill(pid, SIGKILL);
     CHECK(wait_exit(pid) == 128 + SIGKILL);
-    sluice::shm::gcra b(named(name.str(), 20ms), rate::every(1000ns), 3);
+    sluice::policy::shm_gcra b(named(name.str(), 20ms), rate::every(1000ns), 3);
     CHECK(b.segment().created());
 }
 

@@ -1,6 +1,6 @@
 // The slot queue (concurrency_limit's waiters) on its own: no io_context, no timer; every
 // `now` is passed by hand.
-#include <sluice/detail/slot_queue.hpp>
+#include <sluice/detail/wait/slot_queue.hpp>
 
 #include <boost/asio/error.hpp>
 #include <doctest/doctest.h>

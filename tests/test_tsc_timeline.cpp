@@ -2,7 +2,7 @@
 // is driven by hand, so jumps, frequency changes, clocksource changes and hours of drift
 // are tested in milliseconds, with no real clock. Every test checks, at every reading,
 // that the clock never goes back; most also bound its distance to the reference.
-#include <sluice/detail/tsc_timeline.hpp>
+#include <sluice/detail/base/tsc_timeline.hpp>
 
 #include <doctest/doctest.h>
 

@@ -4,7 +4,7 @@
 
 #include <sluice/adaptive_concurrency_controller.hpp>
 #include <sluice/concurrency_limit.hpp>
-#include <sluice/detail/adaptive_slot_queue.hpp>
+#include <sluice/detail/wait/adaptive_slot_queue.hpp>
 
 namespace sluice {
 

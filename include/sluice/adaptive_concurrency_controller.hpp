@@ -5,7 +5,7 @@
 // (tests/test_adaptive_concurrency.cpp).
 #pragma once
 
-#include <sluice/detail/windowed_min.hpp>
+#include <sluice/detail/policy/windowed_min.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_stats.hpp>
 

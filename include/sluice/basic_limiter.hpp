@@ -5,9 +5,9 @@
 #include <sluice/acquire_result.hpp>
 #include <sluice/admission.hpp>
 #include <sluice/decision.hpp>
-#include <sluice/detail/immediate.hpp>
-#include <sluice/detail/initiate_acquire.hpp>
-#include <sluice/detail/shadow.hpp>
+#include <sluice/detail/wait/immediate.hpp>
+#include <sluice/detail/wait/initiate_acquire.hpp>
+#include <sluice/detail/wait/shadow.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
@@ -549,11 +549,15 @@ protected:
     /// The initiation of an answer taken in the call by f(state) and posted; a value-built
     /// answer with error::closed after close().
     struct at_once_initiation {
+        /// The backend that answers.
         std::shared_ptr<State> state;
 
+        /// The backend's executor, the default one of the handler.
         using executor_type = typename State::executor_type;
+        /// The backend's executor.
         executor_type get_executor() const noexcept { return state->get_executor(); }
 
+        /// Posts f(*state) to the handler, or error::closed after close().
         template <class Handler, class F>
         void operator()(Handler&& handler, F f) const
         {
@@ -566,15 +570,20 @@ protected:
         }
     };
 
+    /// The initiation of an answer taken in the call, over this limiter's backend.
     at_once_initiation answer_at_once() const { return {state_}; }
 
     /// The initiation of a settle taken in the call and posted.
     struct settle_initiation {
+        /// The backend that settles.
         std::shared_ptr<State> state;
 
+        /// The backend's executor, the default one of the handler.
         using executor_type = typename State::executor_type;
+        /// The backend's executor.
         executor_type get_executor() const noexcept { return state->get_executor(); }
 
+        /// Settles `a` at `actual` and posts the outcome to the handler.
         template <class Handler>
         void operator()(Handler&& handler, admission a, std::uint64_t actual) const
         {
@@ -582,6 +591,7 @@ protected:
         }
     };
 
+    /// The initiation of a settle taken in the call, over this limiter's backend.
     settle_initiation settle_at_once() const { return {state_}; }
 
     /// Takes the backend a derived limiter built, in shadow mode when its options say so.

@@ -6,10 +6,10 @@
 #include <sluice/acquire_result.hpp>
 #include <sluice/basic_limiter.hpp>
 #include <sluice/default_clock.hpp>
-#include <sluice/detail/initiate_acquire.hpp>
-#include <sluice/detail/local_answers.hpp>
-#include <sluice/detail/slot_queue.hpp>
-#include <sluice/detail/wait_engine.hpp>
+#include <sluice/detail/wait/initiate_acquire.hpp>
+#include <sluice/detail/wait/local_answers.hpp>
+#include <sluice/detail/wait/slot_queue.hpp>
+#include <sluice/detail/wait/wait_engine.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
 

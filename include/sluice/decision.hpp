@@ -1,7 +1,7 @@
 // What a limiter answers to a request: the result of try_acquire and reserve.
 #pragma once
 
-#include <sluice/detail/config.hpp>
+#include <sluice/detail/base/config.hpp>
 #include <sluice/error.hpp>
 
 #include <chrono>

@@ -1,8 +1,8 @@
 // Error codes of sluice, in their own boost::system category named "sluice".
 #pragma once
 
-#include <sluice/detail/config.hpp>
-#include <sluice/detail/error_category.hpp>
+#include <sluice/detail/base/config.hpp>
+#include <sluice/detail/base/error_category.hpp>
 
 #include <boost/system/error_code.hpp>
 

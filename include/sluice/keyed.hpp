@@ -4,10 +4,10 @@
 #include <sluice/basic_limiter.hpp>
 #include <sluice/rate_limiter.hpp>
 #include <sluice/decision.hpp>
-#include <sluice/detail/arith.hpp>
-#include <sluice/detail/keyed_core.hpp>
-#include <sluice/detail/local_answers.hpp>
-#include <sluice/detail/trailing_options.hpp>
+#include <sluice/detail/base/arith.hpp>
+#include <sluice/detail/store/keyed_store.hpp>
+#include <sluice/detail/wait/local_answers.hpp>
+#include <sluice/detail/base/trailing_options.hpp>
 #include <sluice/error.hpp>
 #include <sluice/keyed_options.hpp>
 
@@ -108,8 +108,8 @@ struct key_hash<detail::uint128> {
 /// over shards, each with its own short lock (held for one look-up in a flat hash set and
 /// one decision: it spins briefly before it sleeps); no lock is global.
 template <class Limiter, class Key = std::string, class Hash = key_hash<Key>, class KeyEqual = std::equal_to<>>
-class keyed : public basic_limiter<detail::keyed_core<Limiter, Key, Hash, KeyEqual>, detail::local_answers<>> {
-    using core_type = detail::keyed_core<Limiter, Key, Hash, KeyEqual>;
+class keyed : public basic_limiter<detail::keyed_store<Limiter, Key, Hash, KeyEqual>, detail::local_answers<>> {
+    using core_type = detail::keyed_store<Limiter, Key, Hash, KeyEqual>;
     using base_type = basic_limiter<core_type, detail::local_answers<>>;
 
 public:

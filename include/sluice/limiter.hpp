@@ -164,7 +164,8 @@ concept settling_limiter = local_limiter<L, Key...> &&
 
 } // namespace sluice
 
-/// The signatures an initiating function declares, without starting it (sluice::limiter).
+/// @cond
+// The signatures an initiating function declares, without starting it (sluice::limiter).
 template <class... Signatures>
 class boost::asio::async_result<sluice::detail::signature_probe, Signatures...> {
 public:
@@ -176,3 +177,4 @@ public:
         return {};
     }
 };
+/// @endcond

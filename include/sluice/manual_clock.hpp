@@ -29,7 +29,7 @@ public:
     static time_point now() noexcept { return time_point{duration{now_.load(std::memory_order_acquire)}}; }
 
     /// Moves the clock by `d` (backwards when negative). Timers waiting on it notice at the
-    /// next poll of their io_context (see <sluice/detail/wait_traits.hpp>).
+    /// next poll of their io_context (see <sluice/detail/base/wait_traits.hpp>).
     static void advance(duration d) noexcept { now_.fetch_add(d.count(), std::memory_order_acq_rel); }
 
     /// Sets the clock to `t`, forwards or backwards.

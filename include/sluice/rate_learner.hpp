@@ -4,7 +4,7 @@
 // servers (tests/test_rate_learner.cpp).
 #pragma once
 
-#include <sluice/detail/windowed_min.hpp>
+#include <sluice/detail/policy/windowed_min.hpp>
 #include <sluice/error.hpp>
 #include <sluice/rate.hpp>
 

@@ -7,12 +7,10 @@
 #include <sluice/basic_limiter.hpp>
 #include <sluice/decision.hpp>
 #include <sluice/default_clock.hpp>
-#include <sluice/detail/local_answers.hpp>
-#include <sluice/detail/policy_config.hpp>
-#include <sluice/detail/reserving_queue.hpp>
-#include <sluice/detail/retrying_queue.hpp>
-#include <sluice/detail/trailing_options.hpp>
-#include <sluice/detail/wait_engine.hpp>
+#include <sluice/detail/wait/local_answers.hpp>
+#include <sluice/detail/policy/policy_config.hpp>
+#include <sluice/detail/base/trailing_options.hpp>
+#include <sluice/detail/wait/rate_engine.hpp>
 #include <sluice/error.hpp>
 #include <sluice/limiter_options.hpp>
 #include <sluice/limiter_stats.hpp>
@@ -29,19 +27,6 @@
 #include <utility>
 
 namespace sluice {
-
-namespace detail {
-
-/// The waiting queue of a rate policy: slots committed ahead (GCRA) or the head retried
-/// (window policies).
-template <class Policy>
-using rate_queue = std::conditional_t<Policy::reserves_ahead, reserving_queue<Policy>, retrying_queue<Policy>>;
-
-/// The engine of a rate limiter over Policy (a policy_ref<P> for a key of a keyed limiter).
-template <class Policy, class Clock, class Executor>
-using rate_engine = wait_engine<rate_queue<Policy>, Clock, Executor>;
-
-} // namespace detail
 
 /// An asynchronous rate limiter over a policy (sluice/policy/): the one class behind every
 /// named rate limiter, which are this template with their policy (token_bucket =

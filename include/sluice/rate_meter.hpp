@@ -1,7 +1,7 @@
 // Flow-rate meter: the measured current rate of events, from two adjacent fixed windows.
 #pragma once
 
-#include <sluice/detail/arith.hpp>
+#include <sluice/detail/base/arith.hpp>
 
 #include <boost/system/system_error.hpp>
 #include <sluice/error.hpp>

@@ -2,7 +2,7 @@
 // shared-memory segment (no server, no round trip).
 #pragma once
 
-#include <sluice/shm/gcra.hpp>
+#include <sluice/policy/shm_gcra.hpp>
 #include <sluice/shm/keyed.hpp>
 #include <sluice/shm/keyed_bucket.hpp>
 #include <sluice/shm/keyed_gcra.hpp>

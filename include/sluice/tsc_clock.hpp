@@ -2,7 +2,7 @@
 // steady_clock's time line, for limiters whose checks are dominated by reading the clock.
 #pragma once
 
-#include <sluice/detail/tsc_timeline.hpp>
+#include <sluice/detail/base/tsc_timeline.hpp>
 
 #include <chrono>
 #include <cstdint>

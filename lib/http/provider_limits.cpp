@@ -2,7 +2,7 @@
 #include <sluice/http/ratelimit_fields.hpp>
 #include <sluice/http/retry_after.hpp>
 
-#include <sluice/detail/arith.hpp>
+#include <sluice/detail/base/arith.hpp>
 
 #include "civil.hpp"
 

@@ -6,7 +6,7 @@
 #include "link_counters.hpp"
 #include "pending_op.hpp"
 
-#include <sluice/redis/detail/client_impl.hpp>
+#include <sluice/redis/detail/store/client_impl.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 

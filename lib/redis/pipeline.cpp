@@ -1,7 +1,7 @@
 #include "pipeline.hpp"
 
-#include <sluice/redis/detail/sentinel_events.hpp>
-#include <sluice/redis/detail/sentinel_fsm.hpp>
+#include <sluice/redis/detail/store/sentinel_events.hpp>
+#include <sluice/redis/detail/store/sentinel_fsm.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_type.hpp>

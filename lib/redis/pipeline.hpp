@@ -12,7 +12,7 @@
 
 #include <sluice/error.hpp>
 #include <sluice/redis/connection_config.hpp>
-#include <sluice/redis/detail/sentinel_impl.hpp>
+#include <sluice/redis/detail/store/sentinel_impl.hpp>
 #include <sluice/redis/sentinel_config.hpp>
 
 #include <boost/asio/any_io_executor.hpp>

@@ -4,10 +4,10 @@
 // once per connection attempt, where clarity matters more than an allocation or two.
 // And the watch: one long-lived subscription per known Sentinel, on the same connect and
 // RESP code, feeding detail::sentinel_events' parsers and detail::sentinel_list.
-#include <sluice/redis/detail/sentinel_events.hpp>
-#include <sluice/redis/detail/sentinel_fsm.hpp>
-#include <sluice/redis/detail/sentinel_list.hpp>
-#include <sluice/redis/detail/sentinel_impl.hpp>
+#include <sluice/redis/detail/store/sentinel_events.hpp>
+#include <sluice/redis/detail/store/sentinel_fsm.hpp>
+#include <sluice/redis/detail/store/sentinel_list.hpp>
+#include <sluice/redis/detail/store/sentinel_impl.hpp>
 #include <sluice/redis/sentinel_error.hpp>
 
 #include <sluice/error.hpp>

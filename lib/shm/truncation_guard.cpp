@@ -49,7 +49,7 @@ void pass_on(int sig, siginfo_t* info, void* context)
 }
 
 // The bytes the first page of a replacement holds: a GCRA word of them (0x7f7f...7f) is
-// beyond what shm::gcra's fast path decides on, so that every decision on the replacement
+// beyond what policy::shm_gcra's fast path decides on, so that every decision on the replacement
 // takes the path that reads the mark (and a keyed table's slot of them is never a key's:
 // its generation is odd). The rest of the replacement is zeros (pages never touched).
 constexpr unsigned char poison = 0x7f;

@@ -3,7 +3,7 @@
 // that logs and ignores it can tell the two apart by category.
 #pragma once
 
-#include <sluice/detail/error_category.hpp>
+#include <sluice/detail/base/error_category.hpp>
 
 #include <boost/system/error_code.hpp>
 

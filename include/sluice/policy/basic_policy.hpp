@@ -63,7 +63,9 @@ protected:
     /// or change what its decisions read (a lock-free policy's is none).
     [[no_unique_address]] mutable std::conditional_t<Locked, std::mutex, detail::no_lock> mutex_;
 
+    /// The policy this skeleton serves.
     Derived& derived() noexcept { return static_cast<Derived&>(*this); }
+    /// The policy this skeleton serves.
     const Derived& derived() const noexcept { return static_cast<const Derived&>(*this); }
 };
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/arith.hpp>
+#include <sluice/detail/base/arith.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -2,8 +2,8 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/arith.hpp>
-#include <sluice/detail/gcra_step.hpp>
+#include <sluice/detail/base/arith.hpp>
+#include <sluice/detail/policy/gcra_step.hpp>
 #include <sluice/policy/basic_policy.hpp>
 #include <sluice/rate.hpp>
 

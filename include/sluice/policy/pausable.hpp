@@ -3,7 +3,7 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/arith.hpp>
+#include <sluice/detail/base/arith.hpp>
 #include <sluice/error.hpp>
 
 #include <atomic>

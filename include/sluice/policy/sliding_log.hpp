@@ -3,7 +3,7 @@
 
 #include <sluice/decision.hpp>
 #include <sluice/policy/basic_policy.hpp>
-#include <sluice/detail/arith.hpp>
+#include <sluice/detail/base/arith.hpp>
 
 #include <boost/system/system_error.hpp>
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <sluice/error.hpp>
-#include <sluice/redis/detail/client_impl.hpp>
+#include <sluice/redis/detail/store/client_impl.hpp>
 #include <sluice/redis/reply.hpp>
 #include <sluice/redis/script.hpp>
 

@@ -1,7 +1,7 @@
 // Redis Cluster as an Asio I/O object: commands routed to the master that owns the slot.
 #pragma once
 
-#include <sluice/detail/initiate_acquire.hpp>
+#include <sluice/detail/wait/initiate_acquire.hpp>
 #include <sluice/redis/basic_client.hpp>
 #include <sluice/redis/connection_config.hpp>
 #include <sluice/redis/hash_slot.hpp>

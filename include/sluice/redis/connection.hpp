@@ -1,7 +1,7 @@
 // One Redis connection as an Asio I/O object: hiredis' asynchronous API driven by Asio.
 #pragma once
 
-#include <sluice/detail/initiate_acquire.hpp>
+#include <sluice/detail/wait/initiate_acquire.hpp>
 #include <sluice/redis/basic_client.hpp>
 #include <sluice/redis/connection_config.hpp>
 

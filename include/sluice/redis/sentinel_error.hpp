@@ -1,7 +1,7 @@
 // Why a Sentinel discovery found no master, in its own boost::system category.
 #pragma once
 
-#include <sluice/detail/error_category.hpp>
+#include <sluice/detail/base/error_category.hpp>
 
 #include <boost/system/error_code.hpp>
 

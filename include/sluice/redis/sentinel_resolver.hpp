@@ -1,8 +1,8 @@
 // Finds the current master through Redis Sentinel, as an Asio I/O object.
 #pragma once
 
-#include <sluice/detail/initiate_acquire.hpp>
-#include <sluice/redis/detail/sentinel_impl.hpp>
+#include <sluice/detail/wait/initiate_acquire.hpp>
+#include <sluice/redis/detail/store/sentinel_impl.hpp>
 #include <sluice/redis/sentinel_config.hpp>
 #include <sluice/redis/sentinel_error.hpp>
 

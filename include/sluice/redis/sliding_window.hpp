@@ -3,9 +3,11 @@
 #pragma once
 
 #include <sluice/error.hpp>
-#include <sluice/redis/detail/shared_limiter.hpp>
-#include <sluice/redis/detail/window_core.hpp>
-#include <sluice/redis/detail/acquire_fsm.hpp>
+#include <sluice/redis/detail/front/shared_limiter.hpp>
+#include <sluice/redis/detail/store/window_backend.hpp>
+#include <sluice/keyed.hpp>
+#include <sluice/sliding_window.hpp>
+#include <sluice/redis/detail/store/acquire_fsm.hpp>
 #include <sluice/redis/shared_options.hpp>
 
 #include <chrono>
@@ -15,6 +17,12 @@
 #include <utility>
 
 namespace sluice::redis {
+
+namespace detail {
+// The state behind a redis::sliding_window: a keyed local sliding window decides while Redis is away.
+template <class Client, class Clock>
+using window_state = window_backend<Client, Clock, keyed<sluice::sliding_window<Clock, typename Client::executor_type>>>;
+} // namespace detail
 
 /// A sliding window log per key, kept in Redis: never more than `limit` permits in ANY
 /// `window`-long interval, for every process that uses the same prefix and key (as
@@ -85,8 +93,8 @@ namespace sluice::redis {
 /// throw system_error: error::invalid_limit (limit 0 or above 2^24), error::invalid_duration
 /// (window <= 0 or above 2^51 us), error::invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
-class sliding_window : public detail::shared_limiter<detail::window_core<Client, Clock>, detail::window_acquire_fsm> {
-    using base_type = detail::shared_limiter<detail::window_core<Client, Clock>, detail::window_acquire_fsm>;
+class sliding_window : public detail::shared_limiter<detail::window_state<Client, Clock>, detail::window_acquire_fsm> {
+    using base_type = detail::shared_limiter<detail::window_state<Client, Clock>, detail::window_acquire_fsm>;
 
 public:
     /// The window is rounded up to whole microseconds (the server's resolution).

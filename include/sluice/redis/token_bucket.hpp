@@ -4,9 +4,11 @@
 
 #include <sluice/error.hpp>
 #include <sluice/rate.hpp>
-#include <sluice/redis/detail/shared_limiter.hpp>
-#include <sluice/redis/detail/bucket_core.hpp>
-#include <sluice/redis/detail/acquire_fsm.hpp>
+#include <sluice/redis/detail/front/shared_limiter.hpp>
+#include <sluice/redis/detail/store/bucket_backend.hpp>
+#include <sluice/keyed.hpp>
+#include <sluice/token_bucket.hpp>
+#include <sluice/redis/detail/store/acquire_fsm.hpp>
 #include <sluice/redis/shared_options.hpp>
 
 #include <chrono>
@@ -16,6 +18,12 @@
 #include <utility>
 
 namespace sluice::redis {
+
+namespace detail {
+// The state behind a redis::token_bucket: a keyed local token bucket decides while Redis is away.
+template <class Client, class Clock>
+using bucket_state = bucket_backend<Client, Clock, keyed<sluice::token_bucket<Clock, typename Client::executor_type>>>;
+} // namespace detail
 
 /// A token bucket (GCRA) per key, kept in Redis: `rate` permits a second, bursts up to
 /// `burst`, for every process that uses the same prefix and key. Every decision is one
@@ -97,8 +105,8 @@ namespace sluice::redis {
 /// parameters throw system_error: error::invalid_rate, invalid_limit (burst 0, or burst
 /// times the interval in whole microseconds beyond 2^51 us), invalid_option.
 template <class Client, class Clock = std::chrono::steady_clock>
-class token_bucket : public detail::shared_limiter<detail::bucket_core<Client, Clock>, detail::bucket_acquire_fsm> {
-    using base_type = detail::shared_limiter<detail::bucket_core<Client, Clock>, detail::bucket_acquire_fsm>;
+class token_bucket : public detail::shared_limiter<detail::bucket_state<Client, Clock>, detail::bucket_acquire_fsm> {
+    using base_type = detail::shared_limiter<detail::bucket_state<Client, Clock>, detail::bucket_acquire_fsm>;
 
 public:
     /// The interval is rounded up to whole microseconds (the server's resolution).

@@ -4,9 +4,9 @@
 
 #include <sluice/basic_limiter.hpp>
 #include <sluice/default_clock.hpp>
-#include <sluice/detail/initiate_acquire.hpp>
-#include <sluice/detail/local_answers.hpp>
-#include <sluice/shm/detail/keyed_waits.hpp>
+#include <sluice/detail/wait/initiate_acquire.hpp>
+#include <sluice/detail/wait/local_answers.hpp>
+#include <sluice/shm/detail/store/keyed_waits.hpp>
 #include <sluice/shm/keyed_gcra.hpp>
 #include <sluice/shm/keyed_wait_options.hpp>
 
@@ -50,7 +50,7 @@ namespace sluice::shm {
 /// (so executor, cancellation, errors and wake-ups are rate_limiter's, per key; see its
 /// class comment); at most keyed_wait_options::max_waiting_keys of them, a queue nobody
 /// waits in being let go for a new one (beyond that: error::queue_full). Cancellation,
-/// and close(), give the slot back under shm::gcra's rule: exactly, when nothing was
+/// and close(), give the slot back under policy::shm_gcra's rule: exactly, when nothing was
 /// committed on the key after it (the waiters behind it here move up); else the slot is
 /// left as it is (no admission twice; the rate loses it). A key is never evicted from the
 /// table while a slot on it is still to come (it is not idle); one evicted after its last

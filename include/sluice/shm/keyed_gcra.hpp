@@ -3,11 +3,11 @@
 #pragma once
 
 #include <sluice/decision.hpp>
-#include <sluice/detail/arith.hpp>
-#include <sluice/detail/gcra_step.hpp>
+#include <sluice/detail/base/arith.hpp>
+#include <sluice/detail/policy/gcra_step.hpp>
 #include <sluice/error.hpp>
 #include <sluice/rate.hpp>
-#include <sluice/shm/detail/gcra_word.hpp>
+#include <sluice/shm/detail/policy/gcra_word.hpp>
 #include <sluice/shm/segment.hpp>
 
 #include <boost/system/error_code.hpp>
@@ -152,7 +152,7 @@ static_assert(sizeof(keyed_header) == 128);
 /// How processes share it without a lock a dead process could hold (why, not what):
 /// - A decision on a tracked key takes no lock: it finds the key's slot (open addressing,
 ///   linear probing within the shard; slots never move), reads the state word and commits
-///   with one compare-and-swap on it, as shm::gcra does. A process killed at any
+///   with one compare-and-swap on it, as policy::shm_gcra does. A process killed at any
 ///   instruction of it leaves the word as before or after its swap.
 /// - Inserting and evicting take the shard's mutex, process-shared and robust: a holder
 ///   that dies makes the next one get EOWNERDEAD, repair the shard (finish or undo what the
@@ -180,16 +180,16 @@ static_assert(sizeof(keyed_header) == 128);
 /// - A process killed at any point either committed its admission or did not: the others
 ///   see each key's bucket as it was before or after, never in between.
 ///
-/// Time: as shm::gcra (one time line for every process: steady_clock, or tsc_clock within
+/// Time: as policy::shm_gcra (one time line for every process: steady_clock, or tsc_clock within
 /// its drift; instants within burst x interval + slack of the int64 clock's beginning
 /// decide conservatively). Eviction adds one case: a key evicted by a process whose clock reads ahead
 /// by d is new to one that reads behind, which admits at most d / interval permits early,
 /// the same bound as a clock ahead.
 ///
 /// Waiting (shm::keyed_bucket's async_acquire): reserve() commits a key's future slot in its
-/// state word, as shm::gcra::reserve does on its one word, so the grants of a key follow
+/// state word, as policy::shm_gcra::reserve does on its one word, so the grants of a key follow
 /// the order of reservations across processes; refund() gives a cancelled reservation
-/// back under shm::gcra's rule (only when nobody else committed on the key after it). A
+/// back under policy::shm_gcra's rule (only when nobody else committed on the key after it). A
 /// key whose slot lies in the future is not idle, so it is never evicted while a
 /// reservation on it is still to come. Once the last slot has come the key may be evicted
 /// (its bucket refilled: a new one decides the same): a reservation already granted stands,
@@ -297,7 +297,7 @@ public:
 
     /// Commits n permits of the key in the future when they become available within
     /// max_wait of now (after every reservation of every process on the key so far), as
-    /// shm::gcra::reserve; `h` is the caller's record of its reservations on the key (what
+    /// policy::shm_gcra::reserve; `h` is the caller's record of its reservations on the key (what
     /// refund() checks). A key not tracked is
     /// inserted with its first grant, at once (a new bucket is full). Errors:
     /// invalid_count, exceeds_limit, timed_out (nothing consumed, `at` the predicted
@@ -308,7 +308,7 @@ public:
 
     /// Gives back n permits of the caller's reservation number `which` on the key (h.count
     /// after it was made) when no
-    /// reservation depends on it (shm::gcra::refund's rule; see the class comment for a
+    /// reservation depends on it (policy::shm_gcra::refund's rule; see the class comment for a
     /// key evicted meanwhile). Returns how far the key's z moved back, in ns.
     std::int64_t refund(const key_handle& k, std::uint64_t n, std::int64_t now, detail::holder_state& h,
                         std::uint64_t which) noexcept;

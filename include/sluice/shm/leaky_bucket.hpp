@@ -3,7 +3,7 @@
 
 #include <sluice/leaky_bucket.hpp>
 #include <sluice/rate_limiter.hpp>
-#include <sluice/shm/gcra.hpp>
+#include <sluice/policy/shm_gcra.hpp>
 
 #include <chrono>
 #include <utility>
@@ -12,10 +12,10 @@ namespace sluice::shm {
 
 /// sluice::leaky_bucket (admissions one interval apart, a late caller catching up by at
 /// most `slack`) whose state is shared by every process that names the same segment: a
-/// rate_limiter<shm::gcra> with burst 1. The clock: as shm::token_bucket.
+/// rate_limiter<policy::shm_gcra> with burst 1. The clock: as shm::token_bucket.
 template <class Clock = default_clock, class Executor = boost::asio::any_io_executor>
-class leaky_bucket : public rate_limiter<gcra, Clock, Executor> {
-    using base = rate_limiter<gcra, Clock, Executor>;
+class leaky_bucket : public rate_limiter<policy::shm_gcra, Clock, Executor> {
+    using base = rate_limiter<policy::shm_gcra, Clock, Executor>;
 
 public:
     /// The limiter's type on another executor type.
@@ -29,7 +29,7 @@ public:
     static constexpr std::chrono::nanoseconds default_slack = sluice::leaky_bucket<>::default_slack;
 
     /// Admissions spaced 1/r apart with default_slack: leaky_bucket(ex or io_context,
-    /// segment name or segment_options, rate, [limiter_options]). Throws as shm::gcra.
+    /// segment name or segment_options, rate, [limiter_options]). Throws as policy::shm_gcra.
     template <class Target, class Where>
     leaky_bucket(Target&& target, Where&& where, sluice::rate r, const limiter_options& opts = {})
         : base(std::forward<Target>(target), std::forward<Where>(where), r, std::uint64_t{1}, default_slack, opts)

@@ -2,16 +2,16 @@
 #pragma once
 
 #include <sluice/rate_limiter.hpp>
-#include <sluice/shm/gcra.hpp>
+#include <sluice/policy/shm_gcra.hpp>
 
 namespace sluice::shm {
 
 /// sluice::token_bucket whose state is shared by every process of the host that names the
-/// same segment: rate_limiter<shm::gcra>, so waiting, cancellation, executors, stats and
+/// same segment: rate_limiter<policy::shm_gcra>, so waiting, cancellation, executors, stats and
 /// close are those of every rate limiter (each process waits on its own timer; the slots
 /// are committed in the shared word, so grants follow the order of reservations across
 /// processes). Built as token_bucket(ex or io_context, name or segment_options, rate,
-/// burst, [limiter_options]); throws as shm::gcra.
+/// burst, [limiter_options]); throws as policy::shm_gcra.
 ///
 ///     sluice::shm::token_bucket<> bucket(io, "/myapp-quota", sluice::rate::per_second(100), 10);
 ///     if (co_await bucket.acquire(250ms)) { ... }
@@ -23,6 +23,6 @@ namespace sluice::shm {
 /// (see tsc_clock) one process may run up to 8 ms ahead until it works it off. Name
 /// std::chrono::steady_clock for exact agreement, at the cost of a slower try_acquire.
 template <class Clock = default_clock, class Executor = boost::asio::any_io_executor>
-using token_bucket = rate_limiter<gcra, Clock, Executor>;
+using token_bucket = rate_limiter<policy::shm_gcra, Clock, Executor>;
 
 } // namespace sluice::shm
