@@ -429,6 +429,42 @@ TEST_CASE("try: one script call, cancellable; errors and the fallback")
     CHECK(h.error() == sluice::error::backend_unavailable);
 }
 
+TEST_CASE("peek: one read-only script call, never leased, counted or decided by the fallback")
+{
+    fake_core c;
+    c.opts.lease_size = 8;   // a peek reads Redis all the same
+    auto f = redis::detail::try_fsm::peek("k", 2);
+    auto s = f.start(c, 0);
+    REQUIRE(s.next == op_step::kind::eval);
+    CHECK(s.request.how == eval_request::mode::try_now);
+    CHECK(s.request.peek);
+    CHECK(s.request.n == 2);
+    f.on_reply(c, {}, p(granted(0)), false, rt, 0);
+    CHECK_FALSE(f.error());
+    CHECK(f.result().admitted);
+    CHECK(c.admitted == 0);
+    CHECK(c.rejected == 0);
+    CHECK(c.prefetches.empty());
+
+    // Redis away: an error, not the failure policy's answer.
+    auto g = redis::detail::try_fsm::peek("k", 1);
+    g.start(c, 0);
+    g.on_reply(c, unreachable_ec, nullptr, false, rt, 0);
+    CHECK(g.error() == sluice::error::backend_unavailable);
+    CHECK(c.by_fallback == 0);
+
+    c.routed = false;   // degraded, not the probe's turn
+    auto h = redis::detail::try_fsm::peek("k", 1);
+    CHECK(h.start(c, 0).next == op_step::kind::post);
+    CHECK(h.error() == sluice::error::backend_unavailable);
+
+    // A try is never a peek.
+    c.routed = true;
+    c.opts.lease_size = 0;
+    redis::detail::try_fsm t("k", 1);
+    CHECK_FALSE(t.start(c, 0).request.peek);
+}
+
 TEST_CASE("try with leasing: the book answers locally, fetches a run when empty, prefetches in the background")
 {
     fake_core c;

@@ -297,6 +297,69 @@ TEST_CASE("GCRA reservation: FIFO slots, max_wait, refund only while nothing dep
     CHECK_FALSE(late.admitted);   // the key expired or the bucket is full already
 }
 
+TEST_CASE("GCRA settle: the state of the settled cost; a debt past the burst; peek writes nothing" * doctest::timeout(60))
+{
+    server_fixture f;
+    auto* c = f.ctx.get();
+    auto gcra = [&](const std::string& key, std::int64_t n, const char* mode, std::int64_t now) {
+        return parse(eval(c, sluice::redis::lua::gcra, key, {"100", "10", num(n), "0", mode, num(now)}));
+    };
+    auto settle = [&](const std::string& key, std::int64_t cost, std::int64_t actual, std::int64_t now) {
+        return parse(eval(c, sluice::redis::lua::gcra_settle, key, {"100", "10", num(cost), num(actual), num(now)}));
+    };
+    auto get = [&](const std::string& key) {
+        auto r = command(c, {"GET", key});
+        return r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : std::string("(nil)");
+    };
+    const std::int64_t t = 10'000;
+
+    // Lower: exactly the state of asking for the settled cost, also a while later.
+    REQUIRE(gcra("s", 8, "try", t).admitted);
+    REQUIRE(gcra("a", 3, "try", t).admitted);
+    auto down = settle("s", 8, 3, t + 50);
+    CHECK(down.admitted);
+    CHECK(down.state == gcra("a", 1, "peek", t + 50).state - 100);
+    CHECK(get("s") == get("a"));
+    // Never fuller than full: settled to 0 a while after, a full bucket at that instant.
+    REQUIRE(gcra("z", 5, "try", t).admitted);
+    CHECK(settle("z", 5, 0, t + 400).state == t + 400 - 1000);
+
+    // Higher: a debt beyond the burst; the next permit waits for it.
+    REQUIRE(gcra("d", 2, "try", t).admitted);
+    CHECK(settle("d", 2, 12, t).state == t - 1000 + 1200);
+    auto next = gcra("d", 1, "try", t);
+    CHECK_FALSE(next.admitted);
+    CHECK(next.wait == 300);
+
+    // Peek: the answer of a try, nothing written, a new key not created.
+    const std::string before = get("s");
+    for (std::int64_t n : {1, 7, 8, 11}) {
+        auto p = gcra("s", n, "peek", t + 60);
+        CHECK(get("s") == before);
+        if (n == 11) {
+            CHECK_FALSE(p.admitted);
+            CHECK(p.wait == 0);   // beyond the burst: never
+            continue;
+        }
+        auto r = gcra("s", n, "try", t + 60);
+        CHECK(p.admitted == r.admitted);
+        CHECK(p.wait == r.wait);
+        CHECK(p.remaining == r.remaining);
+        CHECK(p.reset == r.reset);
+        CHECK(p.state == r.state);
+        if (r.admitted) REQUIRE(settle("s", n, 0, t + 60).admitted);   // back to `before`
+        CHECK(get("s") == before);
+    }
+    CHECK(gcra("new", 3, "peek", t).admitted);
+    CHECK(get("new") == "(nil)");
+
+    // Bad arguments are error replies.
+    for (auto args : {std::vector<std::string>{"100", "10", "0", "1"}, {"100", "10", "1", "-1"}, {"100", "10", "x", "1"}}) {
+        auto r = eval(c, sluice::redis::lua::gcra_settle, "s", args);
+        CHECK(r->type == REDIS_REPLY_ERROR);
+    }
+}
+
 TEST_CASE("GCRA lease: runs of consecutive slots beyond the burst, as a model of the bucket, over random arrivals" * doctest::timeout(120))
 {
     server_fixture f;

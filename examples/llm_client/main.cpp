@@ -14,7 +14,8 @@
 //
 // With `--redis HOST:PORT` several llm_client processes share the provider's quotas: the
 // buckets are sluice::redis::token_bucket keys derived from the provider's host:port, set to
-// what each process reads from the provider.
+// what each process reads from the provider; a call's tokens are settled there too (one
+// script call), so that the shared bucket holds what the provider counted.
 //
 //   llm_client --url http://127.0.0.1:8080 --seconds 30
 //   llm_client --url http://127.0.0.1:8080 --requests 200 --max-tokens 256 --redis 127.0.0.1:6379
@@ -196,7 +197,7 @@ struct client {
 
     // What one call holds of the tokens bucket until it is settled.
     struct token_admission {
-        sluice::admission ticket;     // of the local bucket
+        sluice::admission ticket;     // of the tokens bucket (local or shared)
         std::uint64_t reserved = 0;   // 0: nothing held
     };
 
@@ -210,16 +211,25 @@ struct client {
         }
 #if SLUICE_EXAMPLES_REDIS
         if (shared) {
-            for (auto [key, n] : {std::pair{&requests_key, std::uint64_t{1}}, std::pair{&tokens_key, estimate}}) {
-                auto [ec] = co_await shared->async_acquire(*key, n, sluice::wait_forever, asio::as_tuple(asio::use_awaitable));
-                if (ec) {
-                    if (ec != sluice::error::closed) {
-                        redis_failed = true;
-                        fail("shared quota: " + ec.message());
-                    }
-                    co_return false;
+            auto failed_with = [this](boost::system::error_code ec) {
+                if (ec != sluice::error::closed) {
+                    redis_failed = true;
+                    fail("shared quota: " + ec.message());
                 }
+            };
+            auto [ec] = co_await shared->async_acquire(requests_key, 1, sluice::wait_forever,
+                                                       asio::as_tuple(asio::use_awaitable));
+            if (ec) {
+                failed_with(ec);
+                co_return false;
             }
+            auto [tec, ticket] = co_await shared->async_admit(tokens_key, estimate, sluice::wait_forever,
+                                                              asio::as_tuple(asio::use_awaitable));
+            if (tec) {
+                failed_with(tec);
+                co_return false;
+            }
+            adm.ticket = std::move(ticket);
             adm.reserved = estimate;
             co_return true;
         }
@@ -237,13 +247,24 @@ struct client {
     // counted `actual` (its usage: prompt and completion).
     void settle_tokens(token_admission& adm, std::uint64_t actual)
     {
+#if SLUICE_EXAMPLES_REDIS
+        if (shared && adm.ticket) {
+            // One script call; refused after close() (stopping), or when Redis is away:
+            // then the call stays charged in full.
+            shared->async_settle(std::move(adm.ticket), actual, [this](boost::system::error_code ec) {
+                if (ec) ++settles_refused;
+                else ++settled;
+            });
+            adm.reserved = 0;
+            return;
+        }
+#endif
         if (adm.ticket) {
             // Refused only for a ticket admitted before the bucket was reconfigured (its
             // rate refined): that call stays charged in full, on the safe side.
             if (auto ec = tokens_bucket->settle(std::move(adm.ticket), actual); ec) ++settles_refused;
             else ++settled;
         }
-        // Shared through Redis: charged in full until its buckets take tickets.
         adm.reserved = 0;
     }
 

@@ -95,6 +95,28 @@ struct admit_op {
     }
 };
 
+/// async_try_admit where a try is a round trip: the try, then the ticket of its answer.
+template <class State, class Answers, class Key>
+struct try_admit_op {
+    std::shared_ptr<State> state;
+    std::uint64_t n;
+    Key key;
+
+    template <class Self>
+    void operator()(Self& self)
+    {
+        Answers::try_initiation(state)(std::move(self), n, key);
+    }
+
+    template <class Self>
+    void operator()(Self& self, boost::system::error_code ec, decision d)
+    {
+        admission a = !ec && d.admitted ? state->admitted(key, n, d) : detail::admission_access::refused(d);
+        auto s = std::move(state);
+        self.complete(ec, std::move(a));
+    }
+};
+
 /// The shadow mode a backend was built with (its options' `shadow`), when it has one.
 template <class State>
 const shadow_options* shadow_of(const State& s) noexcept
@@ -400,7 +422,7 @@ public:
                            boost::asio::default_completion_token_t<executor_type>>
     auto async_admit(const K& key, std::uint64_t n, std::chrono::nanoseconds max_wait,
                      Token&& token = boost::asio::default_completion_token_t<executor_type>())
-        requires(at_once && keyed && requires(State& s) { s.admitted(key, n); })
+        requires(keyed && requires(State& s) { s.admitted(key, n); })
     {
         return boost::asio::async_compose<Token, admit_signature>(
             detail::admit_op<State, Answers, detail::owned_key_t<K>>{state_, n, max_wait.count(),
@@ -470,6 +492,45 @@ public:
     {
         return boost::asio::async_initiate<Token, peek_signature>(
             answer_at_once(), token, [n, k = detail::owned_key_t<K>(key)](State& s) { return s.peek(k, n); });
+    }
+
+    /// async_try_admit of a limiter that answers after a round trip (Redis): an
+    /// async_try_acquire, then the ticket of what it admitted (a refusal: an empty ticket
+    /// whose answer() says why). Handler signature: admit_signature; the errors of
+    /// async_try_acquire.
+    template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(admit_signature) Token =
+                           boost::asio::default_completion_token_t<executor_type>>
+    auto async_try_admit(const K& key, std::uint64_t n,
+                         Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(!at_once && keyed && requires(State& s, const decision& d) { s.admitted(key, n, d); })
+    {
+        return boost::asio::async_compose<Token, admit_signature>(
+            detail::try_admit_op<State, Answers, detail::owned_key_t<K>>{state_, n, detail::owned_key_t<K>(key)}, token,
+            state_->get_executor());
+    }
+
+    /// async_settle of a limiter that settles in one round trip (Redis: one script call,
+    /// atomic). The errors of settle, and the backend's (Redis unreachable: nothing
+    /// settled, the ticket is settled all the same).
+    template <BOOST_ASIO_COMPLETION_TOKEN_FOR(settle_signature) Token =
+                  boost::asio::default_completion_token_t<executor_type>>
+    auto async_settle(admission a, std::uint64_t actual,
+                      Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(!at_once && requires(std::shared_ptr<State> p) { Answers::settle_initiation(p); })
+    {
+        return boost::asio::async_initiate<Token, settle_signature>(Answers::settle_initiation(state_), token,
+                                                                    std::move(a), actual);
+    }
+
+    /// async_peek of a limiter that answers after a round trip (Redis: a script call that
+    /// writes nothing): what async_try_acquire(key, n) would answer now.
+    template <class K, BOOST_ASIO_COMPLETION_TOKEN_FOR(peek_signature) Token =
+                           boost::asio::default_completion_token_t<executor_type>>
+    auto async_peek(const K& key, std::uint64_t n, Token&& token = boost::asio::default_completion_token_t<executor_type>())
+        requires(!at_once && keyed && requires(std::shared_ptr<State> p) { Answers::peek_initiation(p); })
+    {
+        return boost::asio::async_initiate<Token, peek_signature>(Answers::peek_initiation(state_), token, n,
+                                                                  detail::owned_key_t<K>(key));
     }
 
     /// Completes every pending waiter with error::closed; later requests fail the same way

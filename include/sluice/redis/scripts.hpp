@@ -151,8 +151,8 @@ local arg_interval, arg_burst, e = config_args('interval_us', LIM, 'burst', LIM)
 local n; n, e = int_arg(3, 'n', 1, LIM) if e then return e end
 local max_wait; max_wait, e = int_arg(4, 'max_wait_us', 0, LIM) if e then return e end
 local mode = ARGV[5]
-if mode ~= 'try' and mode ~= 'reserve' and mode ~= 'lease' then
-  return redis.error_reply('ERR sluice: mode must be try, reserve or lease, got ' .. tostring(mode))
+if mode ~= 'try' and mode ~= 'reserve' and mode ~= 'lease' and mode ~= 'peek' then
+  return redis.error_reply('ERR sluice: mode must be try, reserve, lease or peek, got ' .. tostring(mode))
 end
 local interval, burst, tau, now, extra_ttl
 interval, burst, tau, now, extra_ttl, e = gcra_config(arg_interval, arg_burst, 6) if e then return e end
@@ -185,9 +185,10 @@ if mode == 'lease' then
 end
 local nz = z + n * interval
 local wait = nz - now
-if (mode == 'try' and wait > 0) or (mode == 'reserve' and wait > max_wait) then
+if ((mode == 'try' or mode == 'peek') and wait > 0) or (mode == 'reserve' and wait > max_wait) then
   return {0, wait, avail(z), reset(z), now, z, 0, interval, burst}
 end
+if mode == 'peek' then return {1, 0, avail(nz), reset(nz), now, nz, n, interval, burst} end
 redis.call('SET', KEYS[1], fmt(nz), 'PX', fmt(math.ceil((nz + tau - now) / 1000) + extra_ttl))
 if wait < 0 then wait = 0 end
 return {1, wait, avail(nz), reset(nz), now, nz, n, interval, burst}
@@ -203,7 +204,39 @@ return {1, wait, avail(nz), reset(nz), now, nz, n, interval, burst}
 /// one interval apart, k >= 1 (n may exceed the burst: the slots are consecutive future
 /// ones, each used no earlier than its time); [1] is the wait of the last slot, [6] is k;
 /// refused when not even one slot ends within max_wait_us ([1]: the wait of that slot).
+/// mode "peek": the reply of "try", nothing written (the key is only read).
 inline constexpr std::string_view gcra = detail::gcra_text.view();
+
+namespace detail {
+inline constexpr auto gcra_settle_text = with_prelude(R"lua(
+local arg_interval, arg_burst, e = config_args('interval_us', LIM, 'burst', LIM) if e then return e end
+local cost; cost, e = int_arg(3, 'cost', 1, LIM) if e then return e end
+local actual; actual, e = int_arg(4, 'actual', 0, LIM) if e then return e end
+local interval, burst, tau, now, extra_ttl
+interval, burst, tau, now, extra_ttl, e = gcra_config(arg_interval, arg_burst, 5) if e then return e end
+local v
+v, e = stored() if e then return e end
+local z = now - tau
+if v and v > z then z = v end
+local nz = z + (actual - cost) * interval
+if nz < now - tau then nz = now - tau end
+if nz > 9007199254740991 - tau then nz = 9007199254740991 - tau end
+local ttl = math.ceil((nz + tau - now) / 1000) + extra_ttl
+if ttl > 0 then
+  redis.call('SET', KEYS[1], fmt(nz), 'PX', fmt(ttl))
+else
+  redis.call('DEL', KEYS[1])
+end
+return {1, 0, 0, 0, now, nz}
+)lua");
+} // namespace detail
+/// Settles a GCRA admission of `cost` permits with its `actual` cost, as policy::gcra's
+/// settle: z moves by (actual - cost) intervals; back no further than a full bucket at
+/// now, forward with no check of the burst (a debt later callers wait for). A key that
+/// expired meanwhile is a full bucket (a debt is then charged from a full bucket).
+/// KEYS[1], [KEYS[2]]: as gcra. ARGV: interval_us, burst, cost, actual, [now_us].
+/// Reply: [0] 1, [1]..[3] 0, [4] now, [5] the state after the call.
+inline constexpr std::string_view gcra_settle = detail::gcra_settle_text.view();
 
 namespace detail {
 inline constexpr auto gcra_refund_text = with_prelude(R"lua(

@@ -52,6 +52,17 @@ using bucket_state = bucket_backend<Client, Clock, keyed<sluice::token_bucket<Cl
 /// redis_key(key), the Redis key that holds `key`'s state. Keys are copied into the
 /// operations. There is no synchronous try_acquire: every decision is a round trip.
 ///
+/// Tickets: async_try_admit(key, n, token) and async_admit(key, n, max_wait, token)
+/// complete with void(error_code, admission); async_settle(ticket, actual, token) settles
+/// one in one script call (lua::gcra_settle, as policy::gcra's settle: lower gives the
+/// intervals back, never past a full bucket; higher is a debt past the burst), completing
+/// with void(error_code): error::not_admitted, already_settled, foreign_admission,
+/// closed, or the client's (nothing settled). A ticket carries no configuration epoch (a
+/// key's configuration lives in Redis): it is settled in the key's intervals in force.
+/// async_peek(key, n, token): what async_try_acquire would answer now, from a script call
+/// that writes nothing; not counted in stats(), and error::backend_unavailable while Redis
+/// is away (no failure policy).
+///
 /// stats(): requests (async_acquire, acquire) by outcome, each counted once when it is
 /// answered (`waiting`: started and not answered yet, in a round trip or waiting for its
 /// slot; a wait is the time from the request to its grant when it waited for a reserved

@@ -2,6 +2,7 @@
 // arguments, refunds and the leases.
 #pragma once
 
+#include <sluice/admission.hpp>
 #include <sluice/error.hpp>
 #include <sluice/rate.hpp>
 #include <sluice/redis/detail/store/lease_book.hpp>
@@ -31,6 +32,8 @@
 
 namespace sluice::redis::detail {
 
+using sluice::detail::admission_access;
+
 /// `Fallback`: the local keyed limiter that decides while Redis is away (a keyed token
 /// bucket, given by redis::token_bucket: the store does not include a limiter).
 template <class Client, class Clock, class Fallback>
@@ -57,6 +60,7 @@ public:
           gcra_(std::string(lua::gcra)),
           refund_(std::string(lua::gcra_refund)),
           configure_(std::string(lua::gcra_configure)),
+          settle_(std::string(lua::gcra_settle)),
           interval_us_(to_us(r, burst)),
           burst_(burst),
           interval_arg_(std::to_string(interval_us_)),
@@ -84,7 +88,7 @@ public:
             return {interval_arg_, burst_arg_, std::to_string(r.new_span_us), std::to_string(r.new_count)};
         static constexpr const char* modes[] = {"try", "reserve", "lease"};
         return {interval_arg_, burst_arg_, std::to_string(r.n), std::to_string(r.max_wait_us),
-                modes[static_cast<int>(r.how)]};
+                r.peek ? "peek" : modes[static_cast<int>(r.how)]};
     }
 
     // set_rate / set_burst: the request, or the error of a bad value (bad_span for an
@@ -105,6 +109,38 @@ public:
     {
         base_type::send(this->shared_from_this(), refund_, this->keys(key),
                         {interval_arg_, burst_arg_, std::to_string(n), std::to_string(state)});
+    }
+
+    // Tickets: the key's bytes, the cost, and when (this host's clock). The epoch is 0:
+    // a key's configuration lives in Redis and settle uses the one in force there.
+    admission admitted(const std::string& key, std::uint64_t n)
+    {
+        decision d;
+        d.admitted = true;
+        return admitted(key, n, d);
+    }
+
+    admission admitted(const std::string& key, std::uint64_t n, const decision& d)
+    {
+        return admission_access::make(this, 0, n, now(), d, key);
+    }
+
+    // settle: the error of a ticket this limiter cannot settle (the ticket is settled
+    // whatever the answer), else the script call that settles it, its reply to `h`.
+    boost::system::error_code settle_check(admission& a) const noexcept
+    {
+        auto ec = admission_access::check(a, this, 0);
+        if (!ec && this->closed()) ec = make_error_code(error::closed);
+        if (admission_access::live(a)) admission_access::mark_settled(a);
+        return ec;
+    }
+
+    template <class Handler>
+    void async_settle_call(const admission& a, std::uint64_t actual, Handler&& h)
+    {
+        this->eval(settle_, base_type::keys(this->key_for(admission_access::key(a))),
+                   {interval_arg_, burst_arg_, std::to_string(admission_access::cost(a)), std::to_string(actual)}, false,
+                   std::forward<Handler>(h));
     }
 
     bool leasing() const noexcept { return this->options().lease_size > 0; }
@@ -220,6 +256,7 @@ private:
     script gcra_;
     script refund_;
     script configure_;
+    script settle_;
     std::int64_t interval_us_;
     std::uint64_t burst_;
     std::string interval_arg_;

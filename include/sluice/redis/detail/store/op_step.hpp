@@ -27,6 +27,7 @@ struct eval_request {
     std::int64_t new_span_us = 0;   // configure: interval (GCRA) or window
     std::uint64_t new_count = 0;    // configure: burst (GCRA) or limit
     const std::string* ticket = nullptr;   // the window's place in its waiters' queue
+    bool peek = false;   // try_now that only reads: the answer of a try, nothing written
 };
 
 /// The server counts in whole microseconds: a span rounded up (never faster, never more

@@ -4,7 +4,9 @@
 // fallback limiter.
 #pragma once
 
+#include <sluice/admission.hpp>
 #include <sluice/decision.hpp>
+#include <sluice/error.hpp>
 #include <sluice/detail/wait/initiate_acquire.hpp>
 #include <sluice/redis/detail/store/shared_backend.hpp>
 #include <sluice/redis/detail/store/op_step.hpp>
@@ -143,6 +145,43 @@ struct initiate_redis_op {
     }
 };
 
+/// async_settle of a Redis limiter: the ticket checked in the call (an error is posted),
+/// else one script call; its reply is read here.
+template <class Core>
+struct settle_op {
+    std::shared_ptr<Core> core;
+    sluice::admission ticket;
+    std::uint64_t actual;
+    boost::system::error_code ec{};
+    bool sent = false;
+
+    template <class Self>
+    void operator()(Self& self)
+    {
+        if (sent)
+            return self.complete(ec);
+        sent = true;
+        ec = core->settle_check(ticket);
+        if (ec)
+            return boost::asio::post(std::move(self));
+        Core& c = *core;
+        c.async_settle_call(ticket, actual, std::move(self));
+    }
+
+    template <class Self, class Reply>
+    void operator()(Self& self, boost::system::error_code e, Reply r)
+    {
+        if (unreachable(e)) core->on_unavailable();
+        else if (e) core->on_error();
+        else if (r.type != Reply::kind::array || r.elements.size() != 6) {
+            core->on_error();
+            e = make_error_code(error::protocol_error);
+        }
+        auto keep = std::move(core);
+        self.complete(e);
+    }
+};
+
 /// How a Redis limiter answers basic_limiter's verbs: every decision after a script call
 /// (try_fsm), an acquire by `AcquireFsm` (reserve ahead, or ask again). There is no
 /// synchronous try: the state is elsewhere.
@@ -167,6 +206,44 @@ struct script_answers {
             return AcquireFsm(core.key_for(key), n, max_wait);
         }
     };
+
+    struct make_peek {
+        template <class Core>
+        try_fsm operator()(const Core& core, std::uint64_t n, const std::string& key) const
+        {
+            return try_fsm::peek(core.key_for(key), n);
+        }
+    };
+
+    template <class Core>
+    struct settle_initiation_t {
+        std::shared_ptr<Core> core;
+
+        using executor_type = typename Core::executor_type;
+        executor_type get_executor() const noexcept { return core->get_executor(); }
+
+        template <class Handler>
+        void operator()(Handler&& handler, sluice::admission a, std::uint64_t actual) const
+        {
+            boost::asio::async_compose<std::decay_t<Handler>, void(boost::system::error_code)>(
+                settle_op<Core>{core, std::move(a), actual}, handler, core->client().get_executor());
+        }
+    };
+
+    // Only where the script has a settle and a read-only try (GCRA).
+    template <class Core>
+    static auto peek_initiation(std::shared_ptr<Core> c) noexcept
+        requires(Core::replies == script_kind::gcra)
+    {
+        return initiate_redis_op<Core, void(boost::system::error_code, decision), make_peek>{std::move(c)};
+    }
+
+    template <class Core>
+    static auto settle_initiation(std::shared_ptr<Core> c) noexcept
+        requires requires(Core& k, sluice::admission& a) { k.settle_check(a); }
+    {
+        return settle_initiation_t<Core>{std::move(c)};
+    }
 
     template <class Core>
     static auto try_initiation(std::shared_ptr<Core> c) noexcept

@@ -39,6 +39,16 @@ public:
         return f;
     }
 
+    /// What a try of n permits of `key` would answer now, nothing consumed nor counted
+    /// (async_peek): no lease, no failure policy (Redis unreachable is
+    /// error::backend_unavailable).
+    static try_fsm peek(std::string key, std::uint64_t n)
+    {
+        try_fsm f(std::move(key), n);
+        f.peek_ = true;
+        return f;
+    }
+
     /// The decision (when error() is empty).
     const decision& result() const noexcept { return d_; }
 
@@ -51,6 +61,13 @@ public:
         }
         if (auto ec = c.check(n_))
             return end(ec, true);
+        if (peek_) {
+            if (!c.route())
+                return end(make_error_code(error::backend_unavailable), true);
+            eval_request r{eval_request::mode::try_now, n_, 0};
+            r.peek = true;
+            return op_step::eval(r, true);
+        }
         if (!c.route()) {
             decide_locally(c);
             return end(ec_, true);
@@ -85,7 +102,7 @@ public:
         }
         switch (read(c, e, v, rt)) {
         case reply_is::unreachable:
-            if (background_) ec_ = e;
+            if (background_ || peek_) ec_ = e;
             else decide_locally(c);
             break;
         case reply_is::failed:
@@ -93,6 +110,7 @@ public:
             break;
         case reply_is::usable:
             d_ = to_decision(*v);
+            if (peek_) break;
             if constexpr (Ctx::can_lease) {
                 if (leasing_) {
                     auto f = c.lease_fill(key_, n_, *v, (rt.received_us - rt.sent_us) * 1000, now);
@@ -135,6 +153,7 @@ private:
     std::uint64_t count_ = 0;   // slots a lease reservation asks for
     bool leasing_ = false;
     bool background_ = false;
+    bool peek_ = false;
     decision d_;
 };
 
