@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -47,8 +48,10 @@ using sluice_test::drain;
 constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t int64_min = std::numeric_limits<std::int64_t>::min();
 
-/// What the report callback received.
+/// What the report callback received. The callback runs on the handler's executor, another
+/// thread for use_future: writes are locked, and read once the operations are complete.
 struct reports {
+    std::mutex mutex;
     std::vector<sluice::shadow_event> events;
     std::vector<std::string> keys;   // each event's key, kept past the call
 };
@@ -56,6 +59,7 @@ struct reports {
 sluice::shadow_options shadow_to(reports& r)
 {
     return {true, [&r](const sluice::shadow_event& e) {
+                std::lock_guard lock(r.mutex);
                 r.events.push_back(e);
                 r.keys.emplace_back(e.key);
             }};
