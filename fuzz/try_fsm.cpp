@@ -22,6 +22,7 @@ struct op {
     detail::try_fsm f;
     bool background;
     bool leasing = false;   // its call is a reservation for the book
+    bool peek = false;      // async_peek's: nothing counted, nothing granted
     detail::eval_request sent{};
 };
 
@@ -40,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // A finished operation: one decision or one error, counted once if it is a decision.
     auto finished = [&](const op& o, std::uint64_t decisions_before, bool via_redis_try, const detail::verdict* v) {
         const std::uint64_t decisions = c.admitted + c.rejected - decisions_before;
-        if (o.background) {
+        if (o.background || o.peek) {
             FUZZ_CHECK(decisions == 0);
             return;
         }
@@ -56,8 +57,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 0:
         case 1:
         case 2: {   // a request
-            std::uint64_t n = in.byte() % 5;
-            op o{detail::try_fsm("k", n), false};
+            const std::uint8_t b = in.byte();
+            const std::uint64_t n = b % 5;
+            const bool peek = b >= 250;   // a few of the requests are peeks
+            op o{peek ? detail::try_fsm::peek("k", n) : detail::try_fsm("k", n), false};
+            o.peek = peek;
             const std::uint64_t before = c.admitted + c.rejected;
             const std::uint64_t granted = c.model.granted();
             auto s = o.f.start(c, c.now);
@@ -66,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 FUZZ_CHECK(s.cancellable);
                 o.leasing = s.request.how == detail::eval_request::mode::lease;
                 o.sent = s.request;
-                FUZZ_CHECK(o.leasing == c.leasing());
+                FUZZ_CHECK(peek ? !o.leasing && s.request.peek : o.leasing == c.leasing());
                 flying.push_back(std::move(o));
                 break;
             }
@@ -74,8 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             finished(o, before, false, nullptr);
             // Decided without Redis: by the lease book (its grants are the model's), or by
             // the failure policy.
-            if (!o.f.error() && o.f.result().admitted && c.route())
+            if (!peek && !o.f.error() && o.f.result().admitted && c.route())
                 FUZZ_CHECK(c.model.granted() == granted + n);
+            if (peek) FUZZ_CHECK(c.model.granted() == granted);
             break;
         }
         case 3:
