@@ -73,26 +73,12 @@ public:
     /// GETs `target`, connecting first if needed; the whole exchange must end within
     /// `timeout`. Never retries: a request is sent at most once, which a load generator
     /// counting requests at the server relies on. On a failure the connection is closed
-    /// (the next get reconnects), as it is when the server does not keep it alive.
+    /// (the next get reconnects), as it is when the server does not keep it alive. The
+    /// answer's body is read up to Beast's default limit for a response.
     asio::awaitable<http_result> get(const std::string& target, std::chrono::steady_clock::duration timeout)
     {
-        using asio::as_tuple, asio::use_awaitable;
-        http_result r;
-        stream_.expires_after(timeout);
-        if (!open_) {
-            if (auto ec = co_await connect(timeout); ec) co_return fail(r, failure::connect, ec);
-            stream_.expires_after(timeout);
-        }
         http::request<http::empty_body> req{http::verb::get, target, 11};
-        req.set(http::field::host, host_);
-        req.set(http::field::user_agent, "sluice-example");
-        req.keep_alive(true);
-        if (auto [ec, n] = co_await http::async_write(stream_, req, as_tuple(use_awaitable)); ec)
-            co_return fail(r, failure::write, ec);
-        if (auto [ec, n] = co_await http::async_read(stream_, buffer_, r.response, as_tuple(use_awaitable)); ec)
-            co_return fail(r, failure::read, ec);
-        if (!r.response.keep_alive()) close();
-        co_return r;
+        co_return co_await exchange(req, timeout, 8 * 1024 * 1024);   // Beast's default for a response
     }
 
     /// POSTs `body` (of `content_type`) to `target`, as get() (never retried). The answer is
@@ -101,29 +87,11 @@ public:
     asio::awaitable<http_result> post(const std::string& target, std::string body, std::string_view content_type,
                                       std::chrono::steady_clock::duration timeout, std::uint64_t body_limit)
     {
-        using asio::as_tuple, asio::use_awaitable;
-        http_result r;
-        stream_.expires_after(timeout);
-        if (!open_) {
-            if (auto ec = co_await connect(timeout); ec) co_return fail(r, failure::connect, ec);
-            stream_.expires_after(timeout);
-        }
         http::request<http::string_body> req{http::verb::post, target, 11};
-        req.set(http::field::host, host_);
-        req.set(http::field::user_agent, "sluice-example");
         req.set(http::field::content_type, content_type);
-        req.keep_alive(true);
         req.body() = std::move(body);
         req.prepare_payload();
-        if (auto [ec, n] = co_await http::async_write(stream_, req, as_tuple(use_awaitable)); ec)
-            co_return fail(r, failure::write, ec);
-        http::response_parser<http::string_body> parser;
-        parser.body_limit(body_limit);
-        if (auto [ec, n] = co_await http::async_read(stream_, buffer_, parser, as_tuple(use_awaitable)); ec)
-            co_return fail(r, failure::read, ec);
-        r.response = parser.release();
-        if (!r.response.keep_alive()) close();
-        co_return r;
+        co_return co_await exchange(req, timeout, body_limit);
     }
 
     void close()
@@ -136,6 +104,33 @@ public:
     }
 
 private:
+    /// One request and its answer (read up to `body_limit` bytes of body), connecting
+    /// first if needed, all within `timeout`.
+    template <class Body>
+    asio::awaitable<http_result> exchange(http::request<Body>& req, std::chrono::steady_clock::duration timeout,
+                                          std::uint64_t body_limit)
+    {
+        using asio::as_tuple, asio::use_awaitable;
+        http_result r;
+        stream_.expires_after(timeout);
+        if (!open_) {
+            if (auto ec = co_await connect(timeout); ec) co_return fail(r, failure::connect, ec);
+            stream_.expires_after(timeout);
+        }
+        req.set(http::field::host, host_);
+        req.set(http::field::user_agent, "sluice-example");
+        req.keep_alive(true);
+        if (auto [ec, n] = co_await http::async_write(stream_, req, as_tuple(use_awaitable)); ec)
+            co_return fail(r, failure::write, ec);
+        http::response_parser<http::string_body> parser;
+        parser.body_limit(body_limit);
+        if (auto [ec, n] = co_await http::async_read(stream_, buffer_, parser, as_tuple(use_awaitable)); ec)
+            co_return fail(r, failure::read, ec);
+        r.response = parser.release();
+        if (!r.response.keep_alive()) close();
+        co_return r;
+    }
+
     http_result fail(http_result& r, failure where, boost::system::error_code ec)
     {
         r.fail = ec == beast::error::timeout ? failure::timeout : where;
