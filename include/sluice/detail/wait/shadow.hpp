@@ -178,10 +178,7 @@ private:
     {
         // Saturates, as limiter_stats::total_wait does.
         std::int64_t t = total_wait_.load(std::memory_order_relaxed);
-        std::int64_t sum;
-        do {
-            if (__builtin_add_overflow(t, w, &sum)) sum = std::numeric_limits<std::int64_t>::max();
-        } while (!total_wait_.compare_exchange_weak(t, sum, std::memory_order_relaxed));
+        while (!total_wait_.compare_exchange_weak(t, sat_add(t, w), std::memory_order_relaxed)) {}
         std::int64_t l = longest_wait_.load(std::memory_order_relaxed);
         while (w > l && !longest_wait_.compare_exchange_weak(l, w, std::memory_order_relaxed)) {}
     }
