@@ -59,6 +59,34 @@ def stop(p, sig=signal.SIGTERM, timeout=5):
     return p.wait(timeout=timeout)
 
 
+
+def free_port():
+    """A loopback port free now (another process may take it before it is used)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(redis_server):
+    """redis-server on a free loopback port (retried if the port is taken meanwhile), stopped
+    by pid at exit like every child: (process, port)."""
+    for _ in range(5):
+        port = free_port()
+        p = spawn([redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                  stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and p.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return p, port
+            except OSError:
+                time.sleep(0.02)
+        if p.poll() is None:
+            stop(p)
+    raise AssertionError("no redis-server came up on a free loopback port")
+
 def connect(port, source="127.0.0.1"):
     s = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
     return s

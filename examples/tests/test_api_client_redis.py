@@ -11,7 +11,6 @@ by pid, on any exit (harness.py)."""
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,38 +32,12 @@ def on_alarm(*_):
     raise AssertionError("the test took more than 50 s")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_redis():
-    """redis-server on a free loopback port (retried if the port is taken meanwhile)."""
-    for _ in range(5):
-        port = free_port()
-        p = spawn([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                  stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and p.poll() is None:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        return p, port
-            except OSError:
-                time.sleep(0.02)
-        if p.poll() is None:
-            stop(p)
-    raise AssertionError("no redis-server came up on a free loopback port")
-
-
 def run_client(args):
     return spawn([API_CLIENT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def shared_quota():
-    redis, redis_port = start_redis()
+    redis, redis_port = start_redis(REDIS_SERVER)
     log = os.path.join(tmp, "access.log")
     # A per-client limit far above the shared quota: only Redis should hold the clients back.
     server, port = start_server(SERVER, "--rate", "10000/s", "--burst", "10000", "--access-log", log,
@@ -105,7 +78,7 @@ def shared_quota():
 def server_quota_adopted():
     """The server announces 20/s; two clients start sharing 100/s: the first to read the
     policy lowers the shared key's rate, and both follow it."""
-    redis, redis_port = start_redis()
+    redis, redis_port = start_redis(REDIS_SERVER)
     server, port = start_server(SERVER, "--rate", "20/s", "--burst", "5", "--seconds", "40")
     common = ["--redis", "127.0.0.1:%d" % redis_port, "--rate", "100/s", "--burst", "1", "--seconds", "4",
               "--concurrency", "4", "--quiet"]

@@ -16,7 +16,6 @@ Stops every process it started, by pid, on any exit (harness.py)."""
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fake_llm_provider as fake  # noqa: E402
-from harness import check, finish, spawn, stop  # noqa: E402
+from harness import check, finish, free_port, spawn, start_redis, stop  # noqa: E402
 
 CASE, CLIENT = sys.argv[1:3]
 REDIS_SERVER = sys.argv[3] if len(sys.argv) > 3 else None
@@ -102,33 +101,8 @@ def families():
         judge(name, log, rpm, tpm, binding, [m])
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_redis():
-    for _ in range(5):
-        port = free_port()
-        p = spawn([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                  stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and p.poll() is None:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        return p, port
-            except OSError:
-                time.sleep(0.02)
-        if p.poll() is None:
-            stop(p)
-    raise AssertionError("no redis-server came up on a free loopback port")
-
-
 def shared():
-    redis, redis_port = start_redis()
+    redis, redis_port = start_redis(REDIS_SERVER)
     p, port, log = start_provider("redis", "openai", 60, 3000)
     clients = [run_client(port, "--concurrency", "2", "--redis", "127.0.0.1:%d" % redis_port) for _ in range(4)]
     ms, settled = [], 0
